@@ -1,0 +1,1 @@
+//! Cohort validation, statistics, comparisons and reports.

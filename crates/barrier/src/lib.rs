@@ -1,0 +1,1 @@
+//! The shared-directory rendezvous (see docs/methodology.md).

@@ -1,0 +1,61 @@
+//! The artifact and record types of a coload cohort.
+//!
+//! Every file a worker, the barrier or the summarizer writes is described here as a plain serde
+//! type, so that other tools can read coload's output without linking anything else. This crate
+//! is to coload what `nextest-metadata` is to nextest: types only, no behaviour beyond reading
+//! and validating documents.
+//!
+//! # Stability
+//!
+//! Every top-level document carries `schema_version` ([`SCHEMA_VERSION`]). Fields may be added in
+//! a minor release (readers ignore unknown fields and default missing optional ones); renaming or
+//! removing a field, or changing its meaning or unit, bumps the version. A reader refuses a
+//! document whose version is newer than the one it knows, naming the file and both versions.
+//!
+//! # Example
+//!
+//! ```
+//! use coload_cohort_schema::{BatchRecord, read_batches_str};
+//!
+//! let text = "{\"index\":0,\"start_unix_ns\":10,\"end_unix_ns\":25,\"samples\":32}\n";
+//! let batches: Vec<BatchRecord> = read_batches_str("batches.jsonl", text).unwrap();
+//! assert_eq!(batches[0].duration_ns(), 15);
+//! ```
+
+mod barrier;
+mod batch;
+mod config;
+mod error;
+pub mod exit;
+mod read;
+mod summary;
+mod telemetry;
+mod worker;
+
+pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
+pub use batch::BatchRecord;
+pub use config::{ConfigDifference, Mode, Precision, WorkerConfig, Workload};
+pub use error::SchemaError;
+pub use read::{
+    BatchReader, check_version, read_batches, read_batches_str, read_document, read_worker_report,
+    write_json_atomic,
+};
+pub use summary::*;
+pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
+pub use worker::{
+    BarrierTiming, DeviceInfo, DeviceKind, Failure, HostInfo, Identity, MemoryInfo, MemorySource,
+    RuntimeInfo, Stage, Status, WindowInfo, WorkerReport, WorkerWarning,
+};
+
+/// The version of every document this crate writes and the newest it reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// File names inside a worker's output directory.
+pub mod files {
+    /// The worker's report, written last (temp file + rename).
+    pub const WORKER_REPORT: &str = "worker.json";
+    /// One JSON line per timed batch.
+    pub const BATCHES: &str = "batches.jsonl";
+    /// One JSON line per raw device telemetry sample (optional).
+    pub const TELEMETRY: &str = "telemetry.jsonl";
+}

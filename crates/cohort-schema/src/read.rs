@@ -1,0 +1,319 @@
+//! Versioned readers and an atomic writer for the documents.
+//!
+//! Readers never panic on bad input: every problem becomes a [`SchemaError`] naming the file and,
+//! for JSON-lines files, the 1-based line number.
+
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::SCHEMA_VERSION;
+use crate::batch::BatchRecord;
+use crate::error::SchemaError;
+use crate::worker::WorkerReport;
+
+/// Checks the `schema_version` of a parsed document.
+pub fn check_version(path: &Path, doc: &serde_json::Value) -> Result<(), SchemaError> {
+    let Some(version) = doc.get("schema_version") else {
+        return Err(SchemaError::MissingVersion {
+            path: path.to_owned(),
+        });
+    };
+    match version.as_u64() {
+        Some(v) if v >= 1 && v <= u64::from(SCHEMA_VERSION) => Ok(()),
+        Some(v) => Err(SchemaError::UnsupportedVersion {
+            path: path.to_owned(),
+            found: v,
+            supported: SCHEMA_VERSION,
+        }),
+        None => Err(SchemaError::Invalid {
+            path: path.to_owned(),
+            message: format!("schema_version must be a positive integer, found {version}"),
+        }),
+    }
+}
+
+/// Reads a versioned JSON document of type `T` from `path`.
+pub fn read_document<T: DeserializeOwned>(path: &Path) -> Result<T, SchemaError> {
+    let text = fs::read_to_string(path).map_err(|source| SchemaError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_document(path, &text)
+}
+
+pub(crate) fn parse_document<T: DeserializeOwned>(
+    path: &Path,
+    text: &str,
+) -> Result<T, SchemaError> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| SchemaError::Invalid {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+    check_version(path, &value)?;
+    serde_json::from_value(value).map_err(|e| SchemaError::Invalid {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Reads `worker.json`.
+pub fn read_worker_report(path: &Path) -> Result<WorkerReport, SchemaError> {
+    read_document(path)
+}
+
+/// Streams `batches.jsonl`, validating each line and the order of the lines.
+///
+/// A line is bad when it is not a complete JSON object of the [`BatchRecord`] shape, when its
+/// batch ends before it starts, when its index is not the previous one plus one (the first is 0),
+/// or when it starts before the previous batch ended (batches of one worker never overlap).
+#[derive(Debug)]
+pub struct BatchReader<R> {
+    path: PathBuf,
+    reader: R,
+    line: u64,
+    buf: String,
+    previous: Option<BatchRecord>,
+}
+
+impl BatchReader<BufReader<File>> {
+    /// Opens `path` for reading.
+    pub fn open(path: &Path) -> Result<Self, SchemaError> {
+        let file = File::open(path).map_err(|source| SchemaError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(Self::new(path, BufReader::with_capacity(1 << 16, file)))
+    }
+}
+
+impl<R: BufRead> BatchReader<R> {
+    /// Reads from `reader`, naming `path` in errors.
+    pub fn new(path: &Path, reader: R) -> Self {
+        BatchReader {
+            path: path.to_owned(),
+            reader,
+            line: 0,
+            buf: String::with_capacity(128),
+            previous: None,
+        }
+    }
+
+    fn bad(&self, message: impl Into<String>) -> SchemaError {
+        SchemaError::BadLine {
+            path: self.path.clone(),
+            line: self.line,
+            message: message.into(),
+        }
+    }
+
+    fn next_record(&mut self) -> Option<Result<BatchRecord, SchemaError>> {
+        self.buf.clear();
+        match self.reader.read_line(&mut self.buf) {
+            Ok(0) => return None,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                self.line += 1;
+                return Some(Err(self.bad("not valid UTF-8")));
+            }
+            Err(source) => {
+                return Some(Err(SchemaError::Io {
+                    path: self.path.clone(),
+                    source,
+                }));
+            }
+        }
+        self.line += 1;
+        let complete = self.buf.ends_with('\n');
+        let text = self.buf.trim_end_matches(['\n', '\r']);
+        if text.trim().is_empty() {
+            return Some(Err(self.bad("empty line")));
+        }
+        let record: BatchRecord = match serde_json::from_str(text) {
+            Ok(r) => r,
+            Err(e) if e.is_eof() || !complete && e.is_syntax() => {
+                return Some(Err(self.bad(format!("truncated line: {e}"))));
+            }
+            Err(e) => return Some(Err(self.bad(e.to_string()))),
+        };
+        if record.end_unix_ns < record.start_unix_ns {
+            return Some(Err(self.bad(format!(
+                "batch {} ends before it starts (start {} > end {})",
+                record.index, record.start_unix_ns, record.end_unix_ns
+            ))));
+        }
+        let expected_index = self.previous.map_or(0, |p| p.index + 1);
+        if record.index != expected_index {
+            return Some(Err(self.bad(format!(
+                "batch index {} out of order (expected {expected_index})",
+                record.index
+            ))));
+        }
+        if let Some(p) = self.previous
+            && record.start_unix_ns < p.end_unix_ns
+        {
+            return Some(Err(self.bad(format!(
+                "batch {} starts at {} before batch {} ended at {}",
+                record.index, record.start_unix_ns, p.index, p.end_unix_ns
+            ))));
+        }
+        self.previous = Some(record);
+        Some(Ok(record))
+    }
+}
+
+impl<R: BufRead> Iterator for BatchReader<R> {
+    type Item = Result<BatchRecord, SchemaError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_record()
+    }
+}
+
+/// Reads every line of `batches.jsonl` at `path`.
+pub fn read_batches(path: &Path) -> Result<Vec<BatchRecord>, SchemaError> {
+    BatchReader::open(path)?.collect()
+}
+
+/// Reads batch records from text, naming `path` in errors.
+pub fn read_batches_str(
+    path: impl AsRef<Path>,
+    text: &str,
+) -> Result<Vec<BatchRecord>, SchemaError> {
+    BatchReader::new(path.as_ref(), text.as_bytes()).collect()
+}
+
+/// Writes `value` as pretty JSON to `path` through a temporary file in the same directory,
+/// fsynced and renamed into place, so a reader sees either nothing or the whole document.
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), SchemaError> {
+    let werr = |source| SchemaError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| werr(io::Error::new(io::ErrorKind::InvalidInput, "no file name")))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp.{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let mut bytes = serde_json::to_vec_pretty(value)
+        .map_err(|e| werr(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+    bytes.push(b'\n');
+    let result = (|| {
+        let mut file = File::create(&tmp)?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        // Make the rename itself durable.
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(werr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err_text(text: &str) -> String {
+        read_batches_str("b.jsonl", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn good_lines_parse() {
+        let text = "{\"index\":0,\"start_unix_ns\":1,\"end_unix_ns\":5,\"samples\":2}\n\
+                    {\"index\":1,\"start_unix_ns\":5,\"end_unix_ns\":9,\"samples\":2}\n";
+        let b = read_batches_str("b.jsonl", text).unwrap();
+        assert_eq!(b.len(), 2);
+        assert_eq!(b[1].duration_ns(), 4);
+    }
+
+    #[test]
+    fn truncated_last_line_names_the_line() {
+        let text =
+            "{\"index\":0,\"start_unix_ns\":1,\"end_unix_ns\":5,\"samples\":2}\n{\"index\":1,\"sta";
+        let e = err_text(text);
+        assert!(e.starts_with("b.jsonl:2: truncated line"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_line() {
+        let e = err_text("{\"index\":0,\"start_unix_ns\":\"x\",\"end_unix_ns\":5,\"samples\":2}\n");
+        assert!(e.starts_with("b.jsonl:1: invalid type"), "{e}");
+    }
+
+    #[test]
+    fn nan_and_negative_values_are_refused() {
+        let e = err_text("{\"index\":0,\"start_unix_ns\":NaN,\"end_unix_ns\":5,\"samples\":2}\n");
+        assert!(e.starts_with("b.jsonl:1:"), "{e}");
+        let e = err_text("{\"index\":0,\"start_unix_ns\":-3,\"end_unix_ns\":5,\"samples\":2}\n");
+        assert!(e.starts_with("b.jsonl:1: invalid value"), "{e}");
+    }
+
+    #[test]
+    fn end_before_start_is_refused() {
+        let e = err_text("{\"index\":0,\"start_unix_ns\":9,\"end_unix_ns\":5,\"samples\":2}\n");
+        assert_eq!(
+            e,
+            "b.jsonl:1: batch 0 ends before it starts (start 9 > end 5)"
+        );
+    }
+
+    #[test]
+    fn order_is_checked() {
+        let e = err_text(
+            "{\"index\":0,\"start_unix_ns\":1,\"end_unix_ns\":5,\"samples\":2}\n\
+             {\"index\":2,\"start_unix_ns\":5,\"end_unix_ns\":9,\"samples\":2}\n",
+        );
+        assert_eq!(e, "b.jsonl:2: batch index 2 out of order (expected 1)");
+        let e = err_text(
+            "{\"index\":0,\"start_unix_ns\":1,\"end_unix_ns\":5,\"samples\":2}\n\
+             {\"index\":1,\"start_unix_ns\":4,\"end_unix_ns\":9,\"samples\":2}\n",
+        );
+        assert_eq!(
+            e,
+            "b.jsonl:2: batch 1 starts at 4 before batch 0 ended at 5"
+        );
+    }
+
+    #[test]
+    fn empty_and_garbage_lines_are_refused() {
+        assert_eq!(err_text("\n"), "b.jsonl:1: empty line");
+        assert!(err_text("\u{0}\u{1}garbage\n").starts_with("b.jsonl:1:"));
+        assert!(read_batches_str("b.jsonl", "").unwrap().is_empty());
+    }
+
+    #[test]
+    fn versions_are_checked() {
+        let p = Path::new("w.json");
+        assert!(check_version(p, &serde_json::json!({"schema_version": 1})).is_ok());
+        let e = check_version(p, &serde_json::json!({"schema_version": 2})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "w.json: schema_version 2 is not supported by this reader (it reads up to 1); upgrade coload to read it"
+        );
+        assert!(matches!(
+            check_version(p, &serde_json::json!({})),
+            Err(SchemaError::MissingVersion { .. })
+        ));
+        assert!(matches!(
+            check_version(p, &serde_json::json!({"schema_version": "1"})),
+            Err(SchemaError::Invalid { .. })
+        ));
+    }
+}

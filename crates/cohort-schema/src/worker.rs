@@ -1,0 +1,277 @@
+//! `worker.json`: everything one worker knows about its run, written last.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::WorkerConfig;
+use crate::telemetry::TelemetrySummary;
+
+/// Whether the worker completed its window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The window ran to its end and every artifact was written.
+    Complete,
+    /// Something failed; `failure` says where and why.
+    Failed,
+}
+
+/// The phase of a worker's life in which a failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// Checking the shared directory and the device before any work.
+    Preflight,
+    /// Building the model and running the warmup batches.
+    Warmup,
+    /// Publishing ready and waiting for the start.
+    Barrier,
+    /// The timed window.
+    Window,
+    /// Writing the artifacts.
+    Write,
+}
+
+impl Stage {
+    /// The name used in documents.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Preflight => "preflight",
+            Stage::Warmup => "warmup",
+            Stage::Barrier => "barrier",
+            Stage::Window => "window",
+            Stage::Write => "write",
+        }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where and why a worker failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The phase that failed.
+    pub stage: Stage,
+    /// A stable `snake_case` name for the failure (`barrier_timeout`, `out_of_memory`, ...).
+    pub kind: String,
+    /// The human-readable message.
+    pub message: String,
+}
+
+/// Who and where the worker was, from the host and the scheduler's environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    /// The host name the process saw.
+    pub hostname: String,
+    /// The Kubernetes node name (`--node-name` or `NODE_NAME`).
+    pub node_name: Option<String>,
+    /// The Pod name, where the scheduler exposes it.
+    pub pod_name: Option<String>,
+    /// The Pod UID, where the scheduler exposes it.
+    pub pod_uid: Option<String>,
+    /// The Polyaxon run UUID, where present.
+    pub run_uuid: Option<String>,
+    /// The worker's process id.
+    pub pid: u32,
+}
+
+/// What kind of device ran the workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// A CUDA device (a whole GPU or a MIG instance).
+    Cuda,
+    /// The host CPU.
+    Cpu,
+}
+
+/// The device the worker actually used, as NVML and libtorch report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// CUDA or CPU.
+    pub kind: DeviceKind,
+    /// `CUDA_VISIBLE_DEVICES` (or `NVIDIA_VISIBLE_DEVICES` when the former is unset), verbatim.
+    pub visible_devices: Option<String>,
+    /// UUID of the physical GPU (`GPU-...`), also for a MIG instance (its parent).
+    pub gpu_uuid: Option<String>,
+    /// Marketing name of the physical GPU.
+    pub gpu_name: Option<String>,
+    /// Whether MIG mode is enabled on the physical GPU.
+    pub mig_mode: Option<bool>,
+    /// UUID of the MIG instance (`MIG-...`) when the worker ran on one.
+    pub mig_uuid: Option<String>,
+    /// MIG profile of that instance (`1g.18gb`, ...).
+    pub mig_profile: Option<String>,
+    /// Memory of the device the worker used (the MIG instance's when on one), bytes.
+    pub memory_total_bytes: Option<u64>,
+    /// NVIDIA driver version.
+    pub driver_version: Option<String>,
+    /// CUDA driver API version (`13.0`).
+    pub cuda_version: Option<String>,
+    /// libtorch version the worker ran with.
+    pub libtorch_version: Option<String>,
+    /// cuDNN version libtorch reports.
+    #[serde(default)]
+    pub cudnn_version: Option<String>,
+    /// PCI bus id of the physical GPU.
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
+    /// Compute mode of the physical GPU (`default`, `exclusive_process`, ...).
+    #[serde(default)]
+    pub compute_mode: Option<String>,
+}
+
+impl DeviceInfo {
+    /// A CPU device with nothing else known.
+    #[must_use]
+    pub fn cpu() -> Self {
+        DeviceInfo {
+            kind: DeviceKind::Cpu,
+            visible_devices: None,
+            gpu_uuid: None,
+            gpu_name: None,
+            mig_mode: None,
+            mig_uuid: None,
+            mig_profile: None,
+            memory_total_bytes: None,
+            driver_version: None,
+            cuda_version: None,
+            libtorch_version: None,
+            cudnn_version: None,
+            pci_bus_id: None,
+            compute_mode: None,
+        }
+    }
+}
+
+/// How the workload ran, beyond the declared configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeInfo {
+    /// The guard inference ran under: `inference_mode` or the `no_grad` fallback.
+    pub inference_guard: Option<String>,
+    /// Whether cuDNN benchmark (autotuning) was on.
+    pub cudnn_benchmark: Option<bool>,
+    /// Whether the worker ran as a client of a CUDA MPS server.
+    pub mps_client: bool,
+    /// Host threads libtorch used for intra-op work.
+    pub torch_threads: Option<u32>,
+}
+
+/// The barrier's timestamps for this worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BarrierTiming {
+    /// When this worker published its ready record.
+    pub ready_unix_ns: Option<u64>,
+    /// The start instant the leader chose.
+    pub scheduled_start_unix_ns: Option<u64>,
+    /// When this worker's first timed batch actually began.
+    pub actual_start_unix_ns: Option<u64>,
+    /// `actual_start - scheduled_start`, nanoseconds (negative would mean early; never seen).
+    pub lateness_ns: Option<i64>,
+    /// This host's clock minus the file server's clock, nanoseconds, from the preflight probe.
+    pub clock_offset_ns: Option<i64>,
+    /// Half the probe's round trip: the offset is known to within this many nanoseconds.
+    #[serde(default)]
+    pub clock_offset_uncertainty_ns: Option<u64>,
+}
+
+/// The worker's own timed window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowInfo {
+    /// Window start: when this worker's first timed batch began (the scheduled start plus its
+    /// lateness).
+    pub start_unix_ns: u64,
+    /// Window end: the scheduled start plus `window_s`, the same instant for every worker. The
+    /// worker kept the device busy until at least then (its last, unrecorded batch ran across it).
+    pub end_unix_ns: u64,
+    /// Batches that completed inside the window.
+    pub batches: u64,
+    /// Samples in those batches.
+    pub samples: u64,
+}
+
+/// Where a peak memory figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    /// libtorch's CUDA caching allocator (`peak reserved` on the device).
+    CachingAllocator,
+    /// NVML's per-process used memory (includes the CUDA context).
+    NvmlProcess,
+}
+
+/// Peak device memory the process used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryInfo {
+    /// The peak, bytes.
+    pub peak_device_bytes: u64,
+    /// Where the figure came from.
+    pub source: MemorySource,
+}
+
+/// Host facts at the window's start and end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    /// CPUs in the process's affinity mask.
+    pub cpus_allowed: Option<u32>,
+    /// The cgroup CPU quota in CPUs (`cpu.max`), or `None` when unlimited or unknown.
+    pub cpu_quota: Option<f64>,
+    /// PSI `cpu some avg10` at the window start, percent.
+    pub psi_cpu_some_avg10_start: Option<f64>,
+    /// PSI `cpu some avg10` at the window end, percent.
+    pub psi_cpu_some_avg10_end: Option<f64>,
+    /// One-minute load average at the window start.
+    pub loadavg_start: Option<f64>,
+    /// One-minute load average at the window end.
+    pub loadavg_end: Option<f64>,
+}
+
+/// A named warning the worker recorded (an allocation-contract mismatch, for instance).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerWarning {
+    /// A stable `snake_case` name.
+    pub kind: String,
+    /// The human-readable message.
+    pub message: String,
+}
+
+/// `worker.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerReport {
+    /// Always [`crate::SCHEMA_VERSION`] when written by this crate.
+    pub schema_version: u32,
+    /// The cohort's experiment id.
+    pub experiment: String,
+    /// This worker's replica id, `0..count`.
+    pub replica: u32,
+    /// Complete or failed.
+    pub status: Status,
+    /// Why it failed, when it did.
+    pub failure: Option<Failure>,
+    /// The declared configuration.
+    pub config: WorkerConfig,
+    /// Host and scheduler identity.
+    pub identity: Identity,
+    /// The device actually used (absent when the worker failed before knowing it).
+    pub device: Option<DeviceInfo>,
+    /// How the workload ran.
+    #[serde(default)]
+    pub runtime: Option<RuntimeInfo>,
+    /// Barrier timestamps.
+    pub barrier: Option<BarrierTiming>,
+    /// The timed window (absent when the worker failed before it).
+    pub window: Option<WindowInfo>,
+    /// Peak device memory (absent on CPU).
+    pub memory: Option<MemoryInfo>,
+    /// Host facts.
+    pub host: Option<HostInfo>,
+    /// Device-wide telemetry summary (absent without NVML).
+    pub telemetry: Option<TelemetrySummary>,
+    /// Warnings recorded by the worker.
+    #[serde(default)]
+    pub warnings: Vec<WorkerWarning>,
+}

@@ -1,0 +1,1 @@
+//! Device identity, telemetry and host facts.

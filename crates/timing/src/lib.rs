@@ -1,0 +1,41 @@
+//! Clocks, the [`Step`] trait and the timed-window runner.
+//!
+//! A worker measures one interval, agreed with its peers, and records every batch in it. This
+//! crate owns that measurement:
+//!
+//! - [`Clock`] anchors one monotonic clock to the wall clock once per process, so batch times
+//!   are comparable across workers (wall clock) yet never jump with NTP (monotonic).
+//! - [`Step`] is one batch of device work that ends only when the device is done. The real one
+//!   lives in `coload-workload`; [`MockStep`] stands in for it in tests.
+//! - [`run_window`] sleeps until the scheduled instant, runs steps until the window ends and
+//!   records each batch into a [`BatchBuffer`] preallocated before the start. Between the start
+//!   and the end it performs no I/O, logging, locking or allocation.
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use coload_timing::{BatchBuffer, Clock, MockStep, run_window};
+//!
+//! let clock = Clock::anchor();
+//! let mut step = MockStep::new(Duration::from_millis(2), 8);
+//! let mut buffer = BatchBuffer::with_capacity(1000);
+//! let start = clock.now_unix_ns() + 5_000_000; // 5 ms from now
+//! let outcome = run_window(&mut step, &clock, start, Duration::from_millis(50), &mut buffer);
+//! assert!(outcome.error.is_none());
+//! assert!(buffer.len() >= 10);
+//! let records = buffer.records(&clock);
+//! assert_eq!(records[0].samples, 8);
+//! ```
+
+mod buffer;
+mod clock;
+mod error;
+mod runner;
+mod step;
+
+pub use buffer::{BatchBuffer, RawBatch};
+pub use clock::Clock;
+pub use error::TimingError;
+pub use runner::{WarmupStats, WindowOutcome, run_window, sleep_until, warmup};
+pub use step::{MockStep, Step};

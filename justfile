@@ -1,0 +1,43 @@
+# coload: run `just` for this list. Every cargo call goes through scripts/with-libtorch, which
+# provisions libtorch (torch==2.11.0 in .venv) on first use unless $LIBTORCH is set.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+tl := justfile_directory() / "scripts/with-libtorch"
+
+# List the recipes
+help:
+    @just --list --unsorted
+
+# Install libtorch into .venv (torch==2.11.0, once; skipped when $LIBTORCH is set)
+provision:
+    @if [[ -z "${LIBTORCH:-}" ]]; then scripts/provision-libtorch.sh; else echo "using LIBTORCH=$LIBTORCH"; fi
+
+# Demo: for now the window runner over a mock step (a real cohort once bench-worker lands)
+demo:
+    {{tl}} cargo run --release -q -p coload-timing --example mock_window
+
+# Run every test of the workspace (provisions libtorch first)
+test:
+    {{tl}} cargo test --workspace --all-targets
+    {{tl}} cargo test --workspace --doc
+
+# Check formatting and lints (clippy pedantic, warnings are errors)
+lint:
+    cargo fmt --all -- --check
+    {{tl}} cargo clippy --workspace --all-targets -- -D warnings
+
+# Format the code
+fmt:
+    cargo fmt --all
+
+# Run the micro-benchmarks (per-batch host overhead, summarize speed)
+bench:
+    {{tl}} cargo bench -p coload-timing --bench overhead -- --noplot
+
+# Build the release binaries
+build:
+    {{tl}} cargo build --release --workspace --bins
+
+# What CI runs: lint, then the tests
+ci: lint test
