@@ -21,6 +21,12 @@ demo:
 test:
     {{tl}} cargo test --workspace --all-targets
     {{tl}} cargo test --workspace --doc
+    {{just_executable()}} test-deploy
+
+# Validate deploy/ offline (polyaxon check, kubernetes-validate, script stubs; installs .venv-tools once)
+test-deploy:
+    scripts/provision-tools.sh
+    deploy/tests/run.sh
 
 # Check formatting and lints (clippy pedantic, warnings are errors)
 lint:
