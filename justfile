@@ -40,6 +40,7 @@ fmt:
 # Run the micro-benchmarks (per-batch host overhead, summarize speed)
 bench:
     {{tl}} cargo bench -p coload-timing --bench overhead -- --noplot
+    cargo run --release -q -p coload-analysis --example summarize_bench
 
 # Build the release binaries
 build:
@@ -47,3 +48,9 @@ build:
 
 # What CI runs: lint, then the tests
 ci: lint test
+
+# Fuzz the worker.json / batches.jsonl readers for SECONDS each (nightly + cargo-fuzz; not in CI)
+fuzz SECONDS="60":
+    command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
+    cd fuzz && cargo +nightly fuzz run worker_report -- -max_total_time={{SECONDS}}
+    cd fuzz && cargo +nightly fuzz run batches -- -max_total_time={{SECONDS}}

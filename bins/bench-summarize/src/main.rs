@@ -1,6 +1,21 @@
-//! bench-summarize (not yet implemented: see the issues).
+//! bench-summarize: summarize and compare downloaded coload cohorts (no GPU, no libtorch).
 
-fn main() -> std::process::ExitCode {
-    eprintln!("error: bench-summarize is not implemented yet");
-    std::process::ExitCode::from(coload_cohort_schema::exit::INTERNAL)
+use std::process::ExitCode;
+
+use coload_analysis::AnalysisError;
+use coload_cohort_schema::exit;
+
+mod cli;
+
+fn main() -> ExitCode {
+    match cli::run() {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            let code = err
+                .downcast_ref::<AnalysisError>()
+                .map_or(exit::INTERNAL, AnalysisError::exit_code);
+            ExitCode::from(code)
+        }
+    }
 }

@@ -1,1 +1,60 @@
-//! Cohort validation, statistics, comparisons and reports.
+//! Cohort validation, statistics, comparisons and reports for coload.
+//!
+//! `bench-summarize` is a thin command line over this crate; another tool (`bench-cohort`, a
+//! notebook exporter) can call the same functions. Nothing here links libtorch or needs a GPU.
+//!
+//! - [`summarize_dirs`]: reads a cohort's worker folders, refuses it with every problem named
+//!   when it is incomplete or inconsistent ([`AnalysisError`], with [`AnalysisError::exit_code`]),
+//!   and returns a [`CohortSummary`] (the `summary.json` document).
+//! - [`render_table`], [`render_markdown`]: the summary for people.
+//! - [`compare`]: several summaries against solo baselines and against each other, with
+//!   [`write_report`] writing `comparison.json`, `comparison.md` and a self-contained
+//!   `report.html`.
+//! - [`stats`] and [`interval`]: the statistical rules (nearest-rank percentiles, Jain fairness,
+//!   Student-t intervals, the common interval and overlap), public so they can be tested and
+//!   reused on their own.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::path::PathBuf;
+//!
+//! use coload_analysis::{Options, render_table, summarize_dirs};
+//!
+//! let dirs = vec![PathBuf::from("downloaded")]; // holds worker-0 .. worker-6
+//! match summarize_dirs(&dirs, &Options::default()) {
+//!     Ok(summary) => print!("{}", render_table(&summary)),
+//!     Err(err) => {
+//!         eprintln!("error: {err}");
+//!         std::process::exit(i32::from(err.exit_code()));
+//!     }
+//! }
+//! ```
+//!
+//! The statistics on their own:
+//!
+//! ```
+//! use coload_analysis::stats::{P99, percentile};
+//!
+//! let sorted: Vec<u64> = (1..=200).collect();
+//! assert_eq!(percentile(&sorted, P99), Some(198)); // ceil(0.99 * 200) = 198th smallest
+//! ```
+
+mod colocation;
+mod compare;
+mod error;
+mod inputs;
+pub mod interval;
+mod render;
+mod report;
+mod scan;
+pub mod stats;
+mod summarize;
+
+pub use coload_cohort_schema::{CohortSummary, Comparison};
+pub use compare::{CompareInput, compare, load_compare_input};
+pub use error::{AnalysisError, CohortProblem};
+pub use inputs::{discover, parse_worker_report};
+pub use render::{render_markdown, render_table};
+pub use report::{render_comparison_markdown, render_report_html, write_report};
+pub use summarize::{CAVEATS, Options, summarize_dirs};

@@ -1,6 +1,8 @@
-//! `summary.json`: what `bench-summarize` emits for one cohort.
+//! `summary.json` and `comparison.json`: what `bench-summarize` writes.
 //!
-//! These types grow with the analysis; see `docs/schema.md` for the field-by-field contract.
+//! These are the analysis artifacts; `docs/schema.md` holds the field-by-field contract. Every
+//! figure carries its unit in its name (`samples_per_s`, `latency_ms`, `..._bytes`, `..._ns`);
+//! ratios and fractions are plain numbers.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Mode, WorkerConfig, Workload};
 
-/// The summary of one validated cohort.
+/// The summary of one validated cohort (`summary.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CohortSummary {
     /// Always [`crate::SCHEMA_VERSION`] when written by this crate.
@@ -32,9 +34,18 @@ pub struct CohortSummary {
     /// One entry per workload present. Training and inference are never added together.
     pub groups: BTreeMap<Workload, GroupSummary>,
     /// Things a reader must know about these numbers (small samples, mismatches, ...).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<SummaryWarning>,
     /// Limits of the method that hold for every cohort.
     pub caveats: Vec<String>,
+}
+
+/// A named warning attached to a summary or a comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryWarning {
+    /// A stable `snake_case` name (`few_batches`, `placement_mismatch`, `worker_warning`, ...).
+    pub kind: String,
+    /// The human-readable message, naming the replica or device concerned.
+    pub message: String,
 }
 
 /// `[latest window start, earliest window end]`.
@@ -55,9 +66,9 @@ pub struct CommonInterval {
 pub struct LatencyMs {
     /// Median.
     pub p50: f64,
-    /// 90th percentile.
+    /// 90th percentile (needs at least 10 batches to differ from the maximum).
     pub p90: f64,
-    /// 99th percentile (needs at least 100 batches to mean anything).
+    /// 99th percentile (needs at least 100 batches).
     pub p99: f64,
     /// 99.9th percentile (needs at least 1000 batches).
     pub p999: f64,
@@ -78,16 +89,23 @@ pub struct WorkerSummary {
     pub replica: u32,
     /// Its workload.
     pub workload: Workload,
-    /// Batches entirely inside the common interval.
+    /// Batches entirely inside the common interval (the kept batches).
     pub batches: u64,
     /// Samples in those batches.
     pub samples: u64,
-    /// Kept samples / common seconds.
+    /// Batches the worker recorded in its whole window, kept or not.
+    pub batches_recorded: u64,
+    /// Kept samples / common interval seconds.
     pub samples_per_s: f64,
-    /// Common interval / own window.
+    /// Common interval length / own window length (`1.0` when the worker's window is the
+    /// common interval).
     pub overlap_fraction: f64,
     /// Latency of the kept batches.
     pub latency_ms: LatencyMs,
+    /// The latency distribution of the kept batches: element `i` (0..=100) is the nearest-rank
+    /// percentile `i / 100` in milliseconds (element 0 is the minimum, 100 the maximum). Enough
+    /// to draw a CDF without the raw records.
+    pub latency_cdf_ms: Vec<f64>,
     /// Physical GPU UUID, where known.
     pub gpu_uuid: Option<String>,
     /// MIG instance UUID, where it ran on one.
@@ -128,29 +146,173 @@ pub struct GroupSummary {
 /// Where the workers ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Colocation {
-    /// Distinct physical GPU UUIDs seen.
+    /// Distinct physical GPU UUIDs seen, sorted.
     pub physical_gpus: Vec<String>,
-    /// Distinct MIG instance UUIDs seen.
+    /// Distinct MIG instance UUIDs seen, sorted.
     pub mig_devices: Vec<String>,
-    /// Whether the placement fits the declared mode.
-    pub fits_mode: bool,
+    /// Whether the placement fits the declared mode; `null` when it cannot be checked (no GPU
+    /// identity was recorded, as on a CPU run).
+    pub fits_mode: Option<bool>,
     /// Why it does or does not fit, in words.
     pub explanation: String,
-    /// Memory per shared device: the workers on it and their summed peaks against its size.
+    /// Memory per device (a physical GPU, or a MIG instance for workers on one): the workers on
+    /// it and their summed peaks against its size.
     pub devices: Vec<DeviceMemory>,
 }
 
 /// The memory of one device (a physical GPU or a MIG instance) and the workers on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceMemory {
-    /// The GPU or MIG UUID (`cpu` for CPU cohorts).
+    /// The GPU or MIG UUID.
     pub device: String,
     /// Replicas that ran on it.
     pub replicas: Vec<u32>,
     /// The device's memory, bytes, where known.
     pub memory_total_bytes: Option<u64>,
-    /// Sum of those replicas' peak device memory, bytes, where known.
+    /// Sum of those replicas' peak device memory, bytes, where every one is known.
     pub peak_sum_bytes: Option<u64>,
     /// `memory_total - peak_sum`, bytes (negative means the peaks could not all have coexisted).
     pub headroom_bytes: Option<i64>,
+}
+
+/// `comparison.json`: several cohorts set against solo baselines and against each other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    /// Always [`crate::SCHEMA_VERSION`] when written by this crate.
+    pub schema_version: u32,
+    /// The solo baselines, one per workload at most.
+    pub baselines: BTreeMap<Workload, Baseline>,
+    /// Every cohort compared, in the order given.
+    pub cohorts: Vec<CohortComparison>,
+    /// Cohorts of the same shape grouped, with their spread.
+    pub repeats: Vec<RepeatGroup>,
+    /// Things a reader must know (a missing baseline, a baseline of another configuration, ...).
+    pub warnings: Vec<SummaryWarning>,
+    /// Limits of the method that hold for every cohort.
+    pub caveats: Vec<String>,
+}
+
+/// A solo cohort (one worker) of one workload: the reference rates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Baseline {
+    /// The solo cohort's experiment id.
+    pub experiment: String,
+    /// Its mode (normally `exclusive`).
+    pub mode: Mode,
+    /// The solo worker's samples/s.
+    pub samples_per_s: f64,
+    /// The solo worker's p99 batch latency, milliseconds.
+    pub p99_ms: f64,
+}
+
+/// One cohort of a comparison.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CohortComparison {
+    /// The cohort's experiment id.
+    pub experiment: String,
+    /// Its declared mode.
+    pub mode: Mode,
+    /// Its number of workers.
+    pub count: u32,
+    /// Workers per workload.
+    pub workload_mix: BTreeMap<Workload, u32>,
+    /// The common interval's length, seconds.
+    pub common_s: f64,
+    /// Per workload present.
+    pub groups: BTreeMap<Workload, GroupComparison>,
+}
+
+/// One workload group of a cohort against its solo baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupComparison {
+    /// Workers in the group.
+    pub workers: u32,
+    /// Sum of the workers' samples/s.
+    pub aggregate_samples_per_s: f64,
+    /// `aggregate / solo samples/s`: above 1 sharing gained throughput over one worker alone,
+    /// below 1 it lost some. `null` without a baseline.
+    pub aggregate_vs_solo: Option<f64>,
+    /// Jain's fairness index over the workers' samples/s.
+    pub jain_fairness: f64,
+    /// The group's pooled p99 batch latency, milliseconds.
+    pub p99_ms: f64,
+    /// Each worker of the group.
+    pub per_worker: Vec<WorkerComparison>,
+}
+
+/// One worker against the solo baseline of its workload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerComparison {
+    /// Replica id.
+    pub replica: u32,
+    /// Its samples/s.
+    pub samples_per_s: f64,
+    /// Its p99 batch latency, milliseconds.
+    pub p99_ms: f64,
+    /// `samples/s / solo samples/s` (below 1 is a slowdown). `null` without a baseline.
+    pub rate_vs_solo: Option<f64>,
+    /// `p99 / solo p99` (above 1 is a slowdown). `null` without a baseline.
+    pub p99_vs_solo: Option<f64>,
+    /// The worker's latency CDF (see [`WorkerSummary::latency_cdf_ms`]), for the report's plot.
+    pub latency_cdf_ms: Vec<f64>,
+}
+
+/// Cohorts of one shape: same mode, workload mix, count and configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepeatGroup {
+    /// The shared mode.
+    pub mode: Mode,
+    /// The shared count.
+    pub count: u32,
+    /// The shared workload mix.
+    pub workload_mix: BTreeMap<Workload, u32>,
+    /// The experiments grouped, in the order given.
+    pub experiments: Vec<String>,
+    /// Per workload present.
+    pub groups: BTreeMap<Workload, RepeatStats>,
+}
+
+/// The spread of one workload group across repeated cohorts.
+///
+/// Every estimate takes one value per cohort (n = cohorts), because the workers of one cohort
+/// are not independent of each other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepeatStats {
+    /// Aggregate samples/s of the group.
+    pub aggregate_samples_per_s: Estimate,
+    /// Mean per-worker samples/s of the group.
+    pub per_worker_samples_per_s: Estimate,
+    /// Pooled p99 batch latency of the group, milliseconds.
+    pub p99_ms: Estimate,
+    /// The individual cohorts, so that variation is kept rather than averaged away.
+    pub cohorts: Vec<RepeatPoint>,
+}
+
+/// One cohort's values within a repeat group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepeatPoint {
+    /// The cohort's experiment id.
+    pub experiment: String,
+    /// Aggregate samples/s of the group.
+    pub aggregate_samples_per_s: f64,
+    /// Mean per-worker samples/s of the group.
+    pub per_worker_samples_per_s: f64,
+    /// Pooled p99 batch latency, milliseconds.
+    pub p99_ms: f64,
+}
+
+/// Mean, spread and 95% confidence interval of one quantity over n cohorts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Number of values.
+    pub n: u32,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Sample standard deviation (n - 1); 0 for one value.
+    pub stddev: f64,
+    /// Lower end of the two-sided 95% Student-t confidence interval of the mean (`null` for
+    /// n = 1: one value says nothing about the spread).
+    pub ci95_low: Option<f64>,
+    /// Upper end of that interval.
+    pub ci95_high: Option<f64>,
 }

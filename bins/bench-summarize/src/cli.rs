@@ -1,0 +1,156 @@
+//! The command line: arguments (clap derive; the `///` comments are the help) and `run`.
+
+use std::io::Write as _;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use coload_analysis::{
+    Options, compare, load_compare_input, render_comparison_markdown, render_markdown,
+    render_table, summarize_dirs, write_report,
+};
+use coload_cohort_schema::{exit, write_json_atomic};
+
+/// Summarize a coload cohort from its worker folders, or compare cohorts.
+///
+/// Without a subcommand, summarizes one cohort: `bench-summarize downloaded/worker-0 ...
+/// downloaded/worker-6 --out summary.json`, or `bench-summarize downloaded/` for a folder holding
+/// `worker-*` folders. An incomplete or inconsistent cohort is refused with every problem named
+/// (exit 30); malformed input exits 2.
+#[derive(Debug, Parser)]
+#[command(
+    name = "bench-summarize",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    summarize: SummarizeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Summarize one cohort (the default).
+    Summarize(SummarizeArgs),
+    /// Compare cohorts against solo baselines and against each other; writes
+    /// comparison.json, comparison.md and report.html.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Aligned columns for a terminal.
+    Table,
+    /// The summary.json document.
+    Json,
+    /// A Markdown document.
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+struct SummarizeArgs {
+    /// Worker folders (each holding worker.json and batches.jsonl), or folders holding them.
+    #[arg(value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Also write the summary as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// Refuse a cohort whose devices do not fit its declared mode (exit 21) instead of warning.
+    #[arg(long)]
+    strict: bool,
+    /// Threads reading batches.jsonl files (default: every available core).
+    #[arg(long, value_name = "N")]
+    threads: Option<NonZeroUsize>,
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    /// summary.json files or cohort folders to compare.
+    #[arg(value_name = "INPUT", required = true)]
+    inputs: Vec<PathBuf>,
+    /// Solo baselines (one-worker summary.json files or cohort folders), one per workload.
+    #[arg(long, value_name = "INPUT", num_args = 1..)]
+    baseline: Vec<PathBuf>,
+    /// Folder to write comparison.json, comparison.md and report.html into.
+    #[arg(long, value_name = "DIR", default_value = "report")]
+    out: PathBuf,
+    /// Refuse cohort folders whose devices do not fit their declared mode.
+    #[arg(long)]
+    strict: bool,
+}
+
+/// Parses the command line and runs it.
+pub(crate) fn run() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        None => summarize(&cli.summarize),
+        Some(Command::Summarize(args)) => summarize(&args),
+        Some(Command::Compare(args)) => run_compare(&args),
+    }
+}
+
+fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        // A closed pipe (`| head`) is the reader's choice, not an error.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e).context("writing stdout"),
+        _ => Ok(()),
+    }
+}
+
+fn summarize(args: &SummarizeArgs) -> anyhow::Result<ExitCode> {
+    let options = Options {
+        strict: args.strict,
+        threads: args.threads,
+    };
+    let summary = summarize_dirs(&args.dirs, &options)?;
+    if let Some(out) = &args.out {
+        write_json_atomic(out, &summary)?;
+    }
+    let text = match args.format {
+        Format::Table => render_table(&summary),
+        Format::Markdown => render_markdown(&summary),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&summary).context("serializing summary")?;
+            s.push('\n');
+            s
+        }
+    };
+    print(&text)?;
+    Ok(ExitCode::from(exit::COMPLETE))
+}
+
+fn run_compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+    let options = Options {
+        strict: args.strict,
+        threads: None,
+    };
+    let load = |paths: &[PathBuf]| -> anyhow::Result<Vec<_>> {
+        paths
+            .iter()
+            .map(|p| {
+                load_compare_input(p, &options)
+                    .map(|(s, _)| s)
+                    .with_context(|| format!("reading {}", p.display()))
+            })
+            .collect()
+    };
+    let cohorts = load(&args.inputs)?;
+    let baselines = load(&args.baseline)?;
+    let comparison = compare(&cohorts, &baselines)?;
+    write_report(&args.out, &comparison)?;
+    print(&render_comparison_markdown(&comparison))?;
+    eprintln!(
+        "wrote {0}/comparison.json, {0}/comparison.md and {0}/report.html",
+        args.out.display()
+    );
+    Ok(ExitCode::from(exit::COMPLETE))
+}

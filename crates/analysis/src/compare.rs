@@ -1,0 +1,271 @@
+//! Comparing cohorts: against solo baselines of the same workload, and across repeats of one
+//! shape.
+//!
+//! - Slowdown per worker: `rate_vs_solo = samples/s / solo samples/s` (below 1 is slower) and
+//!   `p99_vs_solo = p99 / solo p99` (above 1 is slower).
+//! - Sharing gain per group: `aggregate_vs_solo = aggregate samples/s / solo samples/s`; above
+//!   1 the co-located workers together did more than one worker alone.
+//! - Repeats: cohorts with the same mode, count, workload mix and configuration (by
+//!   `WorkerConfig::differences`, the project's one comparison rule) form a group; each quantity
+//!   is estimated from one value per cohort (mean, sample stddev, 95% Student-t interval; see
+//!   [`crate::stats`]) and the individual cohorts are listed too.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use coload_cohort_schema::{
+    Baseline, CohortComparison, CohortSummary, Comparison, GroupComparison, RepeatGroup,
+    RepeatPoint, RepeatStats, SCHEMA_VERSION, SummaryWarning, WorkerComparison, Workload,
+    check_version,
+};
+
+use crate::error::AnalysisError;
+use crate::stats;
+use crate::summarize::{CAVEATS, Options, summarize_dirs};
+
+/// Configuration fields a baseline may differ in from the cohort it is compared with: a solo
+/// baseline has, by definition, its own mode and count.
+const BASELINE_FREE_FIELDS: [&str; 2] = ["mode", "count"];
+
+/// Where a compared cohort came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareInput {
+    /// A `summary.json` written earlier.
+    SummaryFile,
+    /// A cohort folder, summarized now.
+    CohortFolder,
+}
+
+/// Loads one input of a comparison: a `summary.json` file, or a cohort folder (summarized with
+/// `options`). Returns the summary and what the input was.
+pub fn load_compare_input(
+    path: &Path,
+    options: &Options,
+) -> Result<(CohortSummary, CompareInput), AnalysisError> {
+    if path.is_file() {
+        let bytes = std::fs::read(path).map_err(|source| {
+            AnalysisError::Schema(coload_cohort_schema::SchemaError::Io {
+                path: path.to_owned(),
+                source,
+            })
+        })?;
+        let invalid = |message: String| coload_cohort_schema::SchemaError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let value: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+        check_version(path, &value)?;
+        let summary = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+        return Ok((summary, CompareInput::SummaryFile));
+    }
+    let summary = summarize_dirs(&[path.to_owned()], options)?;
+    Ok((summary, CompareInput::CohortFolder))
+}
+
+fn warn(kind: &str, message: String) -> SummaryWarning {
+    SummaryWarning {
+        kind: kind.to_owned(),
+        message,
+    }
+}
+
+/// Compares `cohorts` with each other and with the solo `baselines` (at most one per workload).
+pub fn compare(
+    cohorts: &[CohortSummary],
+    baselines: &[CohortSummary],
+) -> Result<Comparison, AnalysisError> {
+    if cohorts.is_empty() {
+        return Err(AnalysisError::Compare(
+            "nothing to compare: give summary.json files or cohort folders".into(),
+        ));
+    }
+    let mut warnings = Vec::new();
+    let mut base: Baselines<'_> = BTreeMap::new();
+    for b in baselines {
+        let [worker] = b.workers.as_slice() else {
+            return Err(AnalysisError::Compare(format!(
+                "baseline `{}` has {} workers; a baseline is a solo cohort of one worker",
+                b.experiment,
+                b.workers.len()
+            )));
+        };
+        if let Some((other, _)) = base.get(&worker.workload) {
+            return Err(AnalysisError::Compare(format!(
+                "two {} baselines (`{}` and `{}`): give one per workload",
+                worker.workload, other.experiment, b.experiment
+            )));
+        }
+        base.insert(
+            worker.workload,
+            (
+                Baseline {
+                    experiment: b.experiment.clone(),
+                    mode: b.mode,
+                    samples_per_s: worker.samples_per_s,
+                    p99_ms: worker.latency_ms.p99,
+                },
+                b,
+            ),
+        );
+    }
+
+    let out_cohorts = cohorts
+        .iter()
+        .map(|c| compare_cohort(c, &base, &mut warnings))
+        .collect();
+
+    Ok(Comparison {
+        schema_version: SCHEMA_VERSION,
+        baselines: base.into_iter().map(|(w, (b, _))| (w, b)).collect(),
+        cohorts: out_cohorts,
+        repeats: repeats(cohorts),
+        warnings,
+        caveats: CAVEATS.iter().map(|c| (*c).to_owned()).collect(),
+    })
+}
+
+type Baselines<'a> = BTreeMap<Workload, (Baseline, &'a CohortSummary)>;
+
+fn compare_cohort(
+    c: &CohortSummary,
+    base: &Baselines<'_>,
+    warnings: &mut Vec<SummaryWarning>,
+) -> CohortComparison {
+    let mut groups = BTreeMap::new();
+    for (workload, g) in &c.groups {
+        let solo = base.get(workload);
+        if let Some((b, bs)) = solo {
+            let diffs: Vec<String> = c
+                .config
+                .differences(&bs.config)
+                .iter()
+                .filter(|d| !BASELINE_FREE_FIELDS.contains(&d.field))
+                .map(ToString::to_string)
+                .collect();
+            if !diffs.is_empty() {
+                warnings.push(warn(
+                    "baseline_config",
+                    format!(
+                        "cohort `{}` and its {workload} baseline `{}` differ in {}: the \
+                         ratios compare different work",
+                        c.experiment,
+                        b.experiment,
+                        diffs.join(", ")
+                    ),
+                ));
+            }
+        } else {
+            warnings.push(warn(
+                "no_baseline",
+                format!(
+                    "cohort `{}`: no {workload} baseline, so no ratios against solo",
+                    c.experiment
+                ),
+            ));
+        }
+        let solo = solo.map(|(b, _)| b);
+        let per_worker = c
+            .workers
+            .iter()
+            .filter(|w| w.workload == *workload)
+            .map(|w| WorkerComparison {
+                replica: w.replica,
+                samples_per_s: w.samples_per_s,
+                p99_ms: w.latency_ms.p99,
+                rate_vs_solo: solo.map(|b| ratio(w.samples_per_s, b.samples_per_s)),
+                p99_vs_solo: solo.map(|b| ratio(w.latency_ms.p99, b.p99_ms)),
+                latency_cdf_ms: w.latency_cdf_ms.clone(),
+            })
+            .collect();
+        groups.insert(
+            *workload,
+            GroupComparison {
+                workers: g.workers,
+                aggregate_samples_per_s: g.aggregate_samples_per_s,
+                aggregate_vs_solo: solo.map(|b| ratio(g.aggregate_samples_per_s, b.samples_per_s)),
+                jain_fairness: g.jain_fairness,
+                p99_ms: g.latency_ms.p99,
+                per_worker,
+            },
+        );
+    }
+    CohortComparison {
+        experiment: c.experiment.clone(),
+        mode: c.mode,
+        count: c.count,
+        workload_mix: c.workload_mix.clone(),
+        common_s: c.common_interval.seconds,
+        groups,
+    }
+}
+
+/// `a / b`, with a zero baseline giving 0 rather than infinity (a solo run with no throughput
+/// is not a reference; its ratio is meaningless and must not look huge).
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+fn same_shape(a: &CohortSummary, b: &CohortSummary) -> bool {
+    a.mode == b.mode
+        && a.count == b.count
+        && a.workload_mix == b.workload_mix
+        && a.config.differences(&b.config).is_empty()
+}
+
+fn repeats(cohorts: &[CohortSummary]) -> Vec<RepeatGroup> {
+    let mut shapes: Vec<Vec<&CohortSummary>> = Vec::new();
+    for c in cohorts {
+        match shapes.iter_mut().find(|s| same_shape(s[0], c)) {
+            Some(s) => s.push(c),
+            None => shapes.push(vec![c]),
+        }
+    }
+    shapes
+        .into_iter()
+        .map(|members| {
+            let first = members[0];
+            let mut groups = BTreeMap::new();
+            for workload in first.groups.keys() {
+                let points: Vec<RepeatPoint> = members
+                    .iter()
+                    .filter_map(|c| {
+                        let g = c.groups.get(workload)?;
+                        Some(RepeatPoint {
+                            experiment: c.experiment.clone(),
+                            aggregate_samples_per_s: g.aggregate_samples_per_s,
+                            per_worker_samples_per_s: g.per_worker_samples_per_s.mean,
+                            p99_ms: g.latency_ms.p99,
+                        })
+                    })
+                    .collect();
+                let est = |f: fn(&RepeatPoint) -> f64| {
+                    let v: Vec<f64> = points.iter().map(f).collect();
+                    stats::estimate(&v)
+                };
+                if let (Some(a), Some(p), Some(l)) = (
+                    est(|p| p.aggregate_samples_per_s),
+                    est(|p| p.per_worker_samples_per_s),
+                    est(|p| p.p99_ms),
+                ) {
+                    groups.insert(
+                        *workload,
+                        RepeatStats {
+                            aggregate_samples_per_s: a,
+                            per_worker_samples_per_s: p,
+                            p99_ms: l,
+                            cohorts: points,
+                        },
+                    );
+                }
+            }
+            RepeatGroup {
+                mode: first.mode,
+                count: first.count,
+                workload_mix: first.workload_mix.clone(),
+                experiments: members.iter().map(|c| c.experiment.clone()).collect(),
+                groups,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,320 @@
+//! The typed errors of the analysis, each with the process exit code it maps to.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use coload_cohort_schema::{ConfigDifference, Mode, SchemaError, Stage, exit};
+
+/// Why a cohort could not be summarized or compared.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisError {
+    /// Nothing to read.
+    #[error("no input: give worker folders, or a folder holding worker-* folders")]
+    NoInputs,
+    /// A path given on the command line is not usable.
+    #[error("{path}: {message}")]
+    BadInput {
+        /// The path.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A document or a line of `batches.jsonl` is malformed or of an unknown schema version.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// The cohort is incomplete or inconsistent; every problem found is listed.
+    #[error("{}", ProblemList(.0))]
+    Cohort(Vec<CohortProblem>),
+    /// `--strict`: the devices the workers saw do not fit the declared mode.
+    #[error("placement does not fit mode {mode}: {explanation} (strict checking)")]
+    Placement {
+        /// The declared mode.
+        mode: Mode,
+        /// What was seen instead.
+        explanation: String,
+    },
+    /// The inputs of a comparison do not fit together (two baselines of one workload, a
+    /// baseline that is not a solo cohort).
+    #[error("{0}")]
+    Compare(String),
+    /// An output could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+}
+
+impl AnalysisError {
+    /// The process exit code for this error (see `coload_cohort_schema::exit`).
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            AnalysisError::NoInputs
+            | AnalysisError::BadInput { .. }
+            | AnalysisError::Schema(_)
+            | AnalysisError::Compare(_) => exit::INVALID_INPUT,
+            AnalysisError::Cohort(_) => exit::INCOMPLETE_COHORT,
+            AnalysisError::Placement { .. } => exit::ALLOCATION_MISMATCH,
+            AnalysisError::Write { .. } => exit::INTERNAL,
+        }
+    }
+
+    /// The cohort problems, when this is [`AnalysisError::Cohort`].
+    #[must_use]
+    pub fn problems(&self) -> &[CohortProblem] {
+        match self {
+            AnalysisError::Cohort(p) => p,
+            _ => &[],
+        }
+    }
+}
+
+struct ProblemList<'a>(&'a [CohortProblem]);
+
+impl fmt::Display for ProblemList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        write!(
+            f,
+            "the cohort is incomplete or inconsistent and was not summarized ({n} problem{}):",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for p in self.0 {
+            write!(f, "\n  - {p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One reason a cohort cannot be summarized as a whole.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CohortProblem {
+    /// A worker folder has no `worker.json`.
+    MissingReport {
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// A worker folder has no `batches.jsonl`.
+    MissingBatches {
+        /// The folder.
+        dir: PathBuf,
+    },
+    /// A worker reported `status: failed`.
+    Failed {
+        /// The folder.
+        dir: PathBuf,
+        /// Its replica.
+        replica: u32,
+        /// Where it failed, when it said.
+        stage: Option<Stage>,
+        /// The failure's kind, when it said.
+        kind: Option<String>,
+        /// The failure's message, when it said.
+        message: Option<String>,
+    },
+    /// The workers name different experiments.
+    ExperimentsDiffer {
+        /// Each experiment with the folders that name it.
+        experiments: Vec<(String, Vec<PathBuf>)>,
+    },
+    /// Replica ids are not exactly `0..count`, once each.
+    Replicas {
+        /// The declared count (the reference worker's).
+        count: u32,
+        /// Ids in `0..count` that no folder holds.
+        missing: Vec<u32>,
+        /// Ids held by several folders.
+        duplicated: Vec<(u32, Vec<PathBuf>)>,
+        /// Ids outside `0..count`.
+        outside: Vec<(u32, PathBuf)>,
+    },
+    /// A worker's configuration differs from the reference worker's.
+    ConfigDiffers {
+        /// The folder.
+        dir: PathBuf,
+        /// Its replica.
+        replica: u32,
+        /// The reference replica.
+        reference_replica: u32,
+        /// The fields that differ.
+        differences: Vec<ConfigDifference>,
+    },
+    /// A complete worker without a usable window.
+    BadWindow {
+        /// The folder.
+        dir: PathBuf,
+        /// Its replica.
+        replica: u32,
+        /// What is wrong.
+        message: String,
+    },
+    /// Some worker has less than the minimum overlap with the common interval.
+    LowOverlap {
+        /// Every worker's overlap fraction, by replica.
+        overlaps: Vec<(u32, f64)>,
+        /// The threshold.
+        minimum: f64,
+    },
+    /// A worker has no batch entirely inside the common interval.
+    NoBatches {
+        /// The folder.
+        dir: PathBuf,
+        /// Its replica.
+        replica: u32,
+        /// Batches it recorded in its whole window.
+        recorded: u64,
+    },
+    /// `batches.jsonl` and `worker.json` disagree on what was recorded (a truncated file).
+    RecordMismatch {
+        /// The folder.
+        dir: PathBuf,
+        /// Its replica.
+        replica: u32,
+        /// Lines in `batches.jsonl`.
+        lines: u64,
+        /// `window.batches` in `worker.json`.
+        declared: u64,
+    },
+}
+
+fn paths(list: &[PathBuf]) -> String {
+    list.iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl fmt::Display for CohortProblem {
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one arm per problem keeps every message of the rules in one place"
+    )]
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CohortProblem::MissingReport { dir } => write!(
+                f,
+                "{}: no worker.json (the worker never finished, or this is not a worker folder)",
+                dir.display()
+            ),
+            CohortProblem::MissingBatches { dir } => {
+                write!(f, "{}: no batches.jsonl", dir.display())
+            }
+            CohortProblem::Failed {
+                dir,
+                replica,
+                stage,
+                kind,
+                message,
+            } => {
+                write!(f, "{}: replica {replica} failed", dir.display())?;
+                if let Some(stage) = stage {
+                    write!(f, " at stage {stage}")?;
+                }
+                if let Some(kind) = kind {
+                    write!(f, " ({kind})")?;
+                }
+                if let Some(message) = message {
+                    write!(f, ": {message}")?;
+                }
+                Ok(())
+            }
+            CohortProblem::ExperimentsDiffer { experiments } => {
+                f.write_str("the workers belong to different experiments:")?;
+                for (i, (name, dirs)) in experiments.iter().enumerate() {
+                    let sep = if i == 0 { " " } else { "; " };
+                    write!(f, "{sep}`{name}` ({})", paths(dirs))?;
+                }
+                Ok(())
+            }
+            CohortProblem::Replicas {
+                count,
+                missing,
+                duplicated,
+                outside,
+            } => {
+                write!(
+                    f,
+                    "replica ids must be 0 to {}, once each (count {count}):",
+                    count.saturating_sub(1)
+                )?;
+                let mut parts = Vec::new();
+                if !missing.is_empty() {
+                    let ids: Vec<String> = missing.iter().map(ToString::to_string).collect();
+                    parts.push(format!("missing {}", ids.join(", ")));
+                }
+                for (id, dirs) in duplicated {
+                    parts.push(format!("replica {id} appears in {}", paths(dirs)));
+                }
+                for (id, dir) in outside {
+                    parts.push(format!(
+                        "replica {id} is outside 0 to {} ({})",
+                        count.saturating_sub(1),
+                        dir.display()
+                    ));
+                }
+                write!(f, " {}", parts.join("; "))
+            }
+            CohortProblem::ConfigDiffers {
+                dir,
+                replica,
+                reference_replica,
+                differences,
+            } => {
+                let d: Vec<String> = differences.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "{}: replica {replica}'s config differs from replica {reference_replica}'s: {}",
+                    dir.display(),
+                    d.join(", ")
+                )
+            }
+            CohortProblem::BadWindow {
+                dir,
+                replica,
+                message,
+            } => write!(f, "{}: replica {replica}: {message}", dir.display()),
+            CohortProblem::LowOverlap { overlaps, minimum } => {
+                let below: Vec<String> = overlaps
+                    .iter()
+                    .filter(|(_, o)| *o < *minimum)
+                    .map(|(r, _)| r.to_string())
+                    .collect();
+                let all: Vec<String> = overlaps
+                    .iter()
+                    .map(|(r, o)| format!("replica {r} {o:.3}"))
+                    .collect();
+                write!(
+                    f,
+                    "overlap with the common interval below {minimum:.2} for replica {} \
+                     (every worker needs at least {minimum:.2} of its window): {}",
+                    below.join(", "),
+                    all.join(", ")
+                )
+            }
+            CohortProblem::NoBatches {
+                dir,
+                replica,
+                recorded,
+            } => write!(
+                f,
+                "{}: replica {replica} has no batch entirely inside the common interval \
+                 ({recorded} recorded in its window)",
+                dir.display()
+            ),
+            CohortProblem::RecordMismatch {
+                dir,
+                replica,
+                lines,
+                declared,
+            } => write!(
+                f,
+                "{}: replica {replica}: batches.jsonl has {lines} records but worker.json says \
+                 window.batches = {declared} (a truncated or mixed-up file)",
+                dir.display()
+            ),
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! Summarizing one cohort: validation, the common interval, per-worker and per-group figures.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+
+use coload_cohort_schema::{
+    CohortSummary, CommonInterval, GroupSummary, MinMeanMax, SCHEMA_VERSION, Status,
+    SummaryWarning, WorkerSummary, Workload, files,
+};
+
+use crate::colocation::{Placement, colocation};
+use crate::error::{AnalysisError, CohortProblem};
+use crate::inputs::{WorkerInput, discover, read_reports};
+use crate::interval::{MIN_OVERLAP_FRACTION, Span, common_interval, overlap_fraction};
+use crate::scan::{Scan, scan_all};
+use crate::stats::{self, P90, P99, P999};
+
+/// Nanoseconds per second.
+const NS_PER_S: f64 = 1e9;
+
+/// Limits of the method that hold for every cohort, printed with every report.
+pub const CAVEATS: [&str; 3] = [
+    "device-wide figures (utilization, power, clocks) describe the whole GPU: under \
+     time-slicing they cannot be attributed to one Pod",
+    "this workload measures throughput and latency only: it measures neither MIG fault \
+     containment nor security isolation",
+    "p99 here is the execution latency of one batch on the device, not the latency of a \
+     request (no queueing, batching or network)",
+];
+
+/// How to summarize.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Refuse a cohort whose placement does not fit its declared mode (otherwise a warning).
+    pub strict: bool,
+    /// Threads to read `batches.jsonl` files with; `None` uses every available core.
+    pub threads: Option<NonZeroUsize>,
+}
+
+/// Summarizes the cohort in `paths` (worker folders, or folders holding `worker-*` folders).
+///
+/// Refuses, with every problem named, a cohort that is incomplete or inconsistent: see
+/// [`CohortProblem`] for the rules, and [`AnalysisError::exit_code`] for the exit codes.
+pub fn summarize_dirs(
+    paths: &[PathBuf],
+    options: &Options,
+) -> Result<CohortSummary, AnalysisError> {
+    let dirs = discover(paths)?;
+    let (mut inputs, mut problems) = read_reports(&dirs)?;
+    // Stable: duplicated replicas keep the order they were given in.
+    inputs.sort_by_key(|w| w.report.replica);
+    check_identity(&inputs, &mut problems);
+    let Some(reference) = inputs.first() else {
+        return Err(AnalysisError::Cohort(problems));
+    };
+    if !problems.is_empty() {
+        return Err(AnalysisError::Cohort(problems));
+    }
+    // Every input is complete with a non-empty window here.
+    let spans: Vec<Span> = inputs.iter().map(span_of).collect();
+    let common = common_interval(&spans);
+    let overlaps: Vec<(u32, f64)> = inputs
+        .iter()
+        .zip(&spans)
+        .map(|(w, s)| (w.report.replica, overlap_fraction(*s, common)))
+        .collect();
+    let Some(common) = common.filter(|_| overlaps.iter().all(|(_, o)| *o >= MIN_OVERLAP_FRACTION))
+    else {
+        return Err(AnalysisError::Cohort(vec![CohortProblem::LowOverlap {
+            overlaps,
+            minimum: MIN_OVERLAP_FRACTION,
+        }]));
+    };
+
+    let jobs: Vec<(PathBuf, u64)> = inputs
+        .iter()
+        .map(|w| {
+            let declared = w.report.window.map_or(0, |x| x.batches);
+            (w.dir.join(files::BATCHES), declared)
+        })
+        .collect();
+    let threads = options
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN));
+    let mut worker_scans = Vec::with_capacity(jobs.len());
+    for result in scan_all(&jobs, common, threads) {
+        worker_scans.push(result?);
+    }
+    check_scans(&inputs, &worker_scans)?;
+
+    let common_s = common.len_ns() as f64 / NS_PER_S;
+    let workers: Vec<WorkerSummary> = inputs
+        .iter()
+        .zip(&worker_scans)
+        .zip(&overlaps)
+        .map(|((w, scan), (_, overlap))| worker_summary(w, scan, *overlap, common_s))
+        .collect();
+    let groups = group_summaries(&workers, &worker_scans);
+    let placements: Vec<Placement<'_>> = inputs
+        .iter()
+        .map(|w| Placement {
+            replica: w.report.replica,
+            device: w.report.device.as_ref(),
+            peak_device_bytes: w.report.memory.map(|m| m.peak_device_bytes),
+        })
+        .collect();
+    let mode = reference.report.config.mode;
+    let colocation = colocation(mode, &placements);
+    if options.strict && colocation.fits_mode == Some(false) {
+        return Err(AnalysisError::Placement {
+            mode,
+            explanation: colocation.explanation,
+        });
+    }
+    let mut workload_mix: BTreeMap<Workload, u32> = BTreeMap::new();
+    for w in &workers {
+        *workload_mix.entry(w.workload).or_default() += 1;
+    }
+    let mut summary = CohortSummary {
+        schema_version: SCHEMA_VERSION,
+        experiment: reference.report.experiment.clone(),
+        mode,
+        count: reference.report.config.count,
+        config: reference.report.config.clone(),
+        workload_mix,
+        common_interval: CommonInterval {
+            start_unix_ns: common.start_unix_ns,
+            end_unix_ns: common.end_unix_ns,
+            seconds: common_s,
+        },
+        colocation,
+        workers,
+        groups,
+        warnings: Vec::new(),
+        caveats: CAVEATS.iter().map(|c| (*c).to_owned()).collect(),
+    };
+    summary.warnings = warnings(&summary, &inputs);
+    Ok(summary)
+}
+
+/// Every worker's file must hold what its report declares, and some batch inside the interval.
+fn check_scans(inputs: &[WorkerInput], scans: &[Scan]) -> Result<(), AnalysisError> {
+    let mut problems = Vec::new();
+    for (w, scan) in inputs.iter().zip(scans) {
+        let declared = w.report.window.map_or(0, |x| x.batches);
+        if scan.recorded_batches != declared {
+            problems.push(CohortProblem::RecordMismatch {
+                dir: w.dir.clone(),
+                replica: w.report.replica,
+                lines: scan.recorded_batches,
+                declared,
+            });
+        } else if scan.sorted_durations_ns.is_empty() {
+            problems.push(CohortProblem::NoBatches {
+                dir: w.dir.clone(),
+                replica: w.report.replica,
+                recorded: scan.recorded_batches,
+            });
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(AnalysisError::Cohort(problems))
+    }
+}
+
+fn span_of(w: &WorkerInput) -> Span {
+    w.report.window.map_or(
+        Span {
+            start_unix_ns: 0,
+            end_unix_ns: 0,
+        },
+        |x| Span {
+            start_unix_ns: x.start_unix_ns,
+            end_unix_ns: x.end_unix_ns,
+        },
+    )
+}
+
+/// The identity rules: status, experiment, replica ids, configuration, window, files.
+fn check_identity(inputs: &[WorkerInput], problems: &mut Vec<CohortProblem>) {
+    for w in inputs {
+        let r = &w.report;
+        if r.status == Status::Failed {
+            problems.push(CohortProblem::Failed {
+                dir: w.dir.clone(),
+                replica: r.replica,
+                stage: r.failure.as_ref().map(|f| f.stage),
+                kind: r.failure.as_ref().map(|f| f.kind.clone()),
+                message: r.failure.as_ref().map(|f| f.message.clone()),
+            });
+            continue;
+        }
+        match r.window {
+            None => problems.push(CohortProblem::BadWindow {
+                dir: w.dir.clone(),
+                replica: r.replica,
+                message: "status complete but no window recorded".into(),
+            }),
+            Some(x) if x.end_unix_ns <= x.start_unix_ns => {
+                problems.push(CohortProblem::BadWindow {
+                    dir: w.dir.clone(),
+                    replica: r.replica,
+                    message: format!(
+                        "window ends at {} ns, not after its start at {} ns",
+                        x.end_unix_ns, x.start_unix_ns
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+        if !w.dir.join(files::BATCHES).is_file() {
+            problems.push(CohortProblem::MissingBatches { dir: w.dir.clone() });
+        }
+    }
+
+    let mut experiments: BTreeMap<&str, Vec<PathBuf>> = BTreeMap::new();
+    for w in inputs {
+        experiments
+            .entry(&w.report.experiment)
+            .or_default()
+            .push(w.dir.clone());
+    }
+    if experiments.len() > 1 {
+        problems.push(CohortProblem::ExperimentsDiffer {
+            experiments: experiments
+                .into_iter()
+                .map(|(e, d)| (e.to_owned(), d))
+                .collect(),
+        });
+    }
+
+    let Some(reference) = inputs.first() else {
+        return;
+    };
+    let count = reference.report.config.count;
+    let mut holders: BTreeMap<u32, Vec<PathBuf>> = BTreeMap::new();
+    for w in inputs {
+        holders
+            .entry(w.report.replica)
+            .or_default()
+            .push(w.dir.clone());
+    }
+    let missing: Vec<u32> = (0..count).filter(|id| !holders.contains_key(id)).collect();
+    let duplicated: Vec<(u32, Vec<PathBuf>)> = holders
+        .iter()
+        .filter(|(_, d)| d.len() > 1)
+        .map(|(id, d)| (*id, d.clone()))
+        .collect();
+    let outside: Vec<(u32, PathBuf)> = holders
+        .iter()
+        .filter(|(id, _)| **id >= count)
+        .flat_map(|(id, d)| d.iter().map(|p| (*id, p.clone())))
+        .collect();
+    if !missing.is_empty() || !duplicated.is_empty() || !outside.is_empty() {
+        problems.push(CohortProblem::Replicas {
+            count,
+            missing,
+            duplicated,
+            outside,
+        });
+    }
+
+    for w in &inputs[1..] {
+        let differences = w.report.config.differences(&reference.report.config);
+        if !differences.is_empty() {
+            problems.push(CohortProblem::ConfigDiffers {
+                dir: w.dir.clone(),
+                replica: w.report.replica,
+                reference_replica: reference.report.replica,
+                differences,
+            });
+        }
+    }
+}
+
+fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> WorkerSummary {
+    let r = &w.report;
+    let device = r.device.as_ref();
+    let latency = stats::latency_ms(&[&scan.sorted_durations_ns]);
+    WorkerSummary {
+        replica: r.replica,
+        workload: r.config.workload,
+        batches: scan.sorted_durations_ns.len() as u64,
+        samples: scan.kept_samples,
+        batches_recorded: scan.recorded_batches,
+        samples_per_s: scan.kept_samples as f64 / common_s,
+        overlap_fraction: overlap,
+        // Never empty here: a worker without kept batches was refused above.
+        latency_ms: latency.unwrap_or(ZERO_LATENCY),
+        latency_cdf_ms: stats::cdf_ms(&scan.sorted_durations_ns),
+        gpu_uuid: device.and_then(|d| d.gpu_uuid.clone()),
+        mig_uuid: device.and_then(|d| d.mig_uuid.clone()),
+        peak_device_bytes: r.memory.map(|m| m.peak_device_bytes),
+        lateness_ns: r.barrier.and_then(|b| b.lateness_ns),
+    }
+}
+
+const ZERO_LATENCY: coload_cohort_schema::LatencyMs = coload_cohort_schema::LatencyMs {
+    p50: 0.0,
+    p90: 0.0,
+    p99: 0.0,
+    p999: 0.0,
+    mean: 0.0,
+    stddev: 0.0,
+    min: 0.0,
+    max: 0.0,
+};
+
+/// One group per workload. Training and inference rates are never added together: a training
+/// sample (forward, backward, step) and an inference sample are different units of work.
+fn group_summaries(workers: &[WorkerSummary], scans: &[Scan]) -> BTreeMap<Workload, GroupSummary> {
+    let mut out = BTreeMap::new();
+    let workloads: std::collections::BTreeSet<Workload> =
+        workers.iter().map(|w| w.workload).collect();
+    for workload in workloads {
+        let members: Vec<(&WorkerSummary, &Scan)> = workers
+            .iter()
+            .zip(scans)
+            .filter(|(w, _)| w.workload == workload)
+            .collect();
+        let rates: Vec<f64> = members.iter().map(|(w, _)| w.samples_per_s).collect();
+        let parts: Vec<&[u64]> = members
+            .iter()
+            .map(|(_, s)| s.sorted_durations_ns.as_slice())
+            .collect();
+        let (mean, _) = stats::mean_stddev(&rates).unwrap_or((0.0, 0.0));
+        out.insert(
+            workload,
+            GroupSummary {
+                workers: members.len() as u32,
+                aggregate_samples_per_s: rates.iter().sum(),
+                per_worker_samples_per_s: MinMeanMax {
+                    min: rates.iter().copied().fold(f64::INFINITY, f64::min),
+                    mean,
+                    max: rates.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                },
+                jain_fairness: stats::jain_fairness(&rates),
+                latency_ms: stats::latency_ms(&parts).unwrap_or(ZERO_LATENCY),
+            },
+        );
+    }
+    out
+}
+
+fn warn(kind: &str, message: String) -> SummaryWarning {
+    SummaryWarning {
+        kind: kind.to_owned(),
+        message,
+    }
+}
+
+fn warnings(s: &CohortSummary, inputs: &[WorkerInput]) -> Vec<SummaryWarning> {
+    let mut out = Vec::new();
+    match s.colocation.fits_mode {
+        Some(true) => {}
+        Some(false) => out.push(warn("placement_mismatch", s.colocation.explanation.clone())),
+        None => out.push(warn("placement_unknown", s.colocation.explanation.clone())),
+    }
+    for w in &s.workers {
+        let short: Vec<String> = [(P90, "p90"), (P99, "p99"), (P999, "p99.9")]
+            .iter()
+            .filter(|(p, _)| w.batches < stats::min_count_for(*p))
+            .map(|(p, name)| format!("{name} needs {}", stats::min_count_for(*p)))
+            .collect();
+        if !short.is_empty() {
+            out.push(warn(
+                "few_batches",
+                format!(
+                    "replica {}: {} batches in the common interval ({}): below that a \
+                     percentile is only the slowest batch seen",
+                    w.replica,
+                    w.batches,
+                    short.join(", ")
+                ),
+            ));
+        }
+    }
+    for d in &s.colocation.devices {
+        if let (Some(h), Some(sum), Some(total)) =
+            (d.headroom_bytes, d.peak_sum_bytes, d.memory_total_bytes)
+            && h < 0
+        {
+            let ids: Vec<String> = d.replicas.iter().map(ToString::to_string).collect();
+            out.push(warn(
+                "memory_overcommit",
+                format!(
+                    "{}: the peak memory of replicas {} sums to {sum} bytes, more than its \
+                     {total} bytes",
+                    d.device,
+                    ids.join(", ")
+                ),
+            ));
+        }
+    }
+    for w in inputs {
+        for ww in &w.report.warnings {
+            out.push(warn(
+                "worker_warning",
+                format!("replica {}: {}: {}", w.report.replica, ww.kind, ww.message),
+            ));
+        }
+    }
+    out
+}
