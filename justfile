@@ -13,9 +13,9 @@ help:
 provision:
     @if [[ -z "${LIBTORCH:-}" ]]; then scripts/provision-libtorch.sh; else echo "using LIBTORCH=$LIBTORCH"; fi
 
-# Demo: for now the window runner over a mock step (a real cohort once bench-worker lands)
+# Run a real cohort end to end on this machine (GPU when present, else CPU) and print its summary
 demo:
-    {{tl}} cargo run --release -q -p coload-timing --example mock_window
+    scripts/demo.sh
 
 # Run every test of the workspace (provisions libtorch first)
 test:

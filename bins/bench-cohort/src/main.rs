@@ -1,6 +1,21 @@
-//! bench-cohort (not yet implemented: see the issues).
+//! bench-cohort: run a whole cohort of bench-worker processes on this machine, then summarize.
 
-fn main() -> std::process::ExitCode {
-    eprintln!("error: bench-cohort is not implemented yet");
-    std::process::ExitCode::from(coload_cohort_schema::exit::INTERNAL)
+mod cli;
+mod cohort;
+mod mix;
+mod mps;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Args::parse();
+    match cohort::run(&args) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT)
+        }
+    }
 }

@@ -1,6 +1,18 @@
-//! bench-worker (not yet implemented: see the issues).
+//! bench-worker: one coload worker (one per Pod). See `bench-worker --help`.
 
-fn main() -> std::process::ExitCode {
-    eprintln!("error: bench-worker is not implemented yet");
-    std::process::ExitCode::from(coload_cohort_schema::exit::INTERNAL)
+mod cli;
+mod progress;
+mod worker;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Args::parse();
+    if let Err(message) = args.validate() {
+        eprintln!("error: {message}");
+        return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
+    }
+    ExitCode::from(worker::execute(&args))
 }

@@ -74,11 +74,7 @@ impl Barrier {
                 Err(errno) => {
                     return Err(BarrierError::Preflight {
                         path: dir.file(name),
-                        message: format!(
-                            "cannot look up {}: {errno}: {}",
-                            dir.file(name).display(),
-                            errno.desc()
-                        ),
+                        message: format!("cannot look up {}: {errno}", dir.file(name).display()),
                     });
                 }
             }

@@ -67,7 +67,8 @@ fn describe(errno: Errno) -> String {
         Errno::ELOOP => "; it is a symbolic link and the barrier never follows one",
         _ => "",
     };
-    format!("{errno}: {}{hint}", errno.desc())
+    // `Errno`'s Display is already `ENOENT: No such file or directory`.
+    format!("{errno}{hint}")
 }
 
 /// The errno of an I/O error (`EIO` for the rare one that carries no OS code).

@@ -1,1 +1,59 @@
-//! Device identity, telemetry and host facts.
+//! What a coload worker actually got: the device behind its CUDA ordinal, whether that matches
+//! the declared sharing mode, device-wide telemetry during the window, and host facts.
+//!
+//! - [`identify`] maps `CUDA_VISIBLE_DEVICES` / `NVIDIA_VISIBLE_DEVICES` and the workload's
+//!   `cuda:N` to the NVML handle behind it (a whole GPU or a MIG device) and fills
+//!   `worker.json`'s `device`.
+//! - [`check_allocation`] compares the declared [`Mode`](coload_cohort_schema::Mode) with what
+//!   NVML sees and names every mismatch (or fails, when strict).
+//! - [`TelemetrySampler`] samples the physical GPU on its own thread into a preallocated buffer.
+//! - [`host_snapshot`], [`host_info`], [`scheduler_identity`] and [`mps_client`] describe the
+//!   host and the scheduler.
+//!
+//! NVML is reached through the [`NvmlSource`] trait: [`RealNvml`] loads `libnvidia-ml.so.1` at
+//! run time (nothing links it, so binaries run where it is absent) and [`FakeNvml`] scripts
+//! GPUs and MIG devices for tests. This crate does not link libtorch.
+//!
+//! # Example
+//!
+//! ```
+//! use coload_cohort_schema::{DeviceKind, Mode};
+//! use coload_device::{FakeNvml, SharingFacts, VisibleEnv, check_allocation, identify_with};
+//!
+//! let nvml = FakeNvml::new()
+//!     .with_gpu("GPU-5d1c", "NVIDIA H100 80GB HBM3")
+//!     .with_mig("1g.10gb", "MIG-8a3f");
+//! let env = VisibleEnv { cuda_visible_devices: Some("MIG-8a3f".into()), ..VisibleEnv::default() };
+//! let report = identify_with(Some(&nvml), &env, DeviceKind::Cuda, Some(0));
+//! assert_eq!(report.info.mig_profile.as_deref(), Some("1g.10gb"));
+//!
+//! let warnings = check_allocation(Mode::Exclusive, &report.info, &SharingFacts::default(), false)
+//!     .unwrap();
+//! assert_eq!(warnings[0].kind, "unexpected_mig_device");
+//! ```
+
+mod allocation;
+mod error;
+mod fake;
+mod host;
+mod identify;
+mod nvml;
+mod telemetry;
+
+pub use allocation::{
+    SharingFacts, check_allocation, other_compute_processes, other_compute_processes_with,
+};
+pub use error::DeviceError;
+pub use fake::FakeNvml;
+pub use host::{
+    DEFAULT_MPS_PIPE_DIRECTORY, HostSnapshot, IDENTITY_VARIABLES, host_info, host_snapshot,
+    mps_client, scheduler_identity,
+};
+pub use identify::{DeviceReport, VisibleEnv, identify, identify_with};
+pub use nvml::{
+    ComputeProcess, GpuFacts, MigFacts, NvmlSource, NvmlTarget, RealNvml, mig_profile_from_name,
+};
+pub use telemetry::{
+    DEFAULT_RATE_HZ, THROTTLE_REASONS, TelemetrySampler, samples_in_window, summarize,
+    throttle_reason_names,
+};

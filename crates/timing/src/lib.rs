@@ -37,5 +37,5 @@ mod step;
 pub use buffer::{BatchBuffer, RawBatch};
 pub use clock::Clock;
 pub use error::TimingError;
-pub use runner::{WarmupStats, WindowOutcome, run_window, sleep_until, warmup};
+pub use runner::{WarmupStats, WindowOutcome, run_window, sleep_until, warmup, warmup_observed};
 pub use step::{MockStep, Step};

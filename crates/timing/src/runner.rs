@@ -136,12 +136,24 @@ pub struct WarmupStats {
 ///
 /// Stops at the first error. With zero batches the durations are zero.
 pub fn warmup<S: Step>(step: &mut S, batches: u32) -> Result<WarmupStats, S::Error> {
+    warmup_observed(step, batches, |_, _| {})
+}
+
+/// [`warmup`], calling `on_batch(batches_done, duration)` after each batch (for progress output;
+/// the warmup is not timed, so the callback may print).
+pub fn warmup_observed<S: Step>(
+    step: &mut S,
+    batches: u32,
+    mut on_batch: impl FnMut(u32, Duration),
+) -> Result<WarmupStats, S::Error> {
     let begin = Instant::now();
     let mut durations = Vec::with_capacity(batches as usize);
-    for _ in 0..batches {
+    for i in 0..batches {
         let t0 = Instant::now();
         step.step()?;
-        durations.push(t0.elapsed());
+        let d = t0.elapsed();
+        durations.push(d);
+        on_batch(i + 1, d);
     }
     let total = begin.elapsed();
     durations.sort_unstable();
@@ -254,5 +266,8 @@ mod tests {
         assert!(stats.total >= ms(10));
         assert!(warmup(&mut MockStep::new(ms(1), 1).failing_at(2), 5).is_err());
         assert_eq!(warmup(&mut step, 0).unwrap().fastest, Duration::ZERO);
+        let mut seen = Vec::new();
+        warmup_observed(&mut step, 3, |i, d| seen.push((i, d >= ms(2)))).unwrap();
+        assert_eq!(seen, [(1, true), (2, true), (3, true)]);
     }
 }

@@ -1,5 +1,46 @@
-//! The ResNet18 workloads, through libtorch (tch).
+//! The ResNet18 workloads of coload, through libtorch (tch 0.24, libtorch 2.11.0).
 //!
-//! This crate is the only library that links libtorch.
+//! [`ResNetStep`] is one batch of ResNet18 (1000 classes) on a synthetic batch made once on the
+//! device: `train` is forward, cross-entropy, backward and an SGD step (momentum 0.9, lr 0.01);
+//! `infer` is an eval-mode forward under libtorch's `InferenceMode`. Each step ends with a device
+//! synchronize and implements [`coload_timing::Step`]. A small C++ shim (`src/shim.cpp`, built
+//! against the headers of the libtorch torch-sys found) supplies what tch lacks: the
+//! `InferenceMode` guard, bf16 autocast, the foreach SGD update PyTorch uses by default, device
+//! synchronize without panics, and the caching allocator's peak.
+//!
+//! Every libtorch failure becomes a [`WorkloadError`] carrying libtorch's message, CUDA
+//! out-of-memory included; nothing panics out of this crate. This is the only library that links
+//! libtorch.
+//!
+//! # Example
+//!
+//! ```
+//! use coload_cohort_schema::{Precision, Workload};
+//! use coload_timing::Step;
+//! use coload_workload::{DeviceChoice, ResNetStep, WorkloadOptions};
+//!
+//! let options = WorkloadOptions {
+//!     workload: Workload::Infer,
+//!     device: DeviceChoice::Cpu,
+//!     batch_size: 1,
+//!     image_size: 32,
+//!     precision: Precision::Fp32,
+//!     seed: 0,
+//! };
+//! let mut step = ResNetStep::new(&options)?;
+//! assert_eq!(step.step()?, 1);
+//! assert_eq!(step.info().inference_guard.as_deref(), Some("inference_mode"));
+//! # Ok::<(), coload_workload::WorkloadError>(())
+//! ```
 
+mod error;
+mod options;
+mod shim;
+mod step;
+
+pub use error::WorkloadError;
+pub use options::{DeviceChoice, WorkloadOptions};
+pub use step::{
+    InferenceGuard, LEARNING_RATE, MOMENTUM, NUM_CLASSES, OutputProbe, ResNetStep, WorkloadInfo,
+};
 pub use tch;

@@ -1,0 +1,92 @@
+//! A private CUDA MPS control daemon for one cohort.
+//!
+//! The daemon gets its own pipe and log directories under the cohort's output folder, so it
+//! neither needs nor touches a system-wide MPS setup, and no GPU setting changes. It is stopped
+//! (`quit` on its control pipe) when the guard drops: after the cohort, on a worker failure and
+//! on Ctrl-C alike.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+
+const CONTROL: &str = "nvidia-cuda-mps-control";
+
+/// A running MPS control daemon; stopped on drop.
+#[derive(Debug)]
+pub(crate) struct MpsDaemon {
+    pipe_dir: PathBuf,
+    log_dir: PathBuf,
+    stopped: bool,
+}
+
+impl MpsDaemon {
+    /// Starts `nvidia-cuda-mps-control -d` with private directories under `root`.
+    pub(crate) fn start(root: &Path) -> anyhow::Result<Self> {
+        let pipe_dir = root.join("pipe");
+        let log_dir = root.join("log");
+        std::fs::create_dir_all(&pipe_dir)
+            .and_then(|()| std::fs::create_dir_all(&log_dir))
+            .with_context(|| format!("cannot create MPS directories under {}", root.display()))?;
+        let status = Command::new(CONTROL)
+            .arg("-d")
+            .env("CUDA_MPS_PIPE_DIRECTORY", &pipe_dir)
+            .env("CUDA_MPS_LOG_DIRECTORY", &log_dir)
+            .status();
+        match status {
+            Ok(s) if s.success() => Ok(MpsDaemon {
+                pipe_dir,
+                log_dir,
+                stopped: false,
+            }),
+            Ok(s) => bail!("{CONTROL} -d failed ({s}); see {}", log_dir.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
+                "--mode mps needs {CONTROL} on PATH (it ships with the NVIDIA driver); not found"
+            ),
+            Err(e) => bail!("cannot start {CONTROL}: {e}"),
+        }
+    }
+
+    /// The environment a client needs.
+    pub(crate) fn client_env(&self) -> [(&'static str, &Path); 2] {
+        [
+            ("CUDA_MPS_PIPE_DIRECTORY", &self.pipe_dir),
+            ("CUDA_MPS_LOG_DIRECTORY", &self.log_dir),
+        ]
+    }
+
+    /// Sends `quit` and waits for the control process to return.
+    pub(crate) fn stop(&mut self) -> anyhow::Result<()> {
+        if self.stopped {
+            return Ok(());
+        }
+        self.stopped = true;
+        let mut child = Command::new(CONTROL)
+            .env("CUDA_MPS_PIPE_DIRECTORY", &self.pipe_dir)
+            .env("CUDA_MPS_LOG_DIRECTORY", &self.log_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .with_context(|| format!("cannot run {CONTROL} to stop the MPS daemon"))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(b"quit\n");
+        }
+        let status = child.wait()?;
+        if !status.success() {
+            bail!(
+                "stopping the MPS daemon failed ({status}); see {}",
+                self.log_dir.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for MpsDaemon {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            eprintln!("warning: {e:#}");
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! The worker's life: preflight, model, warmup, barrier, window, artifacts.
+//!
+//! Every failure after argument validation still produces a `worker.json` with
+//! `status: "failed"`, the stage, a kind and the message, plus whatever had been measured.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use coload_barrier::{Barrier, BarrierOptions};
+use coload_cohort_schema::{
+    BarrierTiming, BatchRecord, Failure, ReadyRecord, RuntimeInfo, SCHEMA_VERSION, Stage, Status,
+    TelemetrySample, WindowInfo, WorkerConfig, WorkerReport, exit, files, write_json_atomic,
+};
+use coload_device::{NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
+use coload_timing::{BatchBuffer, Clock, TimingError, run_window, warmup_observed};
+use coload_workload::{ResNetStep, WorkloadError, WorkloadOptions};
+
+use crate::cli::Args;
+use crate::progress::Progress;
+
+/// A failure: where, what kind, why, and the exit code it maps to.
+#[derive(Debug)]
+pub(crate) struct Failed {
+    stage: Stage,
+    kind: String,
+    message: String,
+    exit_code: u8,
+}
+
+impl Failed {
+    fn new(stage: Stage, kind: &str, message: impl Into<String>, exit_code: u8) -> Self {
+        Failed {
+            stage,
+            kind: kind.to_owned(),
+            message: message.into(),
+            exit_code,
+        }
+    }
+
+    fn workload(stage: Stage, e: &WorkloadError) -> Self {
+        Failed::new(stage, e.kind(), e.to_string(), exit::WORKLOAD_FAILED)
+    }
+}
+
+/// Everything measured so far; written whatever happens.
+struct Run {
+    report: WorkerReport,
+    /// The NVML handle of the physical GPU, for the telemetry sampler.
+    target: Option<NvmlTarget>,
+    batches: Vec<BatchRecord>,
+    telemetry: Vec<TelemetrySample>,
+}
+
+/// Runs the worker and returns the process exit code.
+pub(crate) fn execute(args: &Args) -> u8 {
+    let progress = Progress::new(args.log_format, args.quiet, args.replica);
+    if let Err(message) = prepare_out(&args.out) {
+        progress.error("setup", &message);
+        return exit::INVALID_INPUT;
+    }
+    let clock = Clock::anchor();
+    let mut run = Run {
+        report: initial_report(args),
+        target: None,
+        batches: Vec::new(),
+        telemetry: Vec::new(),
+    };
+    let result = run.measure(args, &clock, &progress);
+    let mut code = match &result {
+        Ok(()) => {
+            run.report.status = Status::Complete;
+            exit::COMPLETE
+        }
+        Err(f) => {
+            progress.error(f.stage.as_str(), &f.message);
+            run.report.failure = Some(Failure {
+                stage: f.stage,
+                kind: f.kind.clone(),
+                message: f.message.clone(),
+            });
+            f.exit_code
+        }
+    };
+    if let Err(message) = run.write(&args.out) {
+        progress.error("write", &message);
+        if code == exit::COMPLETE {
+            code = exit::WRITE_FAILED;
+        }
+    } else {
+        progress.phase(
+            "write",
+            &format!(
+                "wrote {} ({} batches)",
+                args.out.join(files::WORKER_REPORT).display(),
+                run.batches.len()
+            ),
+        );
+    }
+    code
+}
+
+/// Creates `--out` and refuses to overwrite an earlier worker's report.
+fn prepare_out(out: &Path) -> Result<(), String> {
+    fs::create_dir_all(out).map_err(|e| format!("cannot create --out {}: {e}", out.display()))?;
+    let report = out.join(files::WORKER_REPORT);
+    if report.exists() {
+        return Err(format!(
+            "{} already exists; refusing to overwrite an earlier worker's results (use a fresh --out)",
+            report.display()
+        ));
+    }
+    Ok(())
+}
+
+fn initial_report(args: &Args) -> WorkerReport {
+    WorkerReport {
+        schema_version: SCHEMA_VERSION,
+        experiment: args.experiment.clone(),
+        replica: args.replica,
+        status: Status::Failed,
+        failure: None,
+        config: WorkerConfig {
+            mode: args.mode,
+            workload: args.workload,
+            count: args.count,
+            model: "resnet18".to_owned(),
+            batch_size: args.batch_size,
+            image_size: args.image_size,
+            precision: args.precision.into(),
+            warmup_batches: args.warmup_batches,
+            window_s: args.window_s,
+            start_lead_s: args.start_lead_s,
+            seed: args.seed,
+        },
+        identity: coload_device::scheduler_identity(args.node_name.clone()),
+        device: None,
+        runtime: None,
+        barrier: None,
+        window: None,
+        memory: None,
+        host: None,
+        telemetry: None,
+        warnings: Vec::new(),
+    }
+}
+
+impl Run {
+    fn measure(&mut self, args: &Args, clock: &Clock, progress: &Progress) -> Result<(), Failed> {
+        let mut barrier = self.preflight(args, clock, progress)?;
+        let (step, buffer) = match self.build_and_warm(args, clock, progress) {
+            Ok(v) => v,
+            Err(f) => {
+                // Tell the peers now rather than let them wait out their join timeout.
+                let reason = format!(
+                    "replica {} failed in {}: {}",
+                    args.replica, f.stage, f.message
+                );
+                let _ = barrier.abort("peer_failed", &reason, clock);
+                return Err(f);
+            }
+        };
+        let start_unix_ns = self.rendezvous(&mut barrier, args, clock, progress)?;
+        self.time_window(step, buffer, start_unix_ns, args, clock, progress)
+    }
+
+    /// The shared directory must work before anything expensive happens.
+    fn preflight(
+        &mut self,
+        args: &Args,
+        clock: &Clock,
+        progress: &Progress,
+    ) -> Result<Barrier, Failed> {
+        let mut options =
+            BarrierOptions::new(&args.sync_dir, &args.experiment, args.replica, args.count);
+        options.join_timeout = Duration::from_secs_f64(args.join_timeout_s);
+        options.start_lead = Duration::from_secs_f64(args.start_lead_s);
+        let (barrier, preflight) = Barrier::preflight(options, clock)
+            .map_err(|e| Failed::new(Stage::Preflight, e.kind(), e.to_string(), e.exit_code()))?;
+        self.report.barrier = Some(BarrierTiming {
+            clock_offset_ns: Some(preflight.clock_offset_ns),
+            clock_offset_uncertainty_ns: Some(preflight.clock_offset_uncertainty_ns),
+            ..BarrierTiming::default()
+        });
+        progress.phase(
+            "preflight",
+            &format!(
+                "ok: {} (clock offset {:+.3} ms +/- {:.3} ms)",
+                preflight.dir.display(),
+                preflight.clock_offset_ns as f64 / 1e6,
+                preflight.clock_offset_uncertainty_ns as f64 / 1e6
+            ),
+        );
+        Ok(barrier)
+    }
+
+    /// Publishes ready and waits for the common start; returns it.
+    fn rendezvous(
+        &mut self,
+        barrier: &mut Barrier,
+        args: &Args,
+        clock: &Clock,
+        progress: &Progress,
+    ) -> Result<u64, Failed> {
+        let ready_unix_ns = clock.now_unix_ns();
+        let ready = ReadyRecord {
+            schema_version: SCHEMA_VERSION,
+            experiment: args.experiment.clone(),
+            replica: args.replica,
+            incarnation: barrier.incarnation().to_owned(),
+            config: self.report.config.clone(),
+            hostname: self.report.identity.hostname.clone(),
+            node_name: self.report.identity.node_name.clone(),
+            pid: self.report.identity.pid,
+            device: self.report.device.clone(),
+            ready_unix_ns,
+        };
+        let timing = self
+            .report
+            .barrier
+            .get_or_insert_with(BarrierTiming::default);
+        barrier
+            .publish_ready(&ready, clock)
+            .map_err(|e| Failed::new(Stage::Barrier, e.kind(), e.to_string(), e.exit_code()))?;
+        timing.ready_unix_ns = Some(ready_unix_ns);
+        progress.phase(
+            "barrier",
+            &format!(
+                "ready; waiting for {} peer(s) (join timeout {} s)",
+                args.count - 1,
+                args.join_timeout_s
+            ),
+        );
+        let start = barrier
+            .await_start(clock)
+            .map_err(|e| Failed::new(Stage::Barrier, e.kind(), e.to_string(), e.exit_code()))?;
+        timing.scheduled_start_unix_ns = Some(start.start_unix_ns);
+        let lead_s = (start.start_unix_ns as f64 - clock.now_unix_ns() as f64) / 1e9;
+        progress.phase(
+            "barrier",
+            &format!(
+                "all {} workers ready; start at {} (in {lead_s:.2} s), window {} s",
+                args.count,
+                format_unix_ns(start.start_unix_ns),
+                args.window_s
+            ),
+        );
+        Ok(start.start_unix_ns)
+    }
+
+    /// The timed window, with host facts and telemetry around it.
+    fn time_window(
+        &mut self,
+        mut step: ResNetStep,
+        mut buffer: BatchBuffer,
+        start_unix_ns: u64,
+        args: &Args,
+        clock: &Clock,
+        progress: &Progress,
+    ) -> Result<(), Failed> {
+        // Host facts and the telemetry sampler, both before the start.
+        let host_start = coload_device::host_snapshot();
+        let sampler = self.start_sampler(args, clock, progress);
+
+        // The timed window: nothing else happens in this thread until it returns.
+        let outcome = run_window(
+            &mut step,
+            clock,
+            start_unix_ns,
+            Duration::from_secs_f64(args.window_s),
+            &mut buffer,
+        );
+
+        // After the window.
+        if let Some(sampler) = sampler {
+            let (raw, summary) = sampler.stop();
+            self.telemetry = raw;
+            self.report.telemetry = summary;
+        }
+        let host_end = coload_device::host_snapshot();
+        self.report.host = Some(coload_device::host_info(&host_start, &host_end));
+        self.report.memory = step.peak_memory();
+        self.batches = buffer.records(clock);
+        let timing = self
+            .report
+            .barrier
+            .get_or_insert_with(BarrierTiming::default);
+        timing.actual_start_unix_ns = Some(outcome.actual_start_unix_ns);
+        timing.lateness_ns = Some(outcome.lateness_ns);
+        self.report.window = Some(WindowInfo {
+            start_unix_ns: outcome.actual_start_unix_ns,
+            end_unix_ns: outcome.end_unix_ns,
+            batches: outcome.batches as u64,
+            samples: outcome.samples,
+        });
+        if let Some(error) = outcome.error {
+            return Err(window_failure(error));
+        }
+        let rate = outcome.samples as f64 / args.window_s;
+        progress.phase(
+            "window",
+            &format!(
+                "done: {} batches, {} samples ({rate:.1} samples/s), started {:.3} ms late",
+                outcome.batches,
+                outcome.samples,
+                outcome.lateness_ns as f64 / 1e6
+            ),
+        );
+        Ok(())
+    }
+
+    fn build_and_warm(
+        &mut self,
+        args: &Args,
+        clock: &Clock,
+        progress: &Progress,
+    ) -> Result<(ResNetStep, BatchBuffer), Failed> {
+        let build_start = clock.now_unix_ns();
+        let options = WorkloadOptions {
+            workload: args.workload,
+            device: args.device,
+            batch_size: args.batch_size,
+            image_size: args.image_size,
+            precision: args.precision.into(),
+            seed: args.seed,
+        };
+        let mut step =
+            ResNetStep::new(&options).map_err(|e| Failed::workload(Stage::Warmup, &e))?;
+        let info = step.info();
+        let mut device = coload_device::identify(info.device_kind, info.cuda_index);
+        device.info.libtorch_version = Some(info.libtorch_version.clone());
+        if device.info.cudnn_version.is_none() {
+            device.info.cudnn_version.clone_from(&info.cudnn_version);
+        }
+        if device.info.cuda_version.is_none() {
+            device.info.cuda_version.clone_from(&info.cuda_version);
+        }
+        let facts = SharingFacts {
+            // The model is resident, so this process holds a context on the device now.
+            other_compute_processes: coload_device::other_compute_processes(&device, true),
+            mps_client: coload_device::mps_client(),
+        };
+        let allocation =
+            coload_device::check_allocation(args.mode, &device.info, &facts, args.strict_device);
+        self.report.warnings.extend(device.warnings);
+        self.target = device.target;
+        self.report.device = Some(device.info);
+        self.report.runtime = Some(RuntimeInfo {
+            inference_guard: info.inference_guard.clone(),
+            cudnn_benchmark: Some(info.cudnn_benchmark),
+            mps_client: facts.mps_client,
+            torch_threads: Some(info.torch_threads),
+        });
+        match allocation {
+            Ok(warnings) => {
+                for w in &warnings {
+                    progress.phase("preflight", &format!("warning: {}", w.message));
+                }
+                self.report.warnings.extend(warnings);
+            }
+            Err(e) => {
+                return Err(Failed::new(
+                    Stage::Preflight,
+                    e.kind(),
+                    e.to_string(),
+                    e.exit_code(),
+                ));
+            }
+        }
+        let built_s = (clock.now_unix_ns() - build_start) as f64 / 1e9;
+        progress.phase(
+            "warmup",
+            &format!(
+                "model ready on {} in {built_s:.2} s; running {} warmup batches",
+                describe_device(&self.report),
+                args.warmup_batches
+            ),
+        );
+        let total = args.warmup_batches;
+        let stats = warmup_observed(&mut step, total, |done, d| {
+            progress.live(&format!(
+                "warmup {done}/{total} ({:.1} ms)",
+                d.as_secs_f64() * 1e3
+            ));
+        })
+        .map_err(|e| Failed::workload(Stage::Warmup, &e))?;
+        progress.phase(
+            "warmup",
+            &format!(
+                "done: {} batches in {:.2} s (median {:.2} ms, fastest {:.2} ms)",
+                stats.batches,
+                stats.total.as_secs_f64(),
+                stats.median.as_secs_f64() * 1e3,
+                stats.fastest.as_secs_f64() * 1e3
+            ),
+        );
+        let fastest_s = if stats.batches == 0 {
+            // No warmup: size for a very fast step rather than guess low.
+            1e-4
+        } else {
+            stats.fastest.as_secs_f64()
+        };
+        let buffer =
+            BatchBuffer::with_capacity(BatchBuffer::capacity_for(args.window_s, fastest_s));
+        Ok((step, buffer))
+    }
+
+    /// Starts device telemetry on the worker's physical GPU, timestamped on the worker's clock.
+    /// Telemetry is evidence, not a requirement: when it cannot start, the worker says so and
+    /// goes on.
+    fn start_sampler(
+        &mut self,
+        args: &Args,
+        clock: &Clock,
+        progress: &Progress,
+    ) -> Option<TelemetrySampler> {
+        if args.telemetry_hz <= 0.0 {
+            return None;
+        }
+        let target = self.target?;
+        // Room for the window plus the lead and a margin, at the asked rate.
+        let capacity =
+            ((args.window_s + args.start_lead_s + 10.0) * args.telemetry_hz).ceil() as usize;
+        let clock = *clock;
+        let started = RealNvml::open().and_then(|nvml| {
+            TelemetrySampler::start_with(
+                Box::new(nvml),
+                target.gpu_index,
+                args.telemetry_hz,
+                capacity.max(1),
+                move || clock.now_unix_ns(),
+            )
+        });
+        match started {
+            Ok(sampler) => Some(sampler),
+            Err(e) => {
+                let message = format!("device telemetry not sampled: {e}");
+                progress.phase("barrier", &message);
+                self.report
+                    .warnings
+                    .push(coload_cohort_schema::WorkerWarning {
+                        kind: "telemetry_unavailable".to_owned(),
+                        message,
+                    });
+                None
+            }
+        }
+    }
+
+    /// Writes batches.jsonl, telemetry.jsonl, then worker.json last (atomically).
+    fn write(&self, out: &Path) -> Result<(), String> {
+        write_lines(&out.join(files::BATCHES), &self.batches)?;
+        if !self.telemetry.is_empty() {
+            write_lines(&out.join(files::TELEMETRY), &self.telemetry)?;
+        }
+        write_json_atomic(&out.join(files::WORKER_REPORT), &self.report).map_err(|e| e.to_string())
+    }
+}
+
+fn window_failure(error: TimingError) -> Failed {
+    match error {
+        TimingError::Step { batches, source } => {
+            let kind = source
+                .downcast_ref::<WorkloadError>()
+                .map_or("libtorch_error", WorkloadError::kind);
+            Failed::new(
+                Stage::Window,
+                kind,
+                format!("after {batches} timed batches: {source}"),
+                exit::WORKLOAD_FAILED,
+            )
+        }
+        e @ TimingError::CapacityExhausted { .. } => Failed::new(
+            Stage::Window,
+            "buffer_exhausted",
+            e.to_string(),
+            exit::INTERNAL,
+        ),
+    }
+}
+
+fn describe_device(report: &WorkerReport) -> String {
+    match &report.device {
+        Some(d) => match (&d.gpu_name, &d.mig_profile) {
+            (Some(name), Some(profile)) => format!("{name} MIG {profile}"),
+            (Some(name), None) => name.clone(),
+            _ => format!("{:?}", d.kind).to_lowercase(),
+        },
+        None => "an unknown device".to_owned(),
+    }
+}
+
+fn write_lines<T: serde::Serialize>(path: &Path, items: &[T]) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", path.display());
+    let file = File::create(path).map_err(|e| err(&e))?;
+    let mut w = BufWriter::with_capacity(1 << 16, file);
+    for item in items {
+        serde_json::to_writer(&mut w, item).map_err(|e| err(&e))?;
+        w.write_all(b"\n").map_err(|e| err(&e))?;
+    }
+    let file = w.into_inner().map_err(|e| err(&e))?;
+    file.sync_all().map_err(|e| err(&e))
+}
+
+/// RFC 3339 time from unix nanoseconds, for people reading the log.
+fn format_unix_ns(ns: u64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns))
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| format!("{ns} ns"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_unix_time() {
+        assert_eq!(format_unix_ns(0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            format_unix_ns(1_796_005_867_250_000_000),
+            "2026-11-30T02:31:07.25Z"
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! bench-worker end to end on the CPU with the real libtorch and tiny shapes: a cohort that
+//! completes, and the barrier failures each ending with the right exit code and a failed
+//! worker.json.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use coload_cohort_schema::{Stage, Status, WorkerReport, exit, read_batches, read_worker_report};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_bench-worker");
+/// No test may leave a worker running longer than this.
+const HARD_LIMIT: Duration = Duration::from_secs(300);
+
+/// The tests run one at a time: each starts up to three libtorch processes, and a 2-core CI
+/// machine running several cohorts at once can take longer to load them than a join timeout.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+struct Cohort {
+    root: tempfile::TempDir,
+    experiment: String,
+}
+
+impl Cohort {
+    fn new(experiment: &str) -> Self {
+        Cohort {
+            root: tempfile::tempdir().unwrap(),
+            experiment: experiment.to_owned(),
+        }
+    }
+
+    fn sync(&self) -> PathBuf {
+        self.root.path().join("sync")
+    }
+
+    fn out(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+
+    /// A worker with tiny shapes; `extra` overrides or adds flags.
+    fn spawn(&self, replica: u32, count: u32, workload: &str, out: &str, extra: &[&str]) -> Child {
+        std::fs::create_dir_all(self.sync()).unwrap();
+        Command::new(WORKER)
+            .args(["--experiment", &self.experiment])
+            .args(["--replica", &replica.to_string()])
+            .args(["--count", &count.to_string()])
+            .args(["--workload", workload])
+            .args(["--mode", "timeslice"])
+            .arg("--sync-dir")
+            .arg(self.sync())
+            .arg("--out")
+            .arg(self.out(out))
+            .args(["--device", "cpu", "--batch-size", "2", "--image-size", "32"])
+            .args([
+                "--window-s",
+                "2",
+                "--warmup-batches",
+                "1",
+                "--start-lead-s",
+                "2",
+            ])
+            .args(["--join-timeout-s", "150", "--log-format", "json"])
+            .args(extra)
+            // One intra-op thread per worker: several workers share this machine's cores.
+            .env("OMP_NUM_THREADS", "1")
+            .env_remove("JOB_COMPLETION_INDEX")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// Waits for a child within the hard limit, killing it if it overstays; returns its status and
+/// stderr.
+fn finish(mut child: Child) -> (ExitStatus, String) {
+    let deadline = Instant::now() + HARD_LIMIT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            return (status, String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a worker ran past {HARD_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn report(dir: &Path) -> WorkerReport {
+    read_worker_report(&dir.join("worker.json")).unwrap()
+}
+
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_three_worker_mixed_cohort_completes_and_summarizes() {
+    let _serial = serial();
+    let c = Cohort::new("three-workers");
+    let children = vec![
+        c.spawn(0, 3, "infer", "w0", &[]),
+        c.spawn(1, 3, "train", "w1", &[]),
+        c.spawn(2, 3, "train", "w2", &[]),
+    ];
+    let results: Vec<_> = children.into_iter().map(finish).collect();
+    for (i, (status, stderr)) in results.iter().enumerate() {
+        assert_eq!(status.code(), Some(0), "replica {i}: {stderr}");
+    }
+    let mut starts = Vec::new();
+    for (i, dir) in ["w0", "w1", "w2"].iter().enumerate() {
+        let dir = c.out(dir);
+        let r = report(&dir);
+        assert_eq!(r.status, Status::Complete);
+        assert_eq!(r.replica, i as u32);
+        assert!(r.failure.is_none());
+        let window = r.window.unwrap();
+        let batches = read_batches(&dir.join("batches.jsonl")).unwrap();
+        assert!(!batches.is_empty());
+        assert_eq!(batches.len() as u64, window.batches);
+        assert!(batches.iter().all(|b| b.samples == 2));
+        assert!(batches.last().unwrap().end_unix_ns <= window.end_unix_ns);
+        let barrier = r.barrier.unwrap();
+        starts.push(barrier.scheduled_start_unix_ns.unwrap());
+        assert!(barrier.lateness_ns.unwrap() >= 0);
+        assert_eq!(
+            r.device.unwrap().kind,
+            coload_cohort_schema::DeviceKind::Cpu
+        );
+        let runtime = r.runtime.unwrap();
+        if i == 0 {
+            assert!(runtime.inference_guard.is_some());
+        }
+    }
+    assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
+
+    let dirs: Vec<PathBuf> = ["w0", "w1", "w2"].iter().map(|d| c.out(d)).collect();
+    let summary =
+        coload_analysis::summarize_dirs(&dirs, &coload_analysis::Options::default()).unwrap();
+    assert_eq!(summary.count, 3);
+    assert_eq!(summary.workers.len(), 3);
+    assert!(summary.workers.iter().all(|w| w.samples_per_s > 0.0));
+}
+
+#[test]
+fn a_missing_peer_times_out_and_names_it() {
+    let _serial = serial();
+    let c = Cohort::new("missing-peer");
+    let (status, stderr) = finish(c.spawn(0, 2, "train", "w0", &["--join-timeout-s", "3"]));
+    assert_eq!(
+        status.code(),
+        Some(i32::from(exit::BARRIER_TIMEOUT)),
+        "{stderr}"
+    );
+    let r = report(&c.out("w0"));
+    assert_eq!(r.status, Status::Failed);
+    let f = r.failure.unwrap();
+    assert_eq!(f.stage, Stage::Barrier);
+    assert_eq!(f.kind, "barrier_timeout");
+    assert!(f.message.contains("missing: 1"), "{}", f.message);
+    // What was known before the failure is kept.
+    assert!(r.device.is_some());
+    assert!(r.barrier.unwrap().ready_unix_ns.is_some());
+}
+
+#[test]
+fn a_config_mismatch_fails_every_worker_naming_the_field() {
+    let _serial = serial();
+    let c = Cohort::new("mismatch");
+    let a = c.spawn(0, 2, "train", "w0", &[]);
+    let b = c.spawn(1, 2, "train", "w1", &["--batch-size", "3"]);
+    for (dir, child) in [("w0", a), ("w1", b)] {
+        let (status, stderr) = finish(child);
+        assert_eq!(
+            status.code(),
+            Some(i32::from(exit::CONFIG_MISMATCH)),
+            "{dir}: {stderr}"
+        );
+        let f = report(&c.out(dir)).failure.unwrap();
+        assert_eq!(f.kind, "config_mismatch");
+        assert!(f.message.contains("batch_size 3 != 2"), "{}", f.message);
+    }
+}
+
+#[test]
+fn a_duplicate_replica_aborts_the_cohort() {
+    let _serial = serial();
+    let c = Cohort::new("duplicate");
+    let first = c.spawn(1, 2, "train", "w1a", &[]);
+    wait_for(&c.sync().join("duplicate").join("ready.1.json"));
+    let second = c.spawn(1, 2, "train", "w1b", &[]);
+    let (status, stderr) = finish(second);
+    assert_eq!(
+        status.code(),
+        Some(i32::from(exit::DUPLICATE_REPLICA)),
+        "{stderr}"
+    );
+    let f = report(&c.out("w1b")).failure.unwrap();
+    assert_eq!(f.kind, "duplicate_replica");
+    assert!(f.message.contains("replica 1"), "{}", f.message);
+    // The first claimant sees the abort and fails the same way; the leader, arriving late,
+    // refuses the aborted experiment.
+    let (status, _) = finish(first);
+    assert_eq!(status.code(), Some(i32::from(exit::DUPLICATE_REPLICA)));
+    let (status, _) = finish(c.spawn(0, 2, "train", "w0", &[]));
+    assert_ne!(status.code(), Some(0));
+    assert_eq!(report(&c.out("w0")).status, Status::Failed);
+}
+
+#[test]
+fn an_existing_report_is_never_overwritten() {
+    let _serial = serial();
+    let c = Cohort::new("overwrite");
+    let out = c.out("w0");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("worker.json"), "keep me").unwrap();
+    let (status, stderr) = finish(c.spawn(0, 1, "infer", "w0", &[]));
+    assert_eq!(status.code(), Some(i32::from(exit::INVALID_INPUT)));
+    assert!(stderr.contains("already exists"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("worker.json")).unwrap(),
+        "keep me"
+    );
+}
+
+#[test]
+fn bad_arguments_are_refused_before_anything_runs() {
+    let _serial = serial();
+    let c = Cohort::new("bad-args");
+    let (status, stderr) = finish(c.spawn(3, 2, "train", "w0", &[]));
+    assert_eq!(status.code(), Some(i32::from(exit::INVALID_INPUT)));
+    assert!(stderr.contains("--replica 3 is outside 0..2"), "{stderr}");
+    assert!(!c.out("w0").join("worker.json").exists());
+    let (status, stderr) = finish(c.spawn(0, 1, "train", "w0", &["--window-s=-1"]));
+    assert_eq!(status.code(), Some(i32::from(exit::INVALID_INPUT)));
+    assert!(stderr.contains("--window-s"), "{stderr}");
+}

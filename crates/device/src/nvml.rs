@@ -1,0 +1,377 @@
+//! The NVML seam: what this crate asks NVML, as a trait, and the real implementation.
+//!
+//! Everything above this module (identification, the allocation check, the telemetry sampler)
+//! talks to an [`NvmlSource`], so that tests run against [`crate::FakeNvml`] (including a fake
+//! MIG device) on machines without a GPU. [`RealNvml`] wraps `nvml-wrapper`, which loads
+//! `libnvidia-ml.so.1` at run time: a binary built with this crate still starts where the
+//! library is absent, and [`RealNvml::open`] then returns [`DeviceError::NvmlUnavailable`].
+
+use coload_cohort_schema::TelemetrySample;
+use nvml_wrapper::Nvml;
+use nvml_wrapper::enum_wrappers::device::{Clock, ComputeMode, TemperatureSensor};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper_sys::bindings::{
+    NvmlLib, nvmlDevice_t, nvmlReturn_enum_NVML_ERROR_NOT_FOUND, nvmlReturn_enum_NVML_SUCCESS,
+};
+
+use crate::error::DeviceError;
+
+/// The NVML library name on Linux (the versioned name: the unversioned `.so` is a development
+/// symlink that driver-only hosts and containers usually lack).
+const NVML_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// A physical GPU as NVML enumerates it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuFacts {
+    /// NVML index (PCI bus order within what this process can see).
+    pub index: u32,
+    /// `GPU-...`.
+    pub uuid: String,
+    /// Marketing name (`NVIDIA H200`).
+    pub name: String,
+    /// PCI bus id (`00000000:19:00.0`).
+    pub pci_bus_id: Option<String>,
+    /// Whether MIG mode is currently enabled (`None`: the GPU does not support MIG).
+    pub mig_mode: Option<bool>,
+    /// Total device memory, bytes.
+    pub memory_total_bytes: Option<u64>,
+    /// Compute mode (`default`, `exclusive_process`, `prohibited`, `exclusive_thread`).
+    pub compute_mode: Option<String>,
+}
+
+/// A MIG device (a GPU instance with its compute instance) of a MIG-enabled GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigFacts {
+    /// Index of the MIG device within its parent GPU (`nvmlDeviceGetMigDeviceHandleByIndex`).
+    pub index: u32,
+    /// `MIG-...`.
+    pub uuid: String,
+    /// The MIG device's name (`NVIDIA H100 80GB HBM3 MIG 1g.10gb`).
+    pub name: Option<String>,
+    /// The profile parsed from the name (`1g.10gb`).
+    pub profile: Option<String>,
+    /// Memory of the MIG instance, bytes.
+    pub memory_total_bytes: Option<u64>,
+}
+
+/// The device a worker uses, as NVML addresses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NvmlTarget {
+    /// NVML index of the physical GPU (the MIG parent when on a MIG device). Telemetry samples
+    /// this GPU: device-wide figures.
+    pub gpu_index: u32,
+    /// Index of the MIG device within that GPU, when the worker runs on one.
+    pub mig_index: Option<u32>,
+}
+
+/// What this crate asks NVML. Implemented by [`RealNvml`] and, for tests, [`crate::FakeNvml`].
+///
+/// `Send` so that the telemetry sampler can own one on its own thread.
+pub trait NvmlSource: Send {
+    /// The driver version (`580.159.04`).
+    fn driver_version(&self) -> Option<String>;
+    /// The CUDA driver API version (`13.0`).
+    fn cuda_driver_version(&self) -> Option<String>;
+    /// How many physical GPUs NVML sees.
+    fn gpu_count(&self) -> Result<u32, DeviceError>;
+    /// Facts about physical GPU `index`.
+    fn gpu(&self, index: u32) -> Result<GpuFacts, DeviceError>;
+    /// The MIG devices of physical GPU `gpu_index`, in index order; empty when MIG is off.
+    fn mig_devices(&self, gpu_index: u32) -> Result<Vec<MigFacts>, DeviceError>;
+    /// Process ids of the compute processes (CUDA contexts) on the target (on the MIG device
+    /// itself for a MIG target). Ids are in the host's PID namespace.
+    fn compute_processes(&self, target: NvmlTarget) -> Result<Vec<ComputeProcess>, DeviceError>;
+    /// One device-wide telemetry sample of physical GPU `gpu_index`; fields NVML does not answer
+    /// stay `None`.
+    fn sample(&mut self, gpu_index: u32, t_unix_ns: u64) -> TelemetrySample;
+}
+
+/// One compute process NVML lists on a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ComputeProcess {
+    /// Process id (host PID namespace).
+    pub pid: u32,
+    /// Device memory it uses, bytes, when NVML knows.
+    pub used_memory_bytes: Option<u64>,
+}
+
+/// The real NVML, loaded at run time.
+pub struct RealNvml {
+    nvml: Nvml,
+    /// A second handle on the same library for the MIG calls nvml-wrapper 0.11 does not wrap
+    /// (`dlopen` of an already loaded library only bumps its reference count).
+    raw: Option<NvmlLib>,
+}
+
+impl std::fmt::Debug for RealNvml {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RealNvml")
+            .field("raw_mig_calls", &self.raw.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+fn nvml_err(query: impl Into<String>, err: &NvmlError) -> DeviceError {
+    DeviceError::Nvml {
+        query: query.into(),
+        message: err.to_string(),
+    }
+}
+
+fn compute_mode_name(mode: ComputeMode) -> &'static str {
+    match mode {
+        ComputeMode::Default => "default",
+        ComputeMode::ExclusiveThread => "exclusive_thread",
+        ComputeMode::Prohibited => "prohibited",
+        ComputeMode::ExclusiveProcess => "exclusive_process",
+    }
+}
+
+/// The MIG profile in a MIG device's name: `NVIDIA A100-SXM4-40GB MIG 1g.5gb` -> `1g.5gb`.
+#[must_use]
+pub fn mig_profile_from_name(name: &str) -> Option<String> {
+    let (_, rest) = name.rsplit_once(" MIG ")?;
+    let profile = rest.split_whitespace().next()?;
+    profile.contains('g').then(|| profile.to_owned())
+}
+
+impl RealNvml {
+    /// Loads `libnvidia-ml.so.1` and initializes NVML.
+    pub fn open() -> Result<Self, DeviceError> {
+        let nvml = Nvml::init().map_err(|e| DeviceError::NvmlUnavailable(e.to_string()))?;
+        #[expect(
+            unsafe_code,
+            reason = "loading NVML's C symbols for the MIG enumeration"
+        )]
+        // SAFETY: loading the same NVML library nvml-wrapper just loaded and initialized; its
+        // initializers have already run once in this process and are idempotent.
+        let raw = unsafe { NvmlLib::new(NVML_LIBRARY) }.ok();
+        Ok(RealNvml { nvml, raw })
+    }
+
+    fn mig_handle(&self, parent: nvmlDevice_t, index: u32) -> Result<Option<nvmlDevice_t>, String> {
+        let raw = self
+            .raw
+            .as_ref()
+            .ok_or("the raw nvml library did not load")?;
+        let get = raw
+            .nvmlDeviceGetMigDeviceHandleByIndex
+            .as_ref()
+            .map_err(|e| format!("nvmlDeviceGetMigDeviceHandleByIndex: {e}"))?;
+        let mut handle: nvmlDevice_t = std::ptr::null_mut();
+        #[expect(unsafe_code, reason = "NVML C call the wrapper does not expose")]
+        // SAFETY: `parent` is a valid handle from this initialized NVML; `handle` is a valid out
+        // pointer for the duration of the call.
+        let rc = unsafe { get(parent, index, &raw mut handle) };
+        if rc == nvmlReturn_enum_NVML_SUCCESS {
+            Ok(Some(handle))
+        } else if rc == nvmlReturn_enum_NVML_ERROR_NOT_FOUND {
+            Ok(None)
+        } else {
+            Err(format!("nvmlDeviceGetMigDeviceHandleByIndex returned {rc}"))
+        }
+    }
+
+    fn max_mig_devices(&self, parent: nvmlDevice_t) -> Result<u32, String> {
+        let raw = self
+            .raw
+            .as_ref()
+            .ok_or("the raw nvml library did not load")?;
+        let get = raw
+            .nvmlDeviceGetMaxMigDeviceCount
+            .as_ref()
+            .map_err(|e| format!("nvmlDeviceGetMaxMigDeviceCount: {e}"))?;
+        let mut count: u32 = 0;
+        #[expect(unsafe_code, reason = "NVML C call the wrapper does not expose")]
+        // SAFETY: `parent` is a valid handle from this initialized NVML; `count` is a valid out
+        // pointer for the duration of the call.
+        let rc = unsafe { get(parent, &raw mut count) };
+        if rc == nvmlReturn_enum_NVML_SUCCESS {
+            Ok(count)
+        } else {
+            Err(format!("nvmlDeviceGetMaxMigDeviceCount returned {rc}"))
+        }
+    }
+
+    fn with_target<T>(
+        &self,
+        target: NvmlTarget,
+        f: impl FnOnce(&nvml_wrapper::Device<'_>) -> Result<T, NvmlError>,
+    ) -> Result<T, DeviceError> {
+        let gpu = self
+            .nvml
+            .device_by_index(target.gpu_index)
+            .map_err(|e| nvml_err(format!("device_by_index({})", target.gpu_index), &e))?;
+        match target.mig_index {
+            None => f(&gpu).map_err(|e| nvml_err("query", &e)),
+            Some(mig) => {
+                #[expect(unsafe_code, reason = "raw handle of a wrapped device")]
+                // SAFETY: the handle belongs to `gpu`, which lives through this function.
+                let parent = unsafe { gpu.handle() };
+                let handle = self
+                    .mig_handle(parent, mig)
+                    .map_err(|message| DeviceError::Nvml {
+                        query: format!("mig device {mig} of gpu {}", target.gpu_index),
+                        message,
+                    })?
+                    .ok_or_else(|| DeviceError::Nvml {
+                        query: format!("mig device {mig} of gpu {}", target.gpu_index),
+                        message: "no such mig device".into(),
+                    })?;
+                #[expect(unsafe_code, reason = "wrapping a MIG handle NVML returned")]
+                // SAFETY: `handle` is a valid MIG device handle from this NVML instance, which
+                // outlives the wrapper built here.
+                let device = unsafe { nvml_wrapper::Device::new(handle, &self.nvml) };
+                f(&device).map_err(|e| nvml_err("mig query", &e))
+            }
+        }
+    }
+}
+
+impl NvmlSource for RealNvml {
+    fn driver_version(&self) -> Option<String> {
+        self.nvml.sys_driver_version().ok()
+    }
+
+    fn cuda_driver_version(&self) -> Option<String> {
+        let v = self.nvml.sys_cuda_driver_version().ok()?;
+        Some(format!(
+            "{}.{}",
+            nvml_wrapper::cuda_driver_version_major(v),
+            nvml_wrapper::cuda_driver_version_minor(v)
+        ))
+    }
+
+    fn gpu_count(&self) -> Result<u32, DeviceError> {
+        self.nvml
+            .device_count()
+            .map_err(|e| nvml_err("device_count", &e))
+    }
+
+    fn gpu(&self, index: u32) -> Result<GpuFacts, DeviceError> {
+        let d = self
+            .nvml
+            .device_by_index(index)
+            .map_err(|e| nvml_err(format!("device_by_index({index})"), &e))?;
+        let uuid = d.uuid().map_err(|e| nvml_err("uuid", &e))?;
+        Ok(GpuFacts {
+            index,
+            uuid,
+            name: d.name().unwrap_or_default(),
+            pci_bus_id: d.pci_info().ok().map(|p| p.bus_id),
+            mig_mode: d.mig_mode().ok().map(|m| m.current != 0),
+            memory_total_bytes: d.memory_info().ok().map(|m| m.total),
+            compute_mode: d
+                .compute_mode()
+                .ok()
+                .map(|m| compute_mode_name(m).to_owned()),
+        })
+    }
+
+    fn mig_devices(&self, gpu_index: u32) -> Result<Vec<MigFacts>, DeviceError> {
+        let gpu = self
+            .nvml
+            .device_by_index(gpu_index)
+            .map_err(|e| nvml_err(format!("device_by_index({gpu_index})"), &e))?;
+        if !gpu.mig_mode().is_ok_and(|m| m.current != 0) {
+            return Ok(Vec::new());
+        }
+        #[expect(unsafe_code, reason = "raw handle of a wrapped device")]
+        // SAFETY: the handle belongs to `gpu`, which lives through this function.
+        let parent = unsafe { gpu.handle() };
+        let query_err = |message: String| DeviceError::Nvml {
+            query: format!("mig devices of gpu {gpu_index}"),
+            message,
+        };
+        let max = self.max_mig_devices(parent).map_err(query_err)?;
+        let mut out = Vec::new();
+        for index in 0..max {
+            let Some(handle) = self.mig_handle(parent, index).map_err(query_err)? else {
+                continue;
+            };
+            #[expect(unsafe_code, reason = "wrapping a MIG handle NVML returned")]
+            // SAFETY: `handle` is a valid MIG device handle from this NVML instance, which
+            // outlives the wrapper built here.
+            let mig = unsafe { nvml_wrapper::Device::new(handle, &self.nvml) };
+            let Ok(uuid) = mig.uuid() else { continue };
+            let name = mig.name().ok();
+            out.push(MigFacts {
+                index,
+                uuid,
+                profile: name.as_deref().and_then(mig_profile_from_name),
+                name,
+                memory_total_bytes: mig.memory_info().ok().map(|m| m.total),
+            });
+        }
+        Ok(out)
+    }
+
+    fn compute_processes(&self, target: NvmlTarget) -> Result<Vec<ComputeProcess>, DeviceError> {
+        #[expect(
+            clippy::redundant_closure_for_method_calls,
+            reason = "the method path is not generic over the device's lifetime, the closure is"
+        )]
+        let list = self.with_target(target, |d| d.running_compute_processes())?;
+        Ok(list
+            .into_iter()
+            .map(|p| ComputeProcess {
+                pid: p.pid,
+                used_memory_bytes: match p.used_gpu_memory {
+                    nvml_wrapper::enums::device::UsedGpuMemory::Used(b) => Some(b),
+                    nvml_wrapper::enums::device::UsedGpuMemory::Unavailable => None,
+                },
+            })
+            .collect())
+    }
+
+    fn sample(&mut self, gpu_index: u32, t_unix_ns: u64) -> TelemetrySample {
+        let mut s = TelemetrySample {
+            t_unix_ns,
+            ..TelemetrySample::default()
+        };
+        let Ok(d) = self.nvml.device_by_index(gpu_index) else {
+            return s;
+        };
+        s.power_w = d.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
+        s.sm_clock_mhz = d.clock_info(Clock::SM).ok();
+        s.temperature_c = d.temperature(TemperatureSensor::Gpu).ok();
+        s.memory_used_bytes = d.memory_info().ok().map(|m| m.used);
+        if let Ok(u) = d.utilization_rates() {
+            s.gpu_util_pct = Some(u.gpu);
+            s.memory_util_pct = Some(u.memory);
+        }
+        s.throttle_reasons = d.current_throttle_reasons().ok().map(|r| r.bits());
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mig_profiles_come_from_the_device_name() {
+        assert_eq!(
+            mig_profile_from_name("NVIDIA A100-SXM4-40GB MIG 1g.5gb").as_deref(),
+            Some("1g.5gb")
+        );
+        assert_eq!(
+            mig_profile_from_name("NVIDIA H100 80GB HBM3 MIG 3g.40gb").as_deref(),
+            Some("3g.40gb")
+        );
+        assert_eq!(
+            mig_profile_from_name("NVIDIA H200 MIG 1c.2g.35gb").as_deref(),
+            Some("1c.2g.35gb")
+        );
+        assert_eq!(mig_profile_from_name("NVIDIA H200"), None);
+    }
+
+    #[test]
+    fn nvml_absence_is_an_error_not_a_crash() {
+        // On a machine without the driver this must be NvmlUnavailable; with one it must work.
+        match RealNvml::open() {
+            Ok(n) => assert!(n.gpu_count().is_ok()),
+            Err(e) => assert_eq!(e.kind(), "nvml_unavailable"),
+        }
+    }
+}

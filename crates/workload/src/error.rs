@@ -1,0 +1,151 @@
+//! The errors of this crate.
+
+/// What went wrong building or running the workload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadError {
+    /// The device ran out of memory (CUDA out of memory, or a host allocation failed on CPU).
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
+    /// Any other libtorch error, with libtorch's message.
+    #[error("libtorch error: {0}")]
+    Libtorch(String),
+    /// A CUDA device was asked for but libtorch cannot use CUDA here.
+    #[error("cuda unavailable: {0}")]
+    CudaUnavailable(String),
+    /// An option the workload cannot honour (a bad device string, a zero batch, ...).
+    #[error("invalid option: {0}")]
+    InvalidOption(String),
+}
+
+impl WorkloadError {
+    /// A stable `snake_case` name for `worker.json`'s `failure.kind`: `out_of_memory`,
+    /// `libtorch_error`, `cuda_unavailable` or `invalid_option`.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WorkloadError::OutOfMemory(_) => "out_of_memory",
+            WorkloadError::Libtorch(_) => "libtorch_error",
+            WorkloadError::CudaUnavailable(_) => "cuda_unavailable",
+            WorkloadError::InvalidOption(_) => "invalid_option",
+        }
+    }
+
+    /// Whether the device (or host) ran out of memory.
+    #[must_use]
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, WorkloadError::OutOfMemory(_))
+    }
+
+    /// Classifies a libtorch message: allocation failures become [`WorkloadError::OutOfMemory`].
+    pub(crate) fn from_libtorch(message: impl Into<String>) -> Self {
+        let message = clean_message(&message.into());
+        let lower = message.to_ascii_lowercase();
+        if lower.contains("out of memory")
+            || lower.contains("can't allocate memory")
+            || lower.contains("not enough memory")
+        {
+            WorkloadError::OutOfMemory(message)
+        } else {
+            WorkloadError::Libtorch(message)
+        }
+    }
+}
+
+impl From<tch::TchError> for WorkloadError {
+    fn from(err: tch::TchError) -> Self {
+        match err {
+            tch::TchError::Torch(message) => WorkloadError::from_libtorch(message),
+            other => WorkloadError::from_libtorch(other.to_string()),
+        }
+    }
+}
+
+/// libtorch's message without the wrapping a tch panic adds (`called \`Result::unwrap()\` on an
+/// \`Err\` value: Torch("...")`, escaped) and without the C++ backtrace libtorch appends.
+fn clean_message(raw: &str) -> String {
+    let mut text = raw.trim();
+    let mut escaped = false;
+    if let Some(rest) = text.strip_prefix("called `Result::unwrap()` on an `Err` value: ") {
+        text = rest;
+        if let Some(inner) = text
+            .strip_prefix("Torch(\"")
+            .and_then(|t| t.strip_suffix("\")"))
+        {
+            text = inner;
+            escaped = true;
+        }
+    }
+    let unescaped;
+    if escaped {
+        unescaped = text
+            .replace("\\n", "\n")
+            .replace("\\\"", "\"")
+            .replace("\\\\", "\\");
+        text = &unescaped;
+    }
+    let end = ["\nException raised from", "\nframe #0"]
+        .iter()
+        .filter_map(|marker| text.find(marker))
+        .min()
+        .unwrap_or(text.len());
+    text[..end].trim().to_owned()
+}
+
+/// Turns a caught panic's payload into an error. tch's panicking methods unwrap a `TchError`,
+/// so the payload carries libtorch's message.
+pub(crate) fn from_panic(payload: &(dyn std::any::Any + Send)) -> WorkloadError {
+    let text = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("libtorch panicked without a message");
+    WorkloadError::from_libtorch(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_classified() {
+        let oom = WorkloadError::from_libtorch(
+            "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.10 GiB total capacity)",
+        );
+        assert!(oom.is_out_of_memory());
+        assert_eq!(oom.kind(), "out_of_memory");
+        let cpu = WorkloadError::from_libtorch(
+            "[enforce fail at alloc_cpu.cpp:118] data. DefaultCPUAllocator: can't allocate memory",
+        );
+        assert!(cpu.is_out_of_memory());
+        let other = WorkloadError::from_libtorch("Target 5000 is out of bounds.");
+        assert_eq!(other.kind(), "libtorch_error");
+        assert!(!other.is_out_of_memory());
+        assert!(other.to_string().contains("Target 5000"));
+    }
+
+    #[test]
+    fn tch_panic_wrapping_and_backtraces_are_removed() {
+        let raw = "called `Result::unwrap()` on an `Err` value: Torch(\"CUDA out of memory. \
+                   Tried to allocate 6.12 GiB. See \\\"docs\\\"\\nException raised from malloc \
+                   at CUDACachingAllocator.cpp:1574 (most recent call first):\\nframe #0: x\")";
+        let e = from_panic(&raw.to_owned());
+        assert_eq!(
+            e,
+            WorkloadError::OutOfMemory(
+                "CUDA out of memory. Tried to allocate 6.12 GiB. See \"docs\"".into()
+            )
+        );
+        let plain = WorkloadError::from_libtorch("bad shape\nException raised from conv at x.cpp");
+        assert_eq!(plain, WorkloadError::Libtorch("bad shape".into()));
+    }
+
+    #[test]
+    fn panic_payloads_keep_their_message() {
+        let e = from_panic(&String::from("Torch(\"boom\")"));
+        assert_eq!(e, WorkloadError::Libtorch("Torch(\"boom\")".into()));
+        let e = from_panic(&"static boom");
+        assert!(e.to_string().contains("static boom"));
+        let e = from_panic(&5_u8);
+        assert!(e.to_string().contains("without a message"));
+    }
+}

@@ -1,0 +1,240 @@
+//! Safe wrappers around the C++ shim (`src/shim.cpp`).
+//!
+//! Every shim entry point catches C++ exceptions and returns a status code with the message in a
+//! caller-provided buffer; the buffers here live on the stack, so the success path allocates
+//! nothing on the Rust side.
+#![expect(
+    unsafe_code,
+    reason = "FFI to the C++ shim; each call carries its SAFETY note"
+)]
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ptr::NonNull;
+
+use crate::error::WorkloadError;
+
+const OK: c_int = 0;
+const OUT_OF_MEMORY: c_int = 2;
+const ERR_LEN: usize = 1024;
+
+/// Guard flags of `coload_with_guard`.
+pub(crate) const GUARD_INFERENCE_MODE: c_int = 1;
+pub(crate) const GUARD_AUTOCAST_CUDA_BF16: c_int = 2;
+pub(crate) const GUARD_AUTOCAST_CPU_BF16: c_int = 4;
+
+#[repr(C)]
+pub(crate) struct CoSgd {
+    _private: [u8; 0],
+}
+
+unsafe extern "C" {
+    fn coload_with_guard(
+        flags: c_int,
+        callback: extern "C" fn(*mut c_void),
+        ctx: *mut c_void,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn coload_inference_mode_enabled() -> c_int;
+    fn coload_synchronize(device_index: i64, err: *mut c_char, err_len: usize) -> c_int;
+    fn coload_peak_reserved_bytes(
+        device_index: i64,
+        out: *mut u64,
+        available: *mut c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn coload_reset_peak(device_index: i64, err: *mut c_char, err_len: usize) -> c_int;
+    fn coload_torch_version(out: *mut c_char, out_len: usize);
+    fn coload_cuda_versions(cudart: *mut i64, cudnn: *mut i64);
+    fn coload_sgd_new(
+        params: *mut *mut c_void,
+        n: usize,
+        lr: f64,
+        momentum: f64,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> *mut CoSgd;
+    fn coload_sgd_free(sgd: *mut CoSgd);
+    fn coload_sgd_zero_grad(sgd: *mut CoSgd, err: *mut c_char, err_len: usize) -> c_int;
+    fn coload_sgd_step(sgd: *mut CoSgd, err: *mut c_char, err_len: usize) -> c_int;
+}
+
+/// A zeroed message buffer on the stack.
+struct ErrBuf([c_char; ERR_LEN]);
+
+impl ErrBuf {
+    fn new() -> Self {
+        ErrBuf([0; ERR_LEN])
+    }
+
+    fn ptr(&mut self) -> *mut c_char {
+        self.0.as_mut_ptr()
+    }
+
+    /// The error for status `rc` (only called on failure, where allocating is fine).
+    fn into_error(self, rc: c_int) -> WorkloadError {
+        // SAFETY: the buffer was zeroed and the shim writes at most ERR_LEN - 1 bytes followed
+        // by a NUL, so it always holds a NUL-terminated string.
+        let message = unsafe { CStr::from_ptr(self.0.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        if rc == OUT_OF_MEMORY {
+            WorkloadError::OutOfMemory(message)
+        } else {
+            WorkloadError::from_libtorch(message)
+        }
+    }
+
+    fn check(self, rc: c_int) -> Result<(), WorkloadError> {
+        if rc == OK {
+            Ok(())
+        } else {
+            Err(self.into_error(rc))
+        }
+    }
+}
+
+/// Runs `f` with the guards in `flags` held on the calling thread (`c10::InferenceMode`, bf16
+/// autocast). `f` must not unwind: callers wrap their work in `catch_unwind`.
+pub(crate) fn with_guard<F: FnMut()>(flags: c_int, mut f: F) -> Result<(), WorkloadError> {
+    extern "C" fn trampoline<F: FnMut()>(ctx: *mut c_void) {
+        // SAFETY: `ctx` is the `&mut F` passed below, alive for the whole call.
+        let f = unsafe { &mut *ctx.cast::<F>() };
+        // A panic must not unwind through C++ frames; `f` catches its own, this is a backstop.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+            std::process::abort();
+        }
+    }
+    let mut err = ErrBuf::new();
+    // SAFETY: the callback and context stay valid for the duration of the call, which runs the
+    // callback synchronously on this thread; the error buffer holds ERR_LEN bytes.
+    let rc = unsafe {
+        coload_with_guard(
+            flags,
+            trampoline::<F>,
+            (&raw mut f).cast::<c_void>(),
+            err.ptr(),
+            ERR_LEN,
+        )
+    };
+    err.check(rc)
+}
+
+/// Whether `c10::InferenceMode` is enabled on this thread.
+pub(crate) fn inference_mode_enabled() -> bool {
+    // SAFETY: reads a thread-local flag; no arguments.
+    unsafe { coload_inference_mode_enabled() != 0 }
+}
+
+/// Waits until the device has finished all queued work.
+pub(crate) fn synchronize(device_index: usize) -> Result<(), WorkloadError> {
+    let mut err = ErrBuf::new();
+    // SAFETY: plain value argument and a buffer of ERR_LEN bytes.
+    let rc = unsafe { coload_synchronize(device_index as i64, err.ptr(), ERR_LEN) };
+    err.check(rc)
+}
+
+/// Peak bytes reserved by the CUDA caching allocator, `None` without CUDA.
+pub(crate) fn peak_reserved_bytes(device_index: usize) -> Result<Option<u64>, WorkloadError> {
+    let (mut out, mut available) = (0_u64, 0 as c_int);
+    let mut err = ErrBuf::new();
+    // SAFETY: valid out pointers and a buffer of ERR_LEN bytes.
+    let rc = unsafe {
+        coload_peak_reserved_bytes(
+            device_index as i64,
+            &raw mut out,
+            &raw mut available,
+            err.ptr(),
+            ERR_LEN,
+        )
+    };
+    err.check(rc)?;
+    Ok((available != 0).then_some(out))
+}
+
+/// Resets the caching allocator's peak statistics (no-op without CUDA).
+pub(crate) fn reset_peak(device_index: usize) -> Result<(), WorkloadError> {
+    let mut err = ErrBuf::new();
+    // SAFETY: plain value argument and a buffer of ERR_LEN bytes.
+    let rc = unsafe { coload_reset_peak(device_index as i64, err.ptr(), ERR_LEN) };
+    err.check(rc)
+}
+
+/// libtorch's version (`2.11.0`).
+pub(crate) fn torch_version() -> String {
+    let mut buf = [0 as c_char; 64];
+    // SAFETY: the shim writes at most 63 bytes and a NUL into the 64-byte buffer.
+    unsafe { coload_torch_version(buf.as_mut_ptr(), buf.len()) };
+    // SAFETY: NUL-terminated by the shim (the buffer was zeroed too).
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The CUDA runtime and cuDNN versions libtorch was built with, as libtorch encodes them.
+pub(crate) fn cuda_versions() -> (Option<i64>, Option<i64>) {
+    let (mut cudart, mut cudnn) = (-1_i64, -1_i64);
+    // SAFETY: valid out pointers; the shim catches everything.
+    unsafe { coload_cuda_versions(&raw mut cudart, &raw mut cudnn) };
+    ((cudart > 0).then_some(cudart), (cudnn > 0).then_some(cudnn))
+}
+
+/// The foreach SGD optimizer held by the shim.
+#[derive(Debug)]
+pub(crate) struct Sgd(NonNull<CoSgd>);
+
+// SAFETY: the shim's optimizer holds only `at::Tensor` handles (reference-counted atomically),
+// doubles and vectors; it has no thread affinity, and `&mut self` serializes every use.
+unsafe impl Send for Sgd {}
+
+impl Sgd {
+    /// An SGD optimizer over `params` (tch tensors sharing storage with the model's variables).
+    pub(crate) fn new(
+        params: &mut [tch::Tensor],
+        lr: f64,
+        momentum: f64,
+    ) -> Result<Self, WorkloadError> {
+        let mut ptrs: Vec<*mut c_void> = params
+            .iter_mut()
+            .map(|t| t.as_mut_ptr().cast::<c_void>())
+            .collect();
+        let mut err = ErrBuf::new();
+        // SAFETY: each pointer is a live `torch::Tensor*` owned by `params`, which outlives the
+        // call; the shim copies the tensor handles (sharing storage) before returning.
+        let raw = unsafe {
+            coload_sgd_new(
+                ptrs.as_mut_ptr(),
+                ptrs.len(),
+                lr,
+                momentum,
+                err.ptr(),
+                ERR_LEN,
+            )
+        };
+        NonNull::new(raw).map(Sgd).ok_or_else(|| err.into_error(1))
+    }
+
+    /// `zero_grad(set_to_none=True)`.
+    pub(crate) fn zero_grad(&mut self) -> Result<(), WorkloadError> {
+        let mut err = ErrBuf::new();
+        // SAFETY: `self.0` is a live optimizer from `coload_sgd_new`.
+        let rc = unsafe { coload_sgd_zero_grad(self.0.as_ptr(), err.ptr(), ERR_LEN) };
+        err.check(rc)
+    }
+
+    /// One foreach SGD step over the current gradients.
+    pub(crate) fn step(&mut self) -> Result<(), WorkloadError> {
+        let mut err = ErrBuf::new();
+        // SAFETY: `self.0` is a live optimizer from `coload_sgd_new`.
+        let rc = unsafe { coload_sgd_step(self.0.as_ptr(), err.ptr(), ERR_LEN) };
+        err.check(rc)
+    }
+}
+
+impl Drop for Sgd {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` came from `coload_sgd_new` and is freed exactly once, here.
+        unsafe { coload_sgd_free(self.0.as_ptr()) }
+    }
+}

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""The same ResNet18 step as bench-worker, in PyTorch from Python, for a side-by-side comparison.
+
+  --impl eager   PyTorch's own eager loop (what a user would write in Python)
+  --impl graph   the same step captured once in a CUDA graph and replayed: no kernel-launch or
+                 Python overhead per batch, the floor any host-side implementation can approach
+
+Same protocol as bench-worker: ResNet18 (1000 classes), resident synthetic inputs and labels,
+SGD (lr 0.01, momentum 0.9) with cross-entropy for train, eval-mode forward under
+torch.inference_mode for infer, cuDNN benchmark on, a device synchronize ending every batch,
+warmup batches first, then a timed window. Several processes can share one start instant with
+--start-at (unix seconds), which is how the time-sliced cohort of Python workers is run.
+
+Prints one JSON object: impl, workload, batches, window_s, samples_per_s, p50_ms, p99_ms, ...
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import torchvision
+
+
+def percentile(sorted_values, p):
+    """Nearest rank: the ceil(p*n)-th smallest, as in coload-analysis."""
+    n = len(sorted_values)
+    rank = max(1, math.ceil(p * n))
+    return sorted_values[rank - 1]
+
+
+def build(args, device):
+    torch.manual_seed(args.seed)
+    model = torchvision.models.resnet18(num_classes=1000).to(device)
+    x = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    y = torch.randint(0, 1000, (args.batch_size,), device=device)
+    return model, x, y
+
+
+def eager_step(args, model, x, y):
+    if args.workload == "train":
+        model.train()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            torch.cuda.synchronize()
+
+    else:
+        model.eval()
+
+        def step():
+            with torch.inference_mode():
+                model(x)
+            torch.cuda.synchronize()
+
+    return step
+
+
+def graph_step(args, model, x, y):
+    """Whole-step capture as in the PyTorch CUDA graphs documentation."""
+    if args.workload == "train":
+        model.train()
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(model(x), y).backward()
+                opt.step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+    else:
+        model.eval()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.inference_mode():
+            for _ in range(3):
+                model(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.inference_mode(), torch.cuda.graph(graph):
+            model(x)
+
+    def step():
+        graph.replay()
+        torch.cuda.synchronize()
+
+    return step
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--impl", choices=["eager", "graph"], required=True)
+    ap.add_argument("--workload", choices=["train", "infer"], required=True)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--image-size", type=int, default=224)
+    ap.add_argument("--warmup-batches", type=int, default=20)
+    ap.add_argument("--window-s", type=float, default=45.0)
+    ap.add_argument("--start-at", type=float, default=None, help="unix seconds to start the window at")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--label", default="")
+    args = ap.parse_args()
+
+    if not torch.cuda.is_available():
+        sys.exit("error: CUDA is not available; this comparison needs a GPU")
+    device = torch.device("cuda:0")
+    torch.backends.cudnn.benchmark = True
+    model, x, y = build(args, device)
+    make = eager_step if args.impl == "eager" else graph_step
+    step = make(args, model, x, y)
+    for _ in range(args.warmup_batches):
+        step()
+
+    if args.start_at is not None:
+        delay = args.start_at - time.time()
+        if delay > 0:
+            time.sleep(delay)
+    durations = []
+    start = time.perf_counter()
+    deadline = start + args.window_s
+    while True:
+        t0 = time.perf_counter()
+        if t0 >= deadline:
+            break
+        step()
+        t1 = time.perf_counter()
+        if t1 > deadline:
+            break
+        durations.append(t1 - t0)
+    durations.sort()
+    n = len(durations)
+    result = {
+        "impl": f"pytorch-{args.impl}",
+        "label": args.label,
+        "workload": args.workload,
+        "batch_size": args.batch_size,
+        "image_size": args.image_size,
+        "window_s": args.window_s,
+        "batches": n,
+        "samples_per_s": n * args.batch_size / args.window_s,
+        "p50_ms": percentile(durations, 0.50) * 1e3 if n else None,
+        "p99_ms": percentile(durations, 0.99) * 1e3 if n else None,
+        "mean_ms": sum(durations) / n * 1e3 if n else None,
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "gpu": torch.cuda.get_device_name(0),
+        "pid": os.getpid(),
+    }
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
