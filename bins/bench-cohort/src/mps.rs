@@ -4,6 +4,13 @@
 //! neither needs nor touches a system-wide MPS setup, and no GPU setting changes. It is stopped
 //! (`quit` on its control pipe) when the guard drops: after the cohort, on a worker failure and
 //! on Ctrl-C alike.
+//!
+//! The daemon is started without `CUDA_VISIBLE_DEVICES`. A server started with it enumerates only
+//! those devices, and its clients' `CUDA_VISIBLE_DEVICES` is then read relative to that list:
+//! a client asking for GPU 1 of a server that sees only GPU 1 finds no device, and libtorch
+//! reports CUDA unavailable (seen on a 2-GPU H200 host). Started without it, the server sees
+//! every GPU and each worker's `CUDA_VISIBLE_DEVICES` keeps its usual meaning, which is also what
+//! the worker's NVML identity assumes. Run one MPS cohort per host at a time.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -31,6 +38,7 @@ impl MpsDaemon {
             .with_context(|| format!("cannot create MPS directories under {}", root.display()))?;
         let status = Command::new(CONTROL)
             .arg("-d")
+            .env_remove("CUDA_VISIBLE_DEVICES")
             .env("CUDA_MPS_PIPE_DIRECTORY", &pipe_dir)
             .env("CUDA_MPS_LOG_DIRECTORY", &log_dir)
             .status();

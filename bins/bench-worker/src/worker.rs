@@ -9,13 +9,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use coload_barrier::{Barrier, BarrierOptions};
+use coload_cohort_schema::DeviceKind;
 use coload_cohort_schema::{
     BarrierTiming, BatchRecord, Failure, ReadyRecord, RuntimeInfo, SCHEMA_VERSION, Stage, Status,
     TelemetrySample, WindowInfo, WorkerConfig, WorkerReport, exit, files, write_json_atomic,
 };
-use coload_device::{NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
+use coload_device::{NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
 use coload_timing::{BatchBuffer, Clock, TimingError, run_window, warmup_observed};
-use coload_workload::{ResNetStep, WorkloadError, WorkloadOptions};
+use coload_workload::{DeviceChoice, ResNetStep, WorkloadError, WorkloadOptions};
 
 use crate::cli::Args;
 use crate::progress::Progress;
@@ -328,6 +329,9 @@ impl Run {
         let mut step =
             ResNetStep::new(&options).map_err(|e| Failed::workload(Stage::Warmup, &e))?;
         let info = step.info();
+        if args.device == DeviceChoice::Auto && info.device_kind == DeviceKind::Cpu {
+            refuse_silent_cpu_fallback()?;
+        }
         let mut device = coload_device::identify(info.device_kind, info.cuda_index);
         device.info.libtorch_version = Some(info.libtorch_version.clone());
         if device.info.cudnn_version.is_none() {
@@ -456,6 +460,30 @@ impl Run {
         }
         write_json_atomic(&out.join(files::WORKER_REPORT), &self.report).map_err(|e| e.to_string())
     }
+}
+
+/// `--device auto` picks the CPU when libtorch sees no CUDA device. On a host whose NVML lists
+/// GPUs that is a misconfiguration (libtorch_cuda.so not loaded, `CUDA_VISIBLE_DEVICES` naming
+/// nothing, an MPS server that cannot serve the device), and a CPU cohort would be measured
+/// in its place; fail instead, and let `--device cpu` say it on purpose.
+fn refuse_silent_cpu_fallback() -> Result<(), Failed> {
+    let gpus = RealNvml::open()
+        .and_then(|nvml| nvml.gpu_count())
+        .unwrap_or(0);
+    if gpus == 0 {
+        return Ok(());
+    }
+    Err(Failed::new(
+        Stage::Preflight,
+        "cuda_unavailable",
+        format!(
+            "NVML sees {gpus} GPU(s) but libtorch reports CUDA unavailable, so --device auto \
+             would measure the CPU; check CUDA_VISIBLE_DEVICES ({}) and that libtorch_cuda.so is \
+             loaded, or pass --device cpu to measure the CPU on purpose",
+            std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".to_owned())
+        ),
+        exit::WORKLOAD_FAILED,
+    ))
 }
 
 fn window_failure(error: TimingError) -> Failed {
