@@ -158,9 +158,15 @@ pub fn mps_client() -> bool {
     mps_control_pipe_in(&dir)
 }
 
+/// The control endpoint is a Unix socket with the MPS shipped in driver 580 (seen on the H200
+/// host: `pipe/control` and `pipe/control_privileged` are sockets) and a named pipe in older
+/// releases; either counts.
 fn mps_control_pipe_in(dir: &Path) -> bool {
     use std::os::unix::fs::FileTypeExt;
-    std::fs::metadata(dir.join("control")).is_ok_and(|m| m.file_type().is_fifo())
+    std::fs::metadata(dir.join("control")).is_ok_and(|m| {
+        let t = m.file_type();
+        t.is_socket() || t.is_fifo()
+    })
 }
 
 #[cfg(test)]
@@ -250,7 +256,7 @@ mod tests {
     }
 
     #[test]
-    fn an_mps_client_needs_a_control_fifo() {
+    fn an_mps_client_needs_a_control_socket_or_fifo() {
         let dir = tempfile::tempdir().unwrap();
         assert!(!mps_control_pipe_in(dir.path()));
         std::fs::write(dir.path().join("control"), "").unwrap();
@@ -258,5 +264,11 @@ mod tests {
         std::fs::remove_file(dir.path().join("control")).unwrap();
         nix::unistd::mkfifo(&dir.path().join("control"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         assert!(mps_control_pipe_in(dir.path()));
+        std::fs::remove_file(dir.path().join("control")).unwrap();
+        let _listener = std::os::unix::net::UnixListener::bind(dir.path().join("control")).unwrap();
+        assert!(
+            mps_control_pipe_in(dir.path()),
+            "driver 580's MPS uses a socket"
+        );
     }
 }
