@@ -151,8 +151,13 @@ fn allocation_warnings(
     if mode == Mode::Mps && !sharing.mps_client {
         out.push(warning(
             "not_an_mps_client",
-            "mode `mps` but no MPS server is reachable (CUDA_MPS_PIPE_DIRECTORY unset and no \
-             control pipe in /tmp/nvidia-mps)",
+            format!(
+                "mode `mps` but no MPS server is reachable (no control socket or pipe in {})",
+                std::env::var("CUDA_MPS_PIPE_DIRECTORY")
+                    .ok()
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| crate::DEFAULT_MPS_PIPE_DIRECTORY.to_owned())
+            ),
         ));
     } else if mode != Mode::Mps && sharing.mps_client {
         out.push(warning(
