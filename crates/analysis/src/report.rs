@@ -357,7 +357,7 @@ fn cdf_svg(c: &CohortComparison) -> String {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()
@@ -411,6 +411,26 @@ fn rate_svg(c: &CohortComparison) -> String {
                 [(-0.5, 1.0), (f64::from(n) - 0.5, 1.0)],
                 BLACK.stroke_width(1),
             ))
+            .map_err(|e| e.to_string())?
+            .label("solo = 1")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK));
+        // One legend entry per workload colour (the bars themselves are drawn above).
+        for workload in c.groups.keys() {
+            let color = workload_color(*workload);
+            chart
+                .draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
+                .map_err(|e| e.to_string())?
+                .label(workload.as_str())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled())
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
             .map_err(|e| e.to_string())?;
         Ok(())
     })
@@ -418,18 +438,23 @@ fn rate_svg(c: &CohortComparison) -> String {
 
 fn aggregate_svg(c: &Comparison, workload: Workload) -> String {
     svg(|root| {
-        // Per mode: every cohort as a point, and a line through the mean at each count.
+        // Per mode: every homogeneous cohort of this workload as a point at its worker count,
+        // and a line through the mean at each count. Mixed cohorts are left out: their groups
+        // share the GPU with the other workload, so they are not points on this curve (they
+        // are in the per-cohort plots and tables).
         let mut by_mode: BTreeMap<Mode, BTreeMap<u32, Vec<f64>>> = BTreeMap::new();
         for k in &c.cohorts {
-            if let Some(g) = k.groups.get(&workload) {
+            let homogeneous = k.workload_mix.len() == 1 && k.workload_mix.contains_key(&workload);
+            if let (true, Some(g)) = (homogeneous, k.groups.get(&workload)) {
                 by_mode
                     .entry(k.mode)
                     .or_default()
-                    .entry(k.count)
+                    .entry(g.workers)
                     .or_default()
                     .push(g.aggregate_samples_per_s);
             }
         }
+        let solo = c.baselines.get(&workload).map(|b| b.samples_per_s);
         let max_count = by_mode
             .values()
             .flat_map(|m| m.keys())
@@ -440,11 +465,12 @@ fn aggregate_svg(c: &Comparison, workload: Workload) -> String {
             .values()
             .flat_map(|m| m.values().flatten())
             .copied()
+            .chain(solo)
             .fold(0.0f64, f64::max);
-        let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+        let y_max = if y_max > 0.0 { y_max * 1.15 } else { 1.0 };
         let mut chart = ChartBuilder::on(root)
             .caption(
-                format!("aggregate {workload} samples/s by worker count"),
+                format!("aggregate {workload} samples/s by worker count (homogeneous cohorts)"),
                 ("sans-serif", 16),
             )
             .margin(10)
@@ -456,10 +482,23 @@ fn aggregate_svg(c: &Comparison, workload: Workload) -> String {
             .configure_mesh()
             .x_labels(max_count as usize)
             .x_label_formatter(&|x| format!("{}", x.round() as i64))
-            .x_desc("workers in the cohort")
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .x_desc(format!("{workload} workers in the cohort"))
             .y_desc("aggregate samples/s")
             .draw()
             .map_err(|e| e.to_string())?;
+        if let Some(solo) = solo {
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [(0.5, solo), (f64::from(max_count) + 0.5, solo)],
+                    6,
+                    4,
+                    BLACK.stroke_width(1),
+                ))
+                .map_err(|e| e.to_string())?
+                .label("one worker alone (baseline)")
+                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK));
+        }
         for (i, (mode, counts)) in by_mode.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
             let means: Vec<(f64, f64)> = counts
@@ -480,7 +519,7 @@ fn aggregate_svg(c: &Comparison, workload: Workload) -> String {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(SeriesLabelPosition::LowerRight)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()
