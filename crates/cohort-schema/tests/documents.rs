@@ -1,0 +1,243 @@
+//! Every document of the contract: its serialized form pinned by a snapshot (a rename or a unit
+//! change shows up in review), a round trip through JSON, and the version check on reading.
+
+use coload_cohort_schema::{
+    AbortRecord, AcceptedWorker, BarrierTiming, BatchRecord, DeviceInfo, DeviceKind, Failure,
+    HostInfo, Identity, Max, MeanMax, MemoryInfo, MemorySource, MinMean, Mode, Precision,
+    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, SchemaError, Stage, StartRecord, Status,
+    TelemetrySample, TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport, WorkerWarning,
+    Workload, read_worker_report, write_json_atomic,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+fn config() -> WorkerConfig {
+    WorkerConfig {
+        mode: Mode::MigTimeslice,
+        workload: Workload::Infer,
+        count: 7,
+        model: "resnet18".into(),
+        batch_size: 32,
+        image_size: 224,
+        precision: Precision::Fp32,
+        warmup_batches: 20,
+        window_s: 45.0,
+        start_lead_s: 5.0,
+        seed: 7,
+    }
+}
+
+fn device() -> DeviceInfo {
+    DeviceInfo {
+        kind: DeviceKind::Cuda,
+        visible_devices: Some("MIG-2f5c".into()),
+        gpu_uuid: Some("GPU-c10c9d0d".into()),
+        gpu_name: Some("NVIDIA H200".into()),
+        mig_mode: Some(true),
+        mig_uuid: Some("MIG-2f5c".into()),
+        mig_profile: Some("1g.18gb".into()),
+        memory_total_bytes: Some(19_327_352_832),
+        driver_version: Some("580.159.04".into()),
+        cuda_version: Some("13.0".into()),
+        libtorch_version: Some("2.11.0".into()),
+        cudnn_version: Some("9.19.0".into()),
+        pci_bus_id: Some("00000000:00:06.0".into()),
+        compute_mode: Some("default".into()),
+    }
+}
+
+fn report() -> WorkerReport {
+    WorkerReport {
+        schema_version: SCHEMA_VERSION,
+        experiment: "mig-ts-7".into(),
+        replica: 3,
+        status: Status::Failed,
+        failure: Some(Failure {
+            stage: Stage::Window,
+            kind: "out_of_memory".into(),
+            message: "CUDA out of memory".into(),
+        }),
+        config: config(),
+        identity: Identity {
+            hostname: "node-a".into(),
+            node_name: Some("node-a".into()),
+            pod_name: Some("cohort-3-abcde".into()),
+            pod_uid: None,
+            run_uuid: None,
+            pid: 42,
+        },
+        device: Some(device()),
+        runtime: Some(RuntimeInfo {
+            inference_guard: Some("inference_mode".into()),
+            cudnn_benchmark: Some(true),
+            mps_client: false,
+            torch_threads: Some(16),
+        }),
+        barrier: Some(BarrierTiming {
+            ready_unix_ns: Some(1_000),
+            scheduled_start_unix_ns: Some(5_000_001_000),
+            actual_start_unix_ns: Some(5_000_001_800),
+            lateness_ns: Some(800),
+            clock_offset_ns: Some(-1_200_000),
+            clock_offset_uncertainty_ns: Some(300_000),
+        }),
+        window: Some(WindowInfo {
+            start_unix_ns: 5_000_001_800,
+            end_unix_ns: 50_000_001_000,
+            batches: 2,
+            samples: 64,
+        }),
+        memory: Some(MemoryInfo {
+            peak_device_bytes: 3_362_839_552,
+            source: MemorySource::CachingAllocator,
+        }),
+        host: Some(HostInfo {
+            cpus_allowed: Some(2),
+            cpu_quota: Some(2.0),
+            psi_cpu_some_avg10_start: Some(0.5),
+            psi_cpu_some_avg10_end: Some(1.25),
+            loadavg_start: Some(0.75),
+            loadavg_end: Some(3.5),
+        }),
+        telemetry: Some(TelemetrySummary {
+            scope: "device".into(),
+            samples: 450,
+            rate_hz: Some(10.0),
+            power_w: Some(MeanMax {
+                mean: 375.5,
+                max: 434.0,
+            }),
+            temperature_c: Some(Max { max: 53.0 }),
+            sm_clock_mhz: Some(MinMean {
+                min: 1980.0,
+                mean: 1980.0,
+            }),
+            memory_used_bytes: Some(Max { max: 2.07e9 }),
+            gpu_util_pct: Some(MeanMax {
+                mean: 97.5,
+                max: 100.0,
+            }),
+            throttle_reasons: vec![],
+        }),
+        warnings: vec![WorkerWarning {
+            kind: "gpu_shared".into(),
+            message: "mode `exclusive` but 2 other compute processes share the GPU".into(),
+        }],
+    }
+}
+
+fn round_trip<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(value: &T) {
+    let text = serde_json::to_string(value).unwrap();
+    let back: T = serde_json::from_str(&text).unwrap();
+    assert_eq!(&back, value);
+}
+
+#[test]
+fn worker_report_is_pinned_and_round_trips() {
+    let r = report();
+    insta::assert_json_snapshot!("worker_report", r);
+    round_trip(&r);
+}
+
+#[test]
+fn barrier_records_are_pinned_and_round_trip() {
+    let ready = ReadyRecord {
+        schema_version: SCHEMA_VERSION,
+        experiment: "mig-ts-7".into(),
+        replica: 3,
+        incarnation: "0f9e2c1a-5d7b-4e1f-9a3c-2b8d6e4f1a7c".into(),
+        config: config(),
+        hostname: "node-a".into(),
+        node_name: Some("node-a".into()),
+        pid: 42,
+        device: Some(device()),
+        ready_unix_ns: 1_000,
+    };
+    let start = StartRecord {
+        schema_version: SCHEMA_VERSION,
+        experiment: "mig-ts-7".into(),
+        count: 2,
+        start_unix_ns: 5_000_001_000,
+        published_unix_ns: 1_000,
+        accepted: vec![
+            AcceptedWorker {
+                replica: 0,
+                incarnation: "a".into(),
+            },
+            AcceptedWorker {
+                replica: 1,
+                incarnation: "b".into(),
+            },
+        ],
+    };
+    let abort = AbortRecord {
+        schema_version: SCHEMA_VERSION,
+        experiment: "mig-ts-7".into(),
+        kind: "config_mismatch".into(),
+        reason: "replica 4: batch_size 64 != 32".into(),
+        by_replica: 0,
+        published_unix_ns: 2_000,
+    };
+    insta::assert_json_snapshot!("ready_record", ready);
+    insta::assert_json_snapshot!("start_record", start);
+    insta::assert_json_snapshot!("abort_record", abort);
+    round_trip(&ready);
+    round_trip(&start);
+    round_trip(&abort);
+}
+
+#[test]
+fn lines_are_pinned_and_round_trip() {
+    let batch = BatchRecord {
+        index: 0,
+        start_unix_ns: 5_000_001_800,
+        end_unix_ns: 5_008_871_800,
+        samples: 32,
+    };
+    let sample = TelemetrySample {
+        t_unix_ns: 5_000_100_000,
+        power_w: Some(375.5),
+        sm_clock_mhz: Some(1980),
+        temperature_c: Some(53),
+        memory_used_bytes: Some(2_070_000_000),
+        gpu_util_pct: Some(100),
+        memory_util_pct: Some(41),
+        throttle_reasons: Some(0),
+    };
+    // One line each, as in batches.jsonl and telemetry.jsonl.
+    insta::assert_snapshot!("batch_line", serde_json::to_string(&batch).unwrap());
+    insta::assert_snapshot!("telemetry_line", serde_json::to_string(&sample).unwrap());
+    round_trip(&batch);
+    round_trip(&sample);
+}
+
+#[test]
+fn reading_checks_the_version_and_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("worker.json");
+    write_json_atomic(&path, &report()).unwrap();
+    assert_eq!(read_worker_report(&path).unwrap(), report());
+
+    let mut newer = serde_json::to_value(report()).unwrap();
+    newer["schema_version"] = serde_json::json!(SCHEMA_VERSION + 1);
+    std::fs::write(&path, newer.to_string()).unwrap();
+    let err = read_worker_report(&path).unwrap_err();
+    assert!(matches!(
+        err,
+        SchemaError::UnsupportedVersion {
+            found: 2,
+            supported: 1,
+            ..
+        }
+    ));
+    let text = err.to_string();
+    assert!(text.contains("worker.json"), "{text}");
+    assert!(
+        text.contains("schema_version 2") && text.contains("up to 1"),
+        "{text}"
+    );
+
+    std::fs::write(&path, "{\"schema_version\": 1, \"experiment\": ").unwrap();
+    let text = read_worker_report(&path).unwrap_err().to_string();
+    assert!(text.contains("worker.json: invalid document"), "{text}");
+}
