@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use coload_cohort_schema::{SchemaError, WorkerReport, check_version, files};
+use coload_cohort_schema::{SchemaError, WorkerReport, files};
 
 use crate::error::{AnalysisError, CohortProblem};
 
@@ -103,16 +103,7 @@ fn natural_key(p: &Path) -> (String, u64, String) {
 /// Parses the text of a `worker.json`, checking its schema version first, naming `path` in
 /// errors. Never panics, whatever the bytes.
 pub fn parse_worker_report(path: &Path, bytes: &[u8]) -> Result<WorkerReport, SchemaError> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| SchemaError::Invalid {
-            path: path.to_owned(),
-            message: e.to_string(),
-        })?;
-    check_version(path, &value)?;
-    serde_json::from_value(value).map_err(|e| SchemaError::Invalid {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })
+    coload_cohort_schema::parse_document(path, bytes)
 }
 
 /// One worker folder and its report.

@@ -37,8 +37,8 @@ pub use batch::BatchRecord;
 pub use config::{ConfigDifference, Mode, Precision, WorkerConfig, Workload};
 pub use error::SchemaError;
 pub use read::{
-    BatchReader, check_version, read_batches, read_batches_str, read_document, read_worker_report,
-    write_json_atomic,
+    BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
+    read_worker_report, write_json_atomic,
 };
 pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};

@@ -38,19 +38,18 @@ pub fn check_version(path: &Path, doc: &serde_json::Value) -> Result<(), SchemaE
 
 /// Reads a versioned JSON document of type `T` from `path`.
 pub fn read_document<T: DeserializeOwned>(path: &Path) -> Result<T, SchemaError> {
-    let text = fs::read_to_string(path).map_err(|source| SchemaError::Io {
+    let bytes = fs::read(path).map_err(|source| SchemaError::Io {
         path: path.to_owned(),
         source,
     })?;
-    parse_document(path, &text)
+    parse_document(path, &bytes)
 }
 
-pub(crate) fn parse_document<T: DeserializeOwned>(
-    path: &Path,
-    text: &str,
-) -> Result<T, SchemaError> {
+/// Parses a versioned JSON document of type `T` from `bytes`, checking `schema_version` before
+/// the shape, naming `path` in errors. Never panics, whatever the bytes.
+pub fn parse_document<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, SchemaError> {
     let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| SchemaError::Invalid {
+        serde_json::from_slice(bytes).map_err(|e| SchemaError::Invalid {
             path: path.to_owned(),
             message: e.to_string(),
         })?;
