@@ -24,7 +24,7 @@
 //! ```
 //! use std::time::Duration;
 //! use coload_barrier::{Barrier, BarrierOptions};
-//! use coload_cohort_schema::{Mode, Precision, WorkerConfig, Workload};
+//! use coload_cohort_schema::{Mode, WorkerConfig, Workload};
 //! use coload_timing::{Clock, sleep_until};
 //!
 //! let sync = tempfile::tempdir().unwrap();
@@ -37,9 +37,8 @@
 //! assert!(preflight.dir.ends_with("example-1"));
 //! // ... warm up ...
 //! let config = WorkerConfig {
-//!     mode: Mode::Exclusive, workload: Workload::Train, count: 1, model: "resnet18".into(),
-//!     batch_size: 32, image_size: 224, precision: Precision::Fp32, warmup_batches: 20,
-//!     window_s: 45.0, start_lead_s: 0.3, seed: 0,
+//!     start_lead_s: 0.3,
+//!     ..WorkerConfig::article(Mode::Exclusive, Workload::Train, 1)
 //! };
 //! let ready = barrier.ready_record(config, &clock);
 //! barrier.publish_ready(&ready, &clock).unwrap();

@@ -119,24 +119,12 @@ pub(crate) fn validate_cohort(
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use coload_cohort_schema::{Mode, Precision, SCHEMA_VERSION, WorkerConfig, Workload};
+    use coload_cohort_schema::{Mode, SCHEMA_VERSION, WorkerConfig, Workload};
 
     use super::*;
 
     pub(crate) fn config(count: u32) -> WorkerConfig {
-        WorkerConfig {
-            mode: Mode::Timeslice,
-            workload: Workload::Train,
-            count,
-            model: "resnet18".into(),
-            batch_size: 32,
-            image_size: 224,
-            precision: Precision::Fp32,
-            warmup_batches: 20,
-            window_s: 45.0,
-            start_lead_s: 5.0,
-            seed: 0,
-        }
+        WorkerConfig::article(Mode::Timeslice, Workload::Train, count)
     }
 
     fn record(replica: u32, count: u32) -> ReadyRecord {

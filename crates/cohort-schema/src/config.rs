@@ -177,6 +177,25 @@ impl fmt::Display for ConfigDifference {
 }
 
 impl WorkerConfig {
+    /// The article's protocol for one worker: ResNet18, batch 32, 3x224x224 fp32, 20 warmup
+    /// batches, a 45 s window, a 5 s start lead, seed 0.
+    #[must_use]
+    pub fn article(mode: Mode, workload: Workload, count: u32) -> Self {
+        WorkerConfig {
+            mode,
+            workload,
+            count,
+            model: "resnet18".into(),
+            batch_size: 32,
+            image_size: 224,
+            precision: Precision::Fp32,
+            warmup_batches: 20,
+            window_s: 45.0,
+            start_lead_s: 5.0,
+            seed: 0,
+        }
+    }
+
     /// The fields on which `self` differs from `reference`, ignoring `workload`.
     ///
     /// This is the one comparison rule of the project: the barrier uses it before the start and
@@ -237,19 +256,7 @@ mod tests {
     use super::*;
 
     pub(crate) fn sample() -> WorkerConfig {
-        WorkerConfig {
-            mode: Mode::Timeslice,
-            workload: Workload::Train,
-            count: 7,
-            model: "resnet18".into(),
-            batch_size: 32,
-            image_size: 224,
-            precision: Precision::Fp32,
-            warmup_batches: 20,
-            window_s: 45.0,
-            start_lead_s: 5.0,
-            seed: 0,
-        }
+        WorkerConfig::article(Mode::Timeslice, Workload::Train, 7)
     }
 
     #[test]

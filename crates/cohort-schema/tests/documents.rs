@@ -3,27 +3,18 @@
 
 use coload_cohort_schema::{
     AbortRecord, AcceptedWorker, BarrierTiming, BatchRecord, DeviceInfo, DeviceKind, Failure,
-    HostInfo, Identity, Max, MeanMax, MemoryInfo, MemorySource, MinMean, Mode, Precision,
-    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, SchemaError, Stage, StartRecord, Status,
-    TelemetrySample, TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport, WorkerWarning,
-    Workload, read_worker_report, write_json_atomic,
+    HostInfo, Identity, Max, MeanMax, MemoryInfo, MemorySource, MinMean, Mode, ReadyRecord,
+    RuntimeInfo, SCHEMA_VERSION, SchemaError, Stage, StartRecord, Status, TelemetrySample,
+    TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport, WorkerWarning, Workload,
+    read_worker_report, write_json_atomic,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 fn config() -> WorkerConfig {
     WorkerConfig {
-        mode: Mode::MigTimeslice,
-        workload: Workload::Infer,
-        count: 7,
-        model: "resnet18".into(),
-        batch_size: 32,
-        image_size: 224,
-        precision: Precision::Fp32,
-        warmup_batches: 20,
-        window_s: 45.0,
-        start_lead_s: 5.0,
         seed: 7,
+        ..WorkerConfig::article(Mode::MigTimeslice, Workload::Infer, 7)
     }
 }
 

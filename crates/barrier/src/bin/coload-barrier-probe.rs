@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use coload_barrier::{Barrier, BarrierError, BarrierOptions};
-use coload_cohort_schema::{Mode, Precision, StartRecord, WorkerConfig, Workload, exit};
+use coload_cohort_schema::{Mode, StartRecord, WorkerConfig, Workload, exit};
 use coload_timing::{Clock, sleep_until};
 use serde_json::json;
 
@@ -116,17 +116,11 @@ fn run(args: &Args, clock: &Clock, trace: &mut Trace) -> Result<(), BarrierError
     trace.incarnation = Some(barrier.incarnation().to_owned());
     trace.clock_offset_ns = Some(preflight.clock_offset_ns);
     let config = WorkerConfig {
-        mode: Mode::Timeslice,
-        workload: Workload::Train,
-        count: args.options.count,
-        model: "resnet18".into(),
         batch_size: args.batch_size,
-        image_size: 224,
-        precision: Precision::Fp32,
         warmup_batches: 0,
         window_s: 1.0,
         start_lead_s: args.options.start_lead.as_secs_f64(),
-        seed: 0,
+        ..WorkerConfig::article(Mode::Timeslice, Workload::Train, args.options.count)
     };
     let record = barrier.ready_record(config, clock);
     trace.ready_unix_ns = Some(record.ready_unix_ns);
