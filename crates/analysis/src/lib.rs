@@ -57,4 +57,4 @@ pub use error::{AnalysisError, CohortProblem};
 pub use inputs::{discover, parse_worker_report};
 pub use render::{render_markdown, render_table};
 pub use report::{render_comparison_markdown, render_report_html, write_report};
-pub use summarize::{CAVEATS, Options, summarize_dirs};
+pub use summarize::{CAVEATS, HOST_PRESSURE_PCT, Options, summarize_dirs};

@@ -345,6 +345,43 @@ fn group_summaries(workers: &[WorkerSummary], scans: &[Scan]) -> BTreeMap<Worklo
     out
 }
 
+/// CPU pressure (PSI `cpu some avg10`, percent) above which a worker's host counts as contended
+/// during its window. PSI is the share of the last 10 s in which some runnable task waited for a
+/// CPU. A ResNet18 worker at batch 32 is bound by issuing kernels, so a worker waiting for a CPU
+/// measures the host as much as the GPU. On the H200 runs (docs/results.md) quiet hosts read
+/// 0-1 % and a host saturated by another cohort 28-99 %.
+pub const HOST_PRESSURE_PCT: f64 = 10.0;
+
+/// Why a worker's host looks contended during its window, if it does: CPU pressure above
+/// [`HOST_PRESSURE_PCT`] or a load average above the CPUs the worker may use, at either end.
+fn host_contention(report: &coload_cohort_schema::WorkerReport) -> Option<String> {
+    let host = report.host.as_ref()?;
+    let psi = [host.psi_cpu_some_avg10_start, host.psi_cpu_some_avg10_end]
+        .into_iter()
+        .flatten()
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    let load = [host.loadavg_start, host.loadavg_end]
+        .into_iter()
+        .flatten()
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    let pressured = psi.is_some_and(|p| p > HOST_PRESSURE_PCT);
+    let overloaded = matches!((load, host.cpus_allowed), (Some(l), Some(n)) if l > f64::from(n));
+    if !pressured && !overloaded {
+        return None;
+    }
+    let psi_text = psi.map_or_else(|| "unknown".to_owned(), |p| format!("{p:.1} %"));
+    let load_text = load.map_or_else(|| "unknown".to_owned(), |l| format!("{l:.1}"));
+    let cpus_text = host
+        .cpus_allowed
+        .map_or_else(|| "an unknown number of".to_owned(), |n| n.to_string());
+    Some(format!(
+        "replica {}: its host was CPU-contended during the window (CPU pressure up to {psi_text}, \
+         load up to {load_text} on {cpus_text} CPUs); a launch-bound GPU worker then measures the \
+         host as much as the GPU: re-run on a quiet host",
+        report.replica
+    ))
+}
+
 fn warn(kind: &str, message: String) -> SummaryWarning {
     SummaryWarning {
         kind: kind.to_owned(),
@@ -393,6 +430,11 @@ fn warnings(s: &CohortSummary, inputs: &[WorkerInput]) -> Vec<SummaryWarning> {
                     ids.join(", ")
                 ),
             ));
+        }
+    }
+    for w in inputs {
+        if let Some(message) = host_contention(&w.report) {
+            out.push(warn("host_contention", message));
         }
     }
     for w in inputs {

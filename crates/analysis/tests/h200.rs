@@ -212,3 +212,52 @@ fn failed_cpu_fallback_cohort_is_refused() {
     }
     insta::assert_snapshot!("failed_cpu_fallback_message", message);
 }
+
+/// The real mps-train4 cohort with worker 2's host facts replaced by what the saturated host of
+/// the second device call recorded (load 167 on 16 CPUs, CPU pressure 99 %): the summary must
+/// say so, naming the replica, and the quiet original must not.
+#[test]
+fn a_contended_host_is_flagged() {
+    let quiet = ok("mps-train4");
+    assert!(quiet.warnings.iter().all(|w| w.kind != "host_contention"));
+
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..4 {
+        let from = h200().join("mps-train4").join(format!("worker-{i}"));
+        let to = dir.path().join(format!("worker-{i}"));
+        std::fs::create_dir_all(&to).unwrap();
+        for f in ["worker.json", "batches.jsonl"] {
+            std::fs::copy(from.join(f), to.join(f)).unwrap();
+        }
+    }
+    let path = dir.path().join("worker-2").join("worker.json");
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    report["host"]["loadavg_end"] = serde_json::json!(167.3);
+    report["host"]["psi_cpu_some_avg10_end"] = serde_json::json!(98.98);
+    std::fs::write(&path, report.to_string()).unwrap();
+
+    let s = summarize_dirs(&[dir.path().to_owned()], &Options::default()).unwrap();
+    let flagged: Vec<&str> = s
+        .warnings
+        .iter()
+        .filter(|w| w.kind == "host_contention")
+        .map(|w| w.message.as_str())
+        .collect();
+    assert_eq!(flagged.len(), 1, "{flagged:?}");
+    assert!(
+        flagged[0].starts_with("replica 2: its host was CPU-contended"),
+        "{}",
+        flagged[0]
+    );
+    assert!(
+        flagged[0].contains("CPU pressure up to 99.0 %"),
+        "{}",
+        flagged[0]
+    );
+    assert!(
+        flagged[0].contains("load up to 167.3 on 16 CPUs"),
+        "{}",
+        flagged[0]
+    );
+}
