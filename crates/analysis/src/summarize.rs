@@ -374,10 +374,18 @@ fn host_contention(report: &coload_cohort_schema::WorkerReport) -> Option<String
     let cpus_text = host
         .cpus_allowed
         .map_or_else(|| "an unknown number of".to_owned(), |n| n.to_string());
+    let on_cpu = report
+        .device
+        .as_ref()
+        .is_some_and(|d| d.kind == coload_cohort_schema::DeviceKind::Cpu);
+    let meaning = if on_cpu {
+        "the workers ran on these CPUs, so the figures describe the shared CPU"
+    } else {
+        "a launch-bound GPU worker then measures the host as much as the GPU: re-run on a quiet host"
+    };
     Some(format!(
         "replica {}: its host was CPU-contended during the window (CPU pressure up to {psi_text}, \
-         load up to {load_text} on {cpus_text} CPUs); a launch-bound GPU worker then measures the \
-         host as much as the GPU: re-run on a quiet host",
+         load up to {load_text} on {cpus_text} CPUs); {meaning}",
         report.replica
     ))
 }
