@@ -2,6 +2,7 @@
 
 mod cli;
 mod progress;
+mod termination;
 mod worker;
 
 use std::process::ExitCode;

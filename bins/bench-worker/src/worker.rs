@@ -15,11 +15,12 @@ use coload_cohort_schema::{
     TelemetrySample, WindowInfo, WorkerConfig, WorkerReport, exit, files, write_json_atomic,
 };
 use coload_device::{NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
-use coload_timing::{BatchBuffer, Clock, TimingError, run_window, warmup_observed};
+use coload_timing::{BatchBuffer, Clock, TimingError, run_window_cancellable, warmup_observed};
 use coload_workload::{DeviceChoice, ResNetStep, WorkloadError, WorkloadOptions};
 
 use crate::cli::Args;
 use crate::progress::Progress;
+use crate::termination::Termination;
 
 /// A failure: where, what kind, why, and the exit code it maps to.
 #[derive(Debug)]
@@ -48,6 +49,9 @@ impl Failed {
 /// Everything measured so far; written whatever happens.
 struct Run {
     report: WorkerReport,
+    /// Where the report goes, and the signal handler's view of it.
+    out: std::path::PathBuf,
+    termination: std::sync::Arc<Termination>,
     /// The NVML handle of the physical GPU, for the telemetry sampler.
     target: Option<NvmlTarget>,
     batches: Vec<BatchRecord>,
@@ -62,8 +66,13 @@ pub(crate) fn execute(args: &Args) -> u8 {
         return exit::INVALID_INPUT;
     }
     let clock = Clock::anchor();
+    let termination = Termination::install();
+    let report = initial_report(args);
+    termination.checkpoint(&report, Stage::Preflight, &args.out);
     let mut run = Run {
-        report: initial_report(args),
+        report,
+        out: args.out.clone(),
+        termination,
         target: None,
         batches: Vec::new(),
         telemetry: Vec::new(),
@@ -150,6 +159,7 @@ fn initial_report(args: &Args) -> WorkerReport {
 impl Run {
     fn measure(&mut self, args: &Args, clock: &Clock, progress: &Progress) -> Result<(), Failed> {
         let mut barrier = self.preflight(args, clock, progress)?;
+        self.checkpoint(Stage::Warmup);
         let (step, buffer) = match self.build_and_warm(args, clock, progress) {
             Ok(v) => v,
             Err(f) => {
@@ -225,6 +235,11 @@ impl Run {
             .publish_ready(&ready, clock)
             .map_err(|e| Failed::new(Stage::Barrier, e.kind(), e.to_string(), e.exit_code()))?;
         timing.ready_unix_ns = Some(ready_unix_ns);
+        self.checkpoint(Stage::Barrier);
+        let timing = self
+            .report
+            .barrier
+            .get_or_insert_with(BarrierTiming::default);
         progress.phase(
             "barrier",
             &format!(
@@ -265,13 +280,16 @@ impl Run {
         let sampler = self.start_sampler(args, clock, progress);
 
         // The timed window: nothing else happens in this thread until it returns.
-        let outcome = run_window(
+        self.termination.enter_window();
+        let outcome = run_window_cancellable(
             &mut step,
             clock,
             start_unix_ns,
             Duration::from_secs_f64(args.window_s),
             &mut buffer,
+            &self.termination.cancel,
         );
+        self.termination.leave_window();
 
         // After the window.
         if let Some(sampler) = sampler {
@@ -410,6 +428,11 @@ impl Run {
         Ok((step, buffer))
     }
 
+    /// Lets the signal handler write what is known so far if the worker is stopped in `stage`.
+    fn checkpoint(&self, stage: Stage) {
+        self.termination.checkpoint(&self.report, stage, &self.out);
+    }
+
     /// Starts device telemetry on the worker's physical GPU, timestamped on the worker's clock.
     /// Telemetry is evidence, not a requirement: when it cannot start, the worker says so and
     /// goes on.
@@ -499,6 +522,12 @@ fn window_failure(error: TimingError) -> Failed {
                 exit::WORKLOAD_FAILED,
             )
         }
+        e @ TimingError::Cancelled { .. } => Failed::new(
+            Stage::Window,
+            "terminated",
+            format!("stopped by a termination signal: {e}"),
+            exit::TERMINATED,
+        ),
         e @ TimingError::CapacityExhausted { .. } => Failed::new(
             Stage::Window,
             "buffer_exhausted",

@@ -252,3 +252,60 @@ fn bad_arguments_are_refused_before_anything_runs() {
     assert_eq!(status.code(), Some(i32::from(exit::INVALID_INPUT)));
     assert!(stderr.contains("--window-s"), "{stderr}");
 }
+
+fn terminate(child: &Child) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+}
+
+#[test]
+fn a_terminated_worker_at_the_barrier_still_writes_its_report() {
+    let _serial = serial();
+    let c = Cohort::new("terminated-barrier");
+    let child = c.spawn(0, 2, "train", "w0", &[]);
+    wait_for(&c.sync().join("terminated-barrier").join("ready.0.json"));
+    terminate(&child);
+    let (status, stderr) = finish(child);
+    assert_eq!(status.code(), Some(i32::from(exit::TERMINATED)), "{stderr}");
+    let r = report(&c.out("w0"));
+    assert_eq!(r.status, Status::Failed);
+    let f = r.failure.unwrap();
+    assert_eq!((f.stage, f.kind.as_str()), (Stage::Barrier, "terminated"));
+    assert!(r.device.is_some(), "what was known at the barrier is kept");
+    assert!(r.barrier.unwrap().ready_unix_ns.is_some());
+}
+
+#[test]
+fn a_terminated_worker_in_the_window_keeps_its_batches() {
+    let _serial = serial();
+    let c = Cohort::new("terminated-window");
+    let child = c.spawn(
+        0,
+        1,
+        "infer",
+        "w0",
+        &["--window-s", "120", "--start-lead-s", "1"],
+    );
+    let start_path = c.sync().join("terminated-window").join("start.json");
+    wait_for(&start_path);
+    let start: coload_cohort_schema::StartRecord =
+        coload_cohort_schema::read_document(&start_path).unwrap();
+    // Into the window by a second, then stop the worker.
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    std::thread::sleep(Duration::from_nanos(
+        (start.start_unix_ns + 1_000_000_000).saturating_sub(now_ns),
+    ));
+    terminate(&child);
+    let (status, stderr) = finish(child);
+    assert_eq!(status.code(), Some(i32::from(exit::TERMINATED)), "{stderr}");
+    let dir = c.out("w0");
+    let r = report(&dir);
+    let f = r.failure.unwrap();
+    assert_eq!((f.stage, f.kind.as_str()), (Stage::Window, "terminated"));
+    let batches = read_batches(&dir.join("batches.jsonl")).unwrap();
+    assert!(!batches.is_empty());
+    assert_eq!(batches.len() as u64, r.window.unwrap().batches);
+}

@@ -32,8 +32,12 @@ pub const WRITE_FAILED: u8 = 22;
 /// duplicated, configurations that differ, or too little overlap.
 pub const INCOMPLETE_COHORT: u8 = 30;
 
+/// The worker was stopped by SIGTERM or SIGINT (a deleted Pod, a drained node, Ctrl-C); its
+/// report says in which stage. 128 + 15, as a shell reports a SIGTERM death.
+pub const TERMINATED: u8 = 143;
+
 /// Every named code with its name, for documentation and tests.
-pub const ALL: [(&str, u8); 13] = [
+pub const ALL: [(&str, u8); 14] = [
     ("complete", COMPLETE),
     ("internal", INTERNAL),
     ("invalid_input", INVALID_INPUT),
@@ -47,6 +51,7 @@ pub const ALL: [(&str, u8); 13] = [
     ("allocation_mismatch", ALLOCATION_MISMATCH),
     ("write_failed", WRITE_FAILED),
     ("incomplete_cohort", INCOMPLETE_COHORT),
+    ("terminated", TERMINATED),
 ];
 
 /// The name of a code, for messages (`exit 11 (barrier_timeout)`).
@@ -64,7 +69,7 @@ mod tests {
         let mut codes: Vec<u8> = super::ALL.iter().map(|(_, c)| *c).collect();
         codes.sort_unstable();
         codes.dedup();
-        assert_eq!(codes.len(), 13);
+        assert_eq!(codes.len(), 14);
         assert_eq!(super::name(11), "barrier_timeout");
         assert_eq!(super::name(99), "unknown");
     }

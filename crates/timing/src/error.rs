@@ -19,4 +19,11 @@ pub enum TimingError {
         /// The buffer's capacity.
         capacity: usize,
     },
+    /// The window was cancelled from outside (the worker received SIGTERM); the batches before
+    /// it are kept.
+    #[error("the window was cancelled after {batches} batches")]
+    Cancelled {
+        /// Batches that completed before the cancellation.
+        batches: usize,
+    },
 }

@@ -37,5 +37,8 @@ mod step;
 pub use buffer::{BatchBuffer, RawBatch};
 pub use clock::Clock;
 pub use error::TimingError;
-pub use runner::{WarmupStats, WindowOutcome, run_window, sleep_until, warmup, warmup_observed};
+pub use runner::{
+    WarmupStats, WindowOutcome, run_window, run_window_cancellable, sleep_until, warmup,
+    warmup_observed,
+};
 pub use step::{MockStep, Step};

@@ -1,0 +1,89 @@
+//! SIGTERM and SIGINT: a deleted Pod, a drained node or a Ctrl-C must still leave a
+//! `worker.json` saying in which stage the worker was stopped (issue: nothing is lost).
+//!
+//! The handler runs on its own thread (the `ctrlc` crate). Before the window it writes the
+//! report as known at the last phase boundary, marked failed with kind `terminated`, and exits
+//! with [`exit::TERMINATED`]. During the window it only sets a flag that the window runner reads
+//! once per batch (a relaxed atomic load: no lock, no allocation); the worker then stops, writes
+//! everything it measured and exits the same way. While the worker writes its artifacts the
+//! handler does nothing, so the files are finished.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use coload_cohort_schema::{Failure, Stage, Status, WorkerReport, exit, files, write_json_atomic};
+
+const BEFORE_WINDOW: u8 = 0;
+const IN_WINDOW: u8 = 1;
+const AFTER_WINDOW: u8 = 2;
+
+/// Shared between the worker and the signal handler.
+#[derive(Debug)]
+pub(crate) struct Termination {
+    /// Read by the window runner.
+    pub(crate) cancel: AtomicBool,
+    phase: AtomicU8,
+    /// The report at the last phase boundary, the stage the worker is in, and where to write.
+    snapshot: Mutex<Option<(WorkerReport, Stage, PathBuf)>>,
+}
+
+impl Termination {
+    /// Installs the handler. Without it (another handler already installed) signals keep their
+    /// default action and the worker simply dies, as before.
+    pub(crate) fn install() -> Arc<Self> {
+        let t = Arc::new(Termination {
+            cancel: AtomicBool::new(false),
+            phase: AtomicU8::new(BEFORE_WINDOW),
+            snapshot: Mutex::new(None),
+        });
+        let handler = Arc::clone(&t);
+        if let Err(e) = ctrlc::set_handler(move || handler.on_signal()) {
+            eprintln!("warning: no termination handler ({e}); a signal will leave no worker.json");
+        }
+        t
+    }
+
+    /// Records what the worker knows at a phase boundary (never called inside the window).
+    pub(crate) fn checkpoint(&self, report: &WorkerReport, stage: Stage, out: &std::path::Path) {
+        let mut s = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        *s = Some((report.clone(), stage, out.to_owned()));
+    }
+
+    pub(crate) fn enter_window(&self) {
+        self.phase.store(IN_WINDOW, Ordering::SeqCst);
+    }
+
+    pub(crate) fn leave_window(&self) {
+        self.phase.store(AFTER_WINDOW, Ordering::SeqCst);
+    }
+
+    fn on_signal(&self) {
+        match self.phase.load(Ordering::SeqCst) {
+            BEFORE_WINDOW => {
+                let snapshot = self
+                    .snapshot
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                if let Some((mut report, stage, out)) = snapshot {
+                    report.status = Status::Failed;
+                    report.failure = Some(Failure {
+                        stage,
+                        kind: "terminated".to_owned(),
+                        message: format!("stopped by a termination signal during {stage}"),
+                    });
+                    let path = out.join(files::WORKER_REPORT);
+                    if let Err(e) = write_json_atomic(&path, &report) {
+                        eprintln!("error: terminated, and {e}");
+                    } else {
+                        eprintln!("error: terminated during {stage}; wrote {}", path.display());
+                    }
+                }
+                std::process::exit(i32::from(exit::TERMINATED));
+            }
+            IN_WINDOW => self.cancel.store(true, Ordering::Relaxed),
+            _ => {}
+        }
+    }
+}
