@@ -51,6 +51,9 @@ need_value() {
   [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || die "$1 needs a value"
 }
 
+# shellcheck source=SCRIPTDIR/../lib/cohort-args.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../lib" && pwd)/cohort-args.sh"
+
 node="" mode="" workload="" count="" experiment="" resource="nvidia.com/gpu"
 image="coload/bench-worker:0.1.0" window_s=45 namespace="" dry_run=0
 
@@ -95,39 +98,9 @@ esac
 
 # Expand the workload into one entry per index, in order.
 workloads=()
-if [[ "$workload" == *=* ]]; then
-  IFS=',' read -r -a parts <<<"$workload"
-  for part in "${parts[@]}"; do
-    [[ "$part" =~ ^(train|infer)=([0-9]+)$ ]] || die "bad part '$part' in --workload '$workload' (expected train=N or infer=N, comma-separated)"
-    kind=${BASH_REMATCH[1]} n=$((10#${BASH_REMATCH[2]}))
-    [[ $n -ge 1 ]] || die "'$part' in --workload asks for no worker; leave it out"
-    for ((k = 0; k < n; k++)); do workloads+=("$kind"); done
-  done
-  if [[ -n "$count" ]]; then
-    [[ "$count" =~ ^[0-9]+$ ]] || die "--count must be a whole number, got '$count'"
-    [[ $((10#$count)) -eq ${#workloads[@]} ]] || die "--count $count does not match --workload '$workload', which makes ${#workloads[@]} workers"
-  fi
-  count=${#workloads[@]}
-else
-  [[ "$workload" == train || "$workload" == infer ]] || die "--workload '$workload' is not train, infer or a spec such as infer=1,train=6"
-  [[ -n "$count" ]] || die "--count is required with --workload $workload (the number of workers)"
-  [[ "$count" =~ ^[0-9]+$ ]] || die "--count must be a whole number, got '$count'"
-  count=$((10#$count))
-  [[ $count -ge 1 ]] || die "--count must be at least 1"
-  for ((k = 0; k < count; k++)); do workloads+=("$workload"); done
-fi
-[[ $count -le 64 ]] || die "--count $count is more workers than one node can host (at most 64)"
+expand_workloads
 
-if [[ -z "$experiment" ]]; then
-  if command -v uuidgen >/dev/null 2>&1; then
-    experiment=$(uuidgen)
-  elif [[ -r /proc/sys/kernel/random/uuid ]]; then
-    experiment=$(cat /proc/sys/kernel/random/uuid)
-  else
-    experiment=$(python3 -c 'import uuid; print(uuid.uuid4())')
-  fi
-  experiment=$(printf '%s' "$experiment" | tr '[:upper:]' '[:lower:]')
-fi
+[[ -n "$experiment" ]] || experiment=$(fresh_experiment_id)
 # The id also names the Job (coload-<id>, at most 63 characters) and labels its Pods.
 [[ "$experiment" =~ ^[a-z0-9]([a-z0-9-]{0,54}[a-z0-9])?$ ]] \
   || die "--experiment '$experiment' must be 1-56 characters of lowercase [a-z0-9-], starting and ending alphanumeric (it names the Job)"
