@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use coload_cohort_schema::{ConfigDifference, Mode, SchemaError, Stage, exit};
+use coload_cohort_schema::{ConfigDifference, FailureKind, Mode, SchemaError, Stage, exit};
 
 /// Why a cohort could not be summarized or compared.
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +111,7 @@ pub enum CohortProblem {
         /// Where it failed, when it said.
         stage: Option<Stage>,
         /// The failure's kind, when it said.
-        kind: Option<String>,
+        kind: Option<FailureKind>,
         /// The failure's message, when it said.
         message: Option<String>,
     },

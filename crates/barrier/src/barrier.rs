@@ -4,15 +4,20 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use coload_cohort_schema::{AbortRecord, ReadyRecord, SCHEMA_VERSION, StartRecord, WorkerConfig};
+use coload_cohort_schema::{
+    AbortRecord, FailureKind, ReadyRecord, SCHEMA_VERSION, StartRecord, WorkerConfig,
+};
 use coload_timing::Clock;
 use serde::Serialize;
 
 use crate::dir::{Found, Publish, SyncDir};
 use crate::error::{BarrierError, seconds};
 use crate::options::BarrierOptions;
+use crate::options::validate_experiment_id;
 use crate::poll::Backoff;
-use crate::records::{ABORT, START, parse, parse_ready_name, ready_name, validate_cohort};
+use crate::records::{
+    ABORT, DECISION, START, parse, parse_ready_name, ready_name, validate_cohort,
+};
 
 /// How long a record may stay unparseable before it counts as invalid. A complete record never
 /// is (it appears by hard link), but on a volume without hard links it is written in place and
@@ -55,7 +60,7 @@ impl Barrier {
     /// Validates the experiment id (before touching anything), `count >= 1`, `replica < count`
     /// and `start_lead > late_margin`; opens `<sync_dir>/<experiment>/` (creating it, never
     /// following a symlink); refuses a directory that already holds a `start.json` or
-    /// `abort.json`; writes, fsyncs, stats and removes a probe file, from which it takes this
+    /// `abort.json` (or the claim of either); writes, fsyncs, stats and removes a probe file, from which it takes this
     /// host's clock offset against the file server. Draws a fresh incarnation UUID.
     pub fn preflight(
         options: BarrierOptions,
@@ -63,7 +68,7 @@ impl Barrier {
     ) -> Result<(Barrier, Preflight), BarrierError> {
         options.validate()?;
         let dir = SyncDir::open(&options.sync_dir, &options.experiment)?;
-        for name in [START, ABORT] {
+        for name in [START, ABORT, DECISION] {
             match dir.exists(name) {
                 Ok(false) => {}
                 Ok(true) => {
@@ -242,20 +247,23 @@ impl Barrier {
         self.follow(deadline, clock)
     }
 
-    /// Publishes `abort.json` with `kind` and `reason`, exclusively: the first abort wins, and
-    /// finding one already there is not an error.
-    pub fn abort(&self, kind: &str, reason: &str, clock: &Clock) -> Result<(), BarrierError> {
+    /// Aborts the cohort: publishes `abort.json` with `kind` and `reason`, signed by this
+    /// worker's replica, unless the cohort has already been decided (see [`AbortOutcome`]).
+    pub fn abort(
+        &self,
+        kind: FailureKind,
+        reason: &str,
+        clock: &Clock,
+    ) -> Result<AbortOutcome, BarrierError> {
         let record = AbortRecord {
             schema_version: SCHEMA_VERSION,
             experiment: self.options.experiment.clone(),
-            kind: kind.to_owned(),
+            kind,
             reason: reason.to_owned(),
             by_replica: self.options.replica,
             published_unix_ns: clock.now_unix_ns(),
         };
-        self.dir
-            .publish(ABORT, &to_bytes(&record)?, &self.incarnation)
-            .map(|_| ())
+        publish_abort(&self.dir, &record, &self.incarnation)
     }
 
     /// Publishes an abort for a problem this worker found and returns the problem. If the abort
@@ -265,8 +273,9 @@ impl Barrier {
         error
     }
 
-    /// The leader's wait: `Some(start)` once it published the start, `None` if a `start.json`
-    /// appeared that it did not write (it then follows like everyone else).
+    /// The leader's wait: `Some(start)` once it published the start, `None` if the cohort was
+    /// decided by someone else first (an abort that won the race, or a start it did not write:
+    /// it then follows like everyone else, and sees which).
     fn lead(
         &self,
         own: ReadyRecord,
@@ -325,7 +334,7 @@ impl Barrier {
                 };
                 return match self
                     .dir
-                    .publish(START, &to_bytes(&start)?, &self.incarnation)?
+                    .decide(START, &to_bytes(&start)?, &self.incarnation)?
                 {
                     Publish::Done => Ok(Some(start)),
                     Publish::Exists => Ok(None),
@@ -408,7 +417,7 @@ impl Barrier {
             return Err(BarrierError::Late {
                 replica: o.replica,
                 left_ns,
-                margin_s: seconds(duration_ns(o.late_margin)),
+                margin: o.late_margin,
             });
         }
         Ok(start)
@@ -431,9 +440,7 @@ impl Barrier {
             }
             Found::Bytes(bytes) => match parse::<AbortRecord>(&self.dir.file(ABORT), &bytes) {
                 Ok(abort) => Err(BarrierError::Aborted {
-                    kind: abort.kind,
-                    by_replica: abort.by_replica,
-                    reason: abort.reason,
+                    record: Box::new(abort),
                 }),
                 Err(why) => {
                     grace.note(ABORT, why);
@@ -543,6 +550,62 @@ impl Grace {
     }
 }
 
+/// What an abort found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbortOutcome {
+    /// `abort.json` is ours: every worker still at the barrier fails with its kind and reason.
+    Published,
+    /// Another abort came first; it stands (the first abort wins).
+    AlreadyAborted,
+    /// The start was published first: the workers are timing or about to, and nothing is
+    /// written. A cohort that must still be stopped is stopped by signals, not by the barrier.
+    AlreadyStarted,
+}
+
+/// Aborts an experiment from outside the cohort (a launcher such as `bench-cohort`), the same
+/// way a worker does: `abort.json` signed by [`AbortRecord::LAUNCHER`], published exclusively
+/// under the decision claim, never following a symlink.
+///
+/// Creates `<sync_dir>/<experiment>/` if no worker has yet, so that a worker arriving later
+/// fails its preflight at once instead of waiting for peers that will never come.
+pub fn abort_experiment(
+    sync_dir: &Path,
+    experiment: &str,
+    kind: FailureKind,
+    reason: &str,
+    clock: &Clock,
+) -> Result<AbortOutcome, BarrierError> {
+    validate_experiment_id(experiment)?;
+    let dir = SyncDir::open(sync_dir, experiment)?;
+    let record = AbortRecord {
+        schema_version: SCHEMA_VERSION,
+        experiment: experiment.to_owned(),
+        kind,
+        reason: reason.to_owned(),
+        by_replica: AbortRecord::LAUNCHER,
+        published_unix_ns: clock.now_unix_ns(),
+    };
+    publish_abort(&dir, &record, &format!("launcher.{}", std::process::id()))
+}
+
+/// Publishes `record` as the cohort's decision; if another decision came first, says which.
+fn publish_abort(
+    dir: &SyncDir,
+    record: &AbortRecord,
+    tag: &str,
+) -> Result<AbortOutcome, BarrierError> {
+    match dir.decide(ABORT, &to_bytes(record)?, tag)? {
+        Publish::Done => Ok(AbortOutcome::Published),
+        // The claim holds whichever record won; an abort carries a `kind`, a start does not.
+        Publish::Exists => match dir.read(DECISION)? {
+            Found::Bytes(bytes) if parse::<StartRecord>(&dir.file(DECISION), &bytes).is_ok() => {
+                Ok(AbortOutcome::AlreadyStarted)
+            }
+            _ => Ok(AbortOutcome::AlreadyAborted),
+        },
+    }
+}
+
 fn to_bytes<T: Serialize>(value: &T) -> Result<Vec<u8>, BarrierError> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| BarrierError::Misuse {
         message: format!("cannot serialize a record: {e}"),
@@ -576,7 +639,10 @@ mod tests {
         let clock = Clock::anchor();
         let (mut b, pre) = Barrier::preflight(options(tmp.path(), 0, 2), &clock).unwrap();
         assert!(pre.clock_offset_ns.unsigned_abs() < 60_000_000_000);
-        assert_eq!(b.await_start(&clock).unwrap_err().kind(), "barrier_misuse");
+        assert_eq!(
+            b.await_start(&clock).unwrap_err().kind(),
+            FailureKind::BarrierMisuse
+        );
 
         let mut record = b.ready_record(config(2), &clock);
         record.replica = 1;
@@ -594,7 +660,7 @@ mod tests {
         b.publish_ready(&b.ready_record(config(2), &clock), &clock)
             .unwrap();
         let again = b.publish_ready(&b.ready_record(config(2), &clock), &clock);
-        assert_eq!(again.unwrap_err().kind(), "barrier_misuse");
+        assert_eq!(again.unwrap_err().kind(), FailureKind::BarrierMisuse);
     }
 
     #[test]
@@ -602,15 +668,69 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let clock = Clock::anchor();
         let (b, _) = Barrier::preflight(options(tmp.path(), 1, 2), &clock).unwrap();
-        b.abort("config_mismatch", "first", &clock).unwrap();
-        b.abort("barrier_timeout", "second", &clock).unwrap();
+        assert_eq!(
+            b.abort(FailureKind::ConfigMismatch, "first", &clock)
+                .unwrap(),
+            AbortOutcome::Published
+        );
+        assert_eq!(
+            b.abort(FailureKind::BarrierTimeout, "second", &clock)
+                .unwrap(),
+            AbortOutcome::AlreadyAborted
+        );
         let text = std::fs::read_to_string(b.dir().join("abort.json")).unwrap();
         let abort: AbortRecord = serde_json::from_str(&text).unwrap();
         assert_eq!(
-            (abort.kind.as_str(), abort.reason.as_str()),
-            ("config_mismatch", "first")
+            (abort.kind, abort.reason.as_str()),
+            (FailureKind::ConfigMismatch, "first")
         );
         assert_eq!(abort.by_replica, 1);
+    }
+
+    #[test]
+    fn a_launcher_abort_loses_to_a_published_start_and_stops_a_waiting_cohort() {
+        let tmp = tempfile::tempdir().unwrap();
+        let clock = Clock::anchor();
+        // A cohort of one starts: the launcher's abort afterwards changes nothing.
+        let mut o = options(tmp.path(), 0, 1);
+        o.experiment = "started".into();
+        let (mut b, _) = Barrier::preflight(o, &clock).unwrap();
+        let ready = b.ready_record(config(1), &clock);
+        b.publish_ready(&ready, &clock).unwrap();
+        b.await_start(&clock).unwrap();
+        let outcome = abort_experiment(
+            tmp.path(),
+            "started",
+            FailureKind::PeerFailed,
+            "late",
+            &clock,
+        )
+        .unwrap();
+        assert_eq!(outcome, AbortOutcome::AlreadyStarted);
+        assert!(!b.dir().join("abort.json").exists());
+
+        // A cohort of two still waiting: the launcher's abort ends replica 0's wait with it.
+        let (mut b, _) = Barrier::preflight(options(tmp.path(), 0, 2), &clock).unwrap();
+        let ready = b.ready_record(config(2), &clock);
+        b.publish_ready(&ready, &clock).unwrap();
+        let experiment = b.options().experiment.clone();
+        let outcome = abort_experiment(
+            tmp.path(),
+            &experiment,
+            FailureKind::LauncherStopped,
+            "replica 1 could not be started",
+            &clock,
+        )
+        .unwrap();
+        assert_eq!(outcome, AbortOutcome::Published);
+        let err = b.await_start(&clock).unwrap_err();
+        assert_eq!(err.kind(), FailureKind::LauncherStopped);
+        assert_eq!(
+            err.to_string(),
+            "the cohort was aborted by the launcher (launcher_stopped): replica 1 could not be started"
+        );
+        // No symlink is followed and no bad id is accepted.
+        assert!(abort_experiment(tmp.path(), "../x", FailureKind::PeerFailed, "", &clock).is_err());
     }
 
     #[test]
@@ -641,7 +761,7 @@ mod tests {
         let e = b.await_start(&clock).unwrap_err();
         assert_eq!(
             (e.kind(), e.exit_code()),
-            ("not_admitted", exit::LATE_START)
+            (FailureKind::NotAdmitted, exit::LATE_START)
         );
         assert!(
             e.to_string()

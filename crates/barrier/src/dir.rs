@@ -17,6 +17,7 @@ use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, linkat, unlinkat};
 
 use crate::error::BarrierError;
+use crate::records::DECISION;
 
 /// Records are small; anything bigger than this is garbage and is not read into memory whole.
 const MAX_RECORD_BYTES: u64 = 1 << 20;
@@ -252,6 +253,25 @@ impl SyncDir {
         result
     }
 
+    /// Publishes the cohort's one decision (`start.json` or `abort.json`) under `name`.
+    ///
+    /// First claims [`DECISION`] with the same bytes, exclusively; only the process whose claim
+    /// succeeds publishes under `name`. A start and an abort racing each other (a leader
+    /// deciding while a follower times out, or a launcher stops the cohort) therefore never
+    /// both appear: `Exists` says someone else decided first, and [`SyncDir::read`] of
+    /// [`DECISION`] says what.
+    pub(crate) fn decide(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        tag: &str,
+    ) -> Result<Publish, BarrierError> {
+        match self.publish(DECISION, bytes, tag)? {
+            Publish::Exists => Ok(Publish::Exists),
+            Publish::Done => self.publish(name, bytes, tag),
+        }
+    }
+
     /// Creates `name` exclusively, writes and fsyncs `bytes`; returns the inode number.
     fn write_new(&self, name: &str, bytes: &[u8]) -> Result<u64, BarrierError> {
         let fd = openat(
@@ -331,6 +351,27 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(all, ["r.json"]);
+    }
+
+    #[test]
+    fn only_the_first_decision_is_published() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SyncDir::open(tmp.path(), "e").unwrap();
+        assert!(matches!(
+            dir.decide("start.json", b"go", "leader").unwrap(),
+            Publish::Done
+        ));
+        // An abort after the start is refused by the claim: no abort.json appears.
+        assert!(matches!(
+            dir.decide("abort.json", b"stop", "launcher").unwrap(),
+            Publish::Exists
+        ));
+        assert_eq!(
+            dir.read("start.json").unwrap(),
+            Found::Bytes(b"go".to_vec())
+        );
+        assert_eq!(dir.read("abort.json").unwrap(), Found::Missing);
+        assert_eq!(dir.read(DECISION).unwrap(), Found::Bytes(b"go".to_vec()));
     }
 
     #[test]

@@ -1,57 +1,14 @@
-//! Every way the barrier can fail, each with its exit code and a stable `snake_case` kind.
+//! Every way the barrier can fail, each with a [`FailureKind`] (and through it an exit code).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use coload_cohort_schema::exit;
-
-/// Abort kinds that carry their own exit code. A worker that sees `abort.json` with one of these
-/// kinds exits with the same code as the worker that found the problem, so a launcher reading
-/// any one Pod's exit code learns what went wrong with the cohort.
-const ABORT_KINDS: [(&str, u8); 3] = [
-    (kind::CONFIG_MISMATCH, exit::CONFIG_MISMATCH),
-    (kind::DUPLICATE_REPLICA, exit::DUPLICATE_REPLICA),
-    (kind::BARRIER_TIMEOUT, exit::BARRIER_TIMEOUT),
-];
-
-/// The stable `snake_case` names of the failures ([`BarrierError::kind`], `Failure.kind` in
-/// `worker.json`, `kind` in `abort.json`).
-pub mod kind {
-    /// The experiment id is not a safe directory name.
-    pub const INVALID_EXPERIMENT: &str = "invalid_experiment";
-    /// The options contradict each other (replica outside the cohort, lead shorter than margin).
-    pub const INVALID_OPTIONS: &str = "invalid_options";
-    /// The shared directory is missing, read-only, full or not ours to write.
-    pub const PREFLIGHT_FAILED: &str = "preflight_failed";
-    /// The experiment directory already holds a `start.json` or an `abort.json`.
-    pub const STALE_EXPERIMENT: &str = "stale_experiment";
-    /// The shared directory failed after the preflight.
-    pub const BARRIER_IO: &str = "barrier_io";
-    /// A replica never arrived within the join timeout.
-    pub const BARRIER_TIMEOUT: &str = "barrier_timeout";
-    /// Two workers declared different configurations.
-    pub const CONFIG_MISMATCH: &str = "config_mismatch";
-    /// Two processes claimed the same replica id.
-    pub const DUPLICATE_REPLICA: &str = "duplicate_replica";
-    /// Two replicas carry the same incarnation.
-    pub const DUPLICATE_INCARNATION: &str = "duplicate_incarnation";
-    /// A `ready.<n>.json` names a replica outside `0..count`.
-    pub const REPLICA_OUT_OF_RANGE: &str = "replica_out_of_range";
-    /// A record in the shared directory is not a valid document.
-    pub const INVALID_RECORD: &str = "invalid_record";
-    /// The worker saw the start with less than the late margin left.
-    pub const LATE_START: &str = "late_start";
-    /// The start does not list this worker's incarnation.
-    pub const NOT_ADMITTED: &str = "not_admitted";
-    /// Another worker aborted the cohort for a reason without a code of its own.
-    pub const BARRIER_ABORTED: &str = "barrier_aborted";
-    /// The API was called out of order (a bug in the caller).
-    pub const BARRIER_MISUSE: &str = "barrier_misuse";
-}
+use coload_cohort_schema::{AbortRecord, FailureKind};
 
 /// Why the barrier did not give this worker a start.
 ///
-/// Every variant maps to an exit code of [`coload_cohort_schema::exit`] ([`Self::exit_code`]) and
-/// to a stable name ([`Self::kind`]); the message names the bad value and says what to do.
+/// Every variant has a [`FailureKind`] ([`Self::kind`]), which gives its exit code
+/// ([`Self::exit_code`]); the message names the bad value and says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum BarrierError {
     /// The experiment id is not a safe directory name; nothing was touched.
@@ -144,18 +101,19 @@ pub enum BarrierError {
     },
     /// This worker saw the start with less than the late margin left (or after it).
     #[error(
-        "replica {replica} saw the start too late: {when}, and the margin is {margin_s} s; the \
+        "replica {replica} saw the start too late: {when}, and the margin is {margin} s; the \
          cohort runs without it (was the worker paused, or is the shared directory slow to show \
          new files? raise the start lead or mount with lookupcache=positive)",
-        when = format_left(*left_ns)
+        when = format_left(*left_ns),
+        margin = seconds(u64::try_from(margin.as_nanos()).unwrap_or(u64::MAX))
     )]
     Late {
         /// This worker's replica.
         replica: u32,
         /// Time left before the start when it was seen, nanoseconds (negative: already past).
         left_ns: i64,
-        /// The margin, seconds.
-        margin_s: String,
+        /// The late margin.
+        margin: Duration,
     },
     /// The start does not list this worker's incarnation.
     #[error(
@@ -170,15 +128,11 @@ pub enum BarrierError {
         /// The incarnation the leader admitted for the replica (`nobody` if none).
         admitted: String,
     },
-    /// Another worker published `abort.json`.
-    #[error("the cohort was aborted by replica {by_replica} ({kind}): {reason}")]
+    /// Another worker (or the launcher) published `abort.json`.
+    #[error("the cohort was aborted by {} ({}): {}", record.publisher(), record.kind, record.reason)]
     Aborted {
-        /// The abort's kind as written in `abort.json`.
-        kind: String,
-        /// The replica that aborted.
-        by_replica: u32,
-        /// Its reason.
-        reason: String,
+        /// The abort as published.
+        record: Box<AbortRecord>,
     },
     /// The API was called out of order.
     #[error("barrier misuse: {message}")]
@@ -189,77 +143,37 @@ pub enum BarrierError {
 }
 
 impl BarrierError {
-    /// The process exit code for this failure, from [`coload_cohort_schema::exit`].
+    /// The process exit code for this failure: its kind's ([`FailureKind::exit_code`]).
     #[must_use]
     pub fn exit_code(&self) -> u8 {
-        match self {
-            BarrierError::InvalidExperiment { .. } | BarrierError::InvalidOptions { .. } => {
-                exit::INVALID_INPUT
-            }
-            BarrierError::Preflight { .. } | BarrierError::StaleExperiment { .. } => {
-                exit::PREFLIGHT_FAILED
-            }
-            BarrierError::Io { .. } | BarrierError::Misuse { .. } => exit::INTERNAL,
-            BarrierError::Timeout { .. } => exit::BARRIER_TIMEOUT,
-            BarrierError::ConfigMismatch { .. } => exit::CONFIG_MISMATCH,
-            BarrierError::DuplicateReplica { .. } => exit::DUPLICATE_REPLICA,
-            BarrierError::DuplicateIncarnation { .. }
-            | BarrierError::ReplicaOutOfRange { .. }
-            | BarrierError::InvalidRecord { .. } => exit::BARRIER_ABORTED,
-            BarrierError::Late { .. } | BarrierError::NotAdmitted { .. } => exit::LATE_START,
-            BarrierError::Aborted { kind, .. } => exit_code_for_abort_kind(kind),
-        }
+        self.kind().exit_code()
     }
 
-    /// A stable `snake_case` name for the failure, used as `Failure.kind` in `worker.json`.
+    /// A stable name for the failure, used as `failure.kind` in `worker.json` and `kind` in
+    /// `abort.json`.
     ///
-    /// A worker failing because another aborted the cohort reports the abort's kind when it is
-    /// one of this crate's, `barrier_aborted` otherwise.
+    /// A worker failing because another aborted the cohort reports the abort's kind, so that
+    /// every worker of a cohort that failed at the barrier names the same cause.
     #[must_use]
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> FailureKind {
         match self {
-            BarrierError::InvalidExperiment { .. } => kind::INVALID_EXPERIMENT,
-            BarrierError::InvalidOptions { .. } => kind::INVALID_OPTIONS,
-            BarrierError::Preflight { .. } => kind::PREFLIGHT_FAILED,
-            BarrierError::StaleExperiment { .. } => kind::STALE_EXPERIMENT,
-            BarrierError::Io { .. } => kind::BARRIER_IO,
-            BarrierError::Timeout { .. } => kind::BARRIER_TIMEOUT,
-            BarrierError::ConfigMismatch { .. } => kind::CONFIG_MISMATCH,
-            BarrierError::DuplicateReplica { .. } => kind::DUPLICATE_REPLICA,
-            BarrierError::DuplicateIncarnation { .. } => kind::DUPLICATE_INCARNATION,
-            BarrierError::ReplicaOutOfRange { .. } => kind::REPLICA_OUT_OF_RANGE,
-            BarrierError::InvalidRecord { .. } => kind::INVALID_RECORD,
-            BarrierError::Late { .. } => kind::LATE_START,
-            BarrierError::NotAdmitted { .. } => kind::NOT_ADMITTED,
-            BarrierError::Misuse { .. } => kind::BARRIER_MISUSE,
-            BarrierError::Aborted { kind: k, .. } => KNOWN_ABORT_KINDS
-                .iter()
-                .find(|known| **known == k.as_str())
-                .copied()
-                .unwrap_or(kind::BARRIER_ABORTED),
+            BarrierError::InvalidExperiment { .. } => FailureKind::InvalidExperiment,
+            BarrierError::InvalidOptions { .. } => FailureKind::InvalidOptions,
+            BarrierError::Preflight { .. } => FailureKind::PreflightFailed,
+            BarrierError::StaleExperiment { .. } => FailureKind::StaleExperiment,
+            BarrierError::Io { .. } => FailureKind::BarrierIo,
+            BarrierError::Timeout { .. } => FailureKind::BarrierTimeout,
+            BarrierError::ConfigMismatch { .. } => FailureKind::ConfigMismatch,
+            BarrierError::DuplicateReplica { .. } => FailureKind::DuplicateReplica,
+            BarrierError::DuplicateIncarnation { .. } => FailureKind::DuplicateIncarnation,
+            BarrierError::ReplicaOutOfRange { .. } => FailureKind::ReplicaOutOfRange,
+            BarrierError::InvalidRecord { .. } => FailureKind::InvalidRecord,
+            BarrierError::Late { .. } => FailureKind::LateStart,
+            BarrierError::NotAdmitted { .. } => FailureKind::NotAdmitted,
+            BarrierError::Misuse { .. } => FailureKind::BarrierMisuse,
+            BarrierError::Aborted { record } => record.kind.clone(),
         }
     }
-}
-
-/// Kinds a worker may find in `abort.json` written by this crate.
-const KNOWN_ABORT_KINDS: [&str; 6] = [
-    kind::CONFIG_MISMATCH,
-    kind::DUPLICATE_REPLICA,
-    kind::BARRIER_TIMEOUT,
-    kind::DUPLICATE_INCARNATION,
-    kind::REPLICA_OUT_OF_RANGE,
-    kind::INVALID_RECORD,
-];
-
-/// The exit code of a worker that sees `abort.json` of this kind: the kind's own code where it
-/// has one (`config_mismatch`, `duplicate_replica`, `barrier_timeout`), `BARRIER_ABORTED`
-/// otherwise.
-#[must_use]
-pub fn exit_code_for_abort_kind(abort_kind: &str) -> u8 {
-    ABORT_KINDS
-        .iter()
-        .find(|(k, _)| *k == abort_kind)
-        .map_or(exit::BARRIER_ABORTED, |(_, code)| *code)
 }
 
 /// `only 0.25 s before it` or `0.4 s after it`, for the late message.
@@ -280,43 +194,47 @@ pub(crate) fn seconds(ns: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use coload_cohort_schema::exit;
+
     use super::*;
 
+    fn aborted(kind: FailureKind, by_replica: u32, reason: &str) -> BarrierError {
+        BarrierError::Aborted {
+            record: Box::new(AbortRecord {
+                schema_version: 1,
+                experiment: "e".into(),
+                kind,
+                reason: reason.into(),
+                by_replica,
+                published_unix_ns: 0,
+            }),
+        }
+    }
+
     #[test]
-    fn abort_kinds_keep_their_codes() {
-        assert_eq!(
-            exit_code_for_abort_kind("config_mismatch"),
-            exit::CONFIG_MISMATCH
+    fn an_abort_passes_its_kind_and_code_on() {
+        let e = aborted(FailureKind::ConfigMismatch, 0, "batch_size 64 != 32");
+        assert_eq!(e.kind(), FailureKind::ConfigMismatch);
+        assert_eq!(e.exit_code(), exit::CONFIG_MISMATCH);
+        let e = aborted(
+            FailureKind::Other("operator_said_so".into()),
+            3,
+            "maintenance",
         );
-        assert_eq!(
-            exit_code_for_abort_kind("duplicate_replica"),
-            exit::DUPLICATE_REPLICA
-        );
-        assert_eq!(
-            exit_code_for_abort_kind("barrier_timeout"),
-            exit::BARRIER_TIMEOUT
-        );
-        assert_eq!(
-            exit_code_for_abort_kind("operator_said_so"),
-            exit::BARRIER_ABORTED
-        );
-        let e = BarrierError::Aborted {
-            kind: "operator_said_so".into(),
-            by_replica: 3,
-            reason: "maintenance".into(),
-        };
-        assert_eq!(e.kind(), "barrier_aborted");
+        assert_eq!(e.exit_code(), exit::BARRIER_ABORTED);
         assert_eq!(
             e.to_string(),
             "the cohort was aborted by replica 3 (operator_said_so): maintenance"
         );
-        let e = BarrierError::Aborted {
-            kind: "invalid_record".into(),
-            by_replica: 0,
-            reason: String::new(),
-        };
-        assert_eq!(e.kind(), "invalid_record");
-        assert_eq!(e.exit_code(), exit::BARRIER_ABORTED);
+        let e = aborted(
+            FailureKind::LauncherStopped,
+            AbortRecord::LAUNCHER,
+            "interrupted",
+        );
+        assert_eq!(
+            e.to_string(),
+            "the cohort was aborted by the launcher (launcher_stopped): interrupted"
+        );
     }
 
     #[test]
@@ -333,7 +251,7 @@ mod tests {
         let e = BarrierError::Late {
             replica: 2,
             left_ns: 100_000_000,
-            margin_s: "0.5".into(),
+            margin: Duration::from_millis(500),
         };
         assert!(
             e.to_string()

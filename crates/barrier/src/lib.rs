@@ -55,8 +55,8 @@ mod options;
 mod poll;
 mod records;
 
-pub use barrier::{Barrier, Preflight};
-pub use error::{BarrierError, exit_code_for_abort_kind, kind};
+pub use barrier::{AbortOutcome, Barrier, Preflight, abort_experiment};
+pub use error::BarrierError;
 pub use options::{
     BarrierOptions, DEFAULT_JOIN_TIMEOUT, DEFAULT_LATE_MARGIN, DEFAULT_START_LEAD,
     validate_experiment_id,
@@ -66,8 +66,11 @@ pub use options::{
 pub mod files {
     /// The leader's decision: the start instant and the admitted incarnations.
     pub const START: &str = crate::records::START;
-    /// A worker's decision that the cohort cannot run (the first one wins).
+    /// A worker's or the launcher's decision that the cohort cannot run.
     pub const ABORT: &str = crate::records::ABORT;
+    /// The claim taken before either decision is published, so that at most one of
+    /// [`START`] and [`ABORT`] ever exists.
+    pub const DECISION: &str = crate::records::DECISION;
 
     /// `ready.<replica>.json`.
     #[must_use]

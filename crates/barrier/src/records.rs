@@ -10,8 +10,11 @@ use crate::error::BarrierError;
 
 /// The leader's decision to start.
 pub(crate) const START: &str = "start.json";
-/// Any worker's decision that the cohort cannot run.
+/// Any worker's (or the launcher's) decision that the cohort cannot run.
 pub(crate) const ABORT: &str = "abort.json";
+/// The claim that makes the start and an abort exclusive: whoever links it first decides, and
+/// only then publishes `start.json` or `abort.json`. So a cohort never has both.
+pub(crate) const DECISION: &str = "decision.json";
 
 /// `ready.<replica>.json`.
 pub(crate) fn ready_name(replica: u32) -> String {
@@ -166,7 +169,7 @@ pub(crate) mod tests {
         records[2].config.seed = 7;
         records[2].config.mode = Mode::Mig;
         let e = err(&records);
-        assert_eq!(e.kind(), "config_mismatch");
+        assert_eq!(e.kind(), coload_cohort_schema::FailureKind::ConfigMismatch);
         assert!(
             e.to_string().starts_with(
                 "replica 2: mode mig != timeslice, seed 7 != 0; replica 4: batch_size 64 != 32 ("

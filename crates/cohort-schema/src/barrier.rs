@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::WorkerConfig;
+use crate::failure::FailureKind;
 use crate::worker::DeviceInfo;
 
 /// `ready.<replica>.json`: a worker has warmed up and waits for the start.
@@ -63,12 +64,27 @@ pub struct AbortRecord {
     pub schema_version: u32,
     /// The cohort's experiment id.
     pub experiment: String,
-    /// A stable `snake_case` name (`config_mismatch`, `duplicate_replica`, ...).
-    pub kind: String,
+    /// Why, by name (`config_mismatch`, `duplicate_replica`, `peer_failed`, ...).
+    pub kind: FailureKind,
     /// The human-readable reason.
     pub reason: String,
-    /// The replica that published the abort.
+    /// The replica that published the abort, or [`AbortRecord::LAUNCHER`].
     pub by_replica: u32,
     /// When it was published.
     pub published_unix_ns: u64,
+}
+
+impl AbortRecord {
+    /// `by_replica` of an abort published by a launcher (`bench-cohort`) rather than a worker.
+    pub const LAUNCHER: u32 = u32::MAX;
+
+    /// Who published it, for messages: `replica 3` or `the launcher`.
+    #[must_use]
+    pub fn publisher(&self) -> String {
+        if self.by_replica == Self::LAUNCHER {
+            "the launcher".to_owned()
+        } else {
+            format!("replica {}", self.by_replica)
+        }
+    }
 }

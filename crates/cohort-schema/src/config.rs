@@ -105,6 +105,7 @@ impl std::str::FromStr for Workload {
 
 /// Numeric precision of the workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// 32-bit floats everywhere (the article's protocol).
@@ -128,6 +129,62 @@ impl Precision {
 impl fmt::Display for Precision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Which device a worker runs on: `auto`, `cpu` or `cuda:N`.
+///
+/// Written as that text on the command line and in documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum DeviceChoice {
+    /// The first CUDA device when libtorch can use one, else the CPU.
+    #[default]
+    Auto,
+    /// The host CPU.
+    Cpu,
+    /// CUDA device N (the N-th device CUDA sees, after `CUDA_VISIBLE_DEVICES`).
+    Cuda(usize),
+}
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = String;
+
+    /// `auto`, `cpu` or `cuda:N` (`cuda` alone means `cuda:0`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(DeviceChoice::Auto),
+            "cpu" => Ok(DeviceChoice::Cpu),
+            "cuda" => Ok(DeviceChoice::Cuda(0)),
+            _ => s
+                .strip_prefix("cuda:")
+                .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|n| n.parse().ok())
+                .map(DeviceChoice::Cuda)
+                .ok_or_else(|| format!("unknown device `{s}` (expected auto, cpu or cuda:N)")),
+        }
+    }
+}
+
+impl fmt::Display for DeviceChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceChoice::Auto => f.write_str("auto"),
+            DeviceChoice::Cpu => f.write_str("cpu"),
+            DeviceChoice::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl Serialize for DeviceChoice {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -257,6 +314,31 @@ mod tests {
 
     pub(crate) fn sample() -> WorkerConfig {
         WorkerConfig::article(Mode::Timeslice, Workload::Train, 7)
+    }
+
+    #[test]
+    fn device_choices_round_trip_through_text_and_json() {
+        for (text, choice) in [
+            ("auto", DeviceChoice::Auto),
+            ("cpu", DeviceChoice::Cpu),
+            ("cuda:0", DeviceChoice::Cuda(0)),
+            ("cuda:7", DeviceChoice::Cuda(7)),
+        ] {
+            assert_eq!(text.parse::<DeviceChoice>().unwrap(), choice);
+            assert_eq!(choice.to_string(), text);
+            let json = serde_json::to_string(&choice).unwrap();
+            assert_eq!(json, format!("\"{text}\""));
+            assert_eq!(serde_json::from_str::<DeviceChoice>(&json).unwrap(), choice);
+        }
+        assert_eq!(
+            "cuda".parse::<DeviceChoice>().unwrap(),
+            DeviceChoice::Cuda(0)
+        );
+        for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:+1", ""] {
+            let err = bad.parse::<DeviceChoice>().unwrap_err();
+            assert!(err.contains("expected auto, cpu or cuda:N"), "{bad}: {err}");
+        }
+        assert!(serde_json::from_str::<DeviceChoice>("\"gpu\"").is_err());
     }
 
     #[test]

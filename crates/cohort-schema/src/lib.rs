@@ -24,9 +24,12 @@
 
 mod barrier;
 mod batch;
+#[cfg(feature = "cli")]
+pub mod cli;
 mod config;
 mod error;
 pub mod exit;
+mod failure;
 mod read;
 mod summary;
 mod telemetry;
@@ -34,8 +37,9 @@ mod worker;
 
 pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::BatchRecord;
-pub use config::{ConfigDifference, Mode, Precision, WorkerConfig, Workload};
+pub use config::{ConfigDifference, DeviceChoice, Mode, Precision, WorkerConfig, Workload};
 pub use error::SchemaError;
+pub use failure::FailureKind;
 pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
     read_worker_report, write_json_atomic,

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::WorkerConfig;
+use crate::failure::FailureKind;
 use crate::telemetry::TelemetrySummary;
 
 /// Whether the worker completed its window.
@@ -57,7 +58,7 @@ pub struct Failure {
     /// The phase that failed.
     pub stage: Stage,
     /// A stable `snake_case` name for the failure (`barrier_timeout`, `out_of_memory`, ...).
-    pub kind: String,
+    pub kind: FailureKind,
     /// The human-readable message.
     pub message: String,
 }

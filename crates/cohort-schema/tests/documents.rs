@@ -3,10 +3,10 @@
 
 use coload_cohort_schema::{
     AbortRecord, AcceptedWorker, BarrierTiming, BatchRecord, DeviceInfo, DeviceKind, Failure,
-    HostInfo, Identity, Max, MeanMax, MemoryInfo, MemorySource, MinMean, Mode, ReadyRecord,
-    RuntimeInfo, SCHEMA_VERSION, SchemaError, Stage, StartRecord, Status, TelemetrySample,
-    TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport, WorkerWarning, Workload,
-    read_worker_report, write_json_atomic,
+    FailureKind, HostInfo, Identity, Max, MeanMax, MemoryInfo, MemorySource, MinMean, Mode,
+    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, SchemaError, Stage, StartRecord, Status,
+    TelemetrySample, TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport, WorkerWarning,
+    Workload, read_worker_report, write_json_atomic,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -45,7 +45,7 @@ fn report() -> WorkerReport {
         status: Status::Failed,
         failure: Some(Failure {
             stage: Stage::Window,
-            kind: "out_of_memory".into(),
+            kind: FailureKind::OutOfMemory,
             message: "CUDA out of memory".into(),
         }),
         config: config(),
@@ -164,7 +164,7 @@ fn barrier_records_are_pinned_and_round_trip() {
     let abort = AbortRecord {
         schema_version: SCHEMA_VERSION,
         experiment: "mig-ts-7".into(),
-        kind: "config_mismatch".into(),
+        kind: FailureKind::ConfigMismatch,
         reason: "replica 4: batch_size 64 != 32".into(),
         by_replica: 0,
         published_unix_ns: 2_000,

@@ -260,7 +260,10 @@ mod tests {
     fn strict_checking_turns_warnings_into_the_allocation_mismatch_error() {
         let err = check_allocation(Mode::Mig, &whole(), &ALONE, true).unwrap_err();
         assert_eq!(err.exit_code(), exit::ALLOCATION_MISMATCH);
-        assert_eq!(err.kind(), "allocation_mismatch");
+        assert_eq!(
+            err.kind(),
+            coload_cohort_schema::FailureKind::AllocationMismatch
+        );
         assert!(err.to_string().contains("not_a_mig_device"), "{err}");
     }
 

@@ -1,6 +1,6 @@
 //! The errors of this crate.
 
-use coload_cohort_schema::{WorkerWarning, exit};
+use coload_cohort_schema::{FailureKind, WorkerWarning};
 
 /// What went wrong while identifying the device, sampling it or checking the allocation.
 #[derive(Debug, thiserror::Error)]
@@ -33,26 +33,22 @@ pub enum DeviceError {
 }
 
 impl DeviceError {
-    /// A stable `snake_case` name for `worker.json`'s `failure.kind`.
+    /// The failure's name for `worker.json`'s `failure.kind`.
     #[must_use]
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> FailureKind {
         match self {
-            DeviceError::NvmlUnavailable(_) => "nvml_unavailable",
-            DeviceError::Nvml { .. } => "nvml_error",
-            DeviceError::InvalidOption(_) => "invalid_option",
-            DeviceError::AllocationMismatch { .. } => "allocation_mismatch",
-            DeviceError::Thread(_) => "telemetry_thread",
+            DeviceError::NvmlUnavailable(_) => FailureKind::NvmlUnavailable,
+            DeviceError::Nvml { .. } => FailureKind::NvmlError,
+            DeviceError::InvalidOption(_) => FailureKind::InvalidOption,
+            DeviceError::AllocationMismatch { .. } => FailureKind::AllocationMismatch,
+            DeviceError::Thread(_) => FailureKind::TelemetryThread,
         }
     }
 
-    /// The process exit code a binary should end with for this error.
+    /// The process exit code a binary should end with for this error: its kind's.
     #[must_use]
     pub fn exit_code(&self) -> u8 {
-        match self {
-            DeviceError::AllocationMismatch { .. } => exit::ALLOCATION_MISMATCH,
-            DeviceError::InvalidOption(_) => exit::INVALID_INPUT,
-            _ => exit::INTERNAL,
-        }
+        self.kind().exit_code()
     }
 }
 

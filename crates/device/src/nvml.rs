@@ -371,7 +371,7 @@ mod tests {
         // On a machine without the driver this must be NvmlUnavailable; with one it must work.
         match RealNvml::open() {
             Ok(n) => assert!(n.gpu_count().is_ok()),
-            Err(e) => assert_eq!(e.kind(), "nvml_unavailable"),
+            Err(e) => assert_eq!(e.kind(), coload_cohort_schema::FailureKind::NvmlUnavailable),
         }
     }
 }

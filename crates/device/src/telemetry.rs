@@ -350,7 +350,7 @@ mod tests {
         let mk = || Box::new(FakeNvml::new().with_gpu("GPU-aaaa", "x")) as Box<dyn NvmlSource>;
         for rate in [0.0, -1.0, f64::NAN, 1e6] {
             let err = TelemetrySampler::start_with(mk(), 0, rate, 10, system_unix_ns).unwrap_err();
-            assert_eq!(err.kind(), "invalid_option");
+            assert_eq!(err.kind(), coload_cohort_schema::FailureKind::InvalidOption);
         }
         assert!(TelemetrySampler::start_with(mk(), 0, 10.0, 0, system_unix_ns).is_err());
     }

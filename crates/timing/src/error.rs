@@ -1,13 +1,15 @@
-/// Why a timed window did not run as asked.
+/// Why a timed window did not run as asked. `E` is the step's own error type
+/// ([`crate::Step::Error`]), kept as it is so the caller can match on it.
 #[derive(Debug, thiserror::Error)]
-pub enum TimingError {
+pub enum TimingError<E> {
     /// The step failed; the batches before it are kept.
-    #[error("step failed after {batches} batches: {source}")]
+    #[error("step failed after {batches} batches")]
     Step {
         /// Batches that completed before the failure.
         batches: usize,
         /// The step's error.
-        source: Box<dyn std::error::Error + Send + Sync>,
+        #[source]
+        source: E,
     },
     /// More batches completed than the buffer preallocated for; the window stopped early
     /// rather than allocate inside it.

@@ -1,5 +1,7 @@
 //! The errors of this crate.
 
+use coload_cohort_schema::FailureKind;
+
 /// What went wrong building or running the workload.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkloadError {
@@ -18,15 +20,14 @@ pub enum WorkloadError {
 }
 
 impl WorkloadError {
-    /// A stable `snake_case` name for `worker.json`'s `failure.kind`: `out_of_memory`,
-    /// `libtorch_error`, `cuda_unavailable` or `invalid_option`.
+    /// The failure's name for `worker.json`'s `failure.kind` (and through it the exit code).
     #[must_use]
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> FailureKind {
         match self {
-            WorkloadError::OutOfMemory(_) => "out_of_memory",
-            WorkloadError::Libtorch(_) => "libtorch_error",
-            WorkloadError::CudaUnavailable(_) => "cuda_unavailable",
-            WorkloadError::InvalidOption(_) => "invalid_option",
+            WorkloadError::OutOfMemory(_) => FailureKind::OutOfMemory,
+            WorkloadError::Libtorch(_) => FailureKind::LibtorchError,
+            WorkloadError::CudaUnavailable(_) => FailureKind::CudaUnavailable,
+            WorkloadError::InvalidOption(_) => FailureKind::InvalidOption,
         }
     }
 
@@ -112,13 +113,13 @@ mod tests {
             "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.10 GiB total capacity)",
         );
         assert!(oom.is_out_of_memory());
-        assert_eq!(oom.kind(), "out_of_memory");
+        assert_eq!(oom.kind(), FailureKind::OutOfMemory);
         let cpu = WorkloadError::from_libtorch(
             "[enforce fail at alloc_cpu.cpp:118] data. DefaultCPUAllocator: can't allocate memory",
         );
         assert!(cpu.is_out_of_memory());
         let other = WorkloadError::from_libtorch("Target 5000 is out of bounds.");
-        assert_eq!(other.kind(), "libtorch_error");
+        assert_eq!(other.kind(), FailureKind::LibtorchError);
         assert!(!other.is_out_of_memory());
         assert!(other.to_string().contains("Target 5000"));
     }

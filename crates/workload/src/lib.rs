@@ -38,8 +38,9 @@ mod options;
 mod shim;
 mod step;
 
+pub use coload_cohort_schema::DeviceChoice;
 pub use error::WorkloadError;
-pub use options::{DeviceChoice, WorkloadOptions};
+pub use options::WorkloadOptions;
 pub use step::{
     InferenceGuard, LEARNING_RATE, MOMENTUM, NUM_CLASSES, OutputProbe, ResNetStep, WorkloadInfo,
 };

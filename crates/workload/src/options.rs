@@ -1,55 +1,8 @@
 //! What to run and where.
 
-use std::fmt;
-use std::str::FromStr;
-
-use coload_cohort_schema::{Precision, Workload};
+use coload_cohort_schema::{DeviceChoice, Precision, Workload};
 
 use crate::error::WorkloadError;
-
-/// Which device the workload runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum DeviceChoice {
-    /// The first CUDA device when libtorch can use one, else the CPU.
-    #[default]
-    Auto,
-    /// The host CPU.
-    Cpu,
-    /// CUDA device N (the N-th device CUDA sees, after `CUDA_VISIBLE_DEVICES`).
-    Cuda(usize),
-}
-
-impl FromStr for DeviceChoice {
-    type Err = WorkloadError;
-
-    /// `auto`, `cpu` or `cuda:N` (`cuda` alone means `cuda:0`).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "auto" => Ok(DeviceChoice::Auto),
-            "cpu" => Ok(DeviceChoice::Cpu),
-            "cuda" => Ok(DeviceChoice::Cuda(0)),
-            _ => s
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .map(DeviceChoice::Cuda)
-                .ok_or_else(|| {
-                    WorkloadError::InvalidOption(format!(
-                        "unknown device `{s}` (expected auto, cpu or cuda:N)"
-                    ))
-                }),
-        }
-    }
-}
-
-impl fmt::Display for DeviceChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DeviceChoice::Auto => f.write_str("auto"),
-            DeviceChoice::Cpu => f.write_str("cpu"),
-            DeviceChoice::Cuda(n) => write!(f, "cuda:{n}"),
-        }
-    }
-}
 
 /// Everything that decides what one batch computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,27 +62,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn device_choices_round_trip_through_text() {
-        for (text, choice) in [
-            ("auto", DeviceChoice::Auto),
-            ("cpu", DeviceChoice::Cpu),
-            ("cuda:0", DeviceChoice::Cuda(0)),
-            ("cuda:7", DeviceChoice::Cuda(7)),
-        ] {
-            assert_eq!(text.parse::<DeviceChoice>().unwrap(), choice);
-            assert_eq!(choice.to_string(), text);
-        }
-        assert_eq!(
-            "cuda".parse::<DeviceChoice>().unwrap(),
-            DeviceChoice::Cuda(0)
-        );
-        for bad in ["gpu", "cuda:", "cuda:x", "cuda:-1", ""] {
-            let err = bad.parse::<DeviceChoice>().unwrap_err();
-            assert_eq!(err.kind(), "invalid_option", "{bad}");
-        }
-    }
-
-    #[test]
     fn zero_and_unaddressable_sizes_are_refused() {
         let ok = WorkloadOptions::default();
         assert!(validate(&ok).is_ok());
@@ -148,7 +80,10 @@ mod tests {
                 ..ok
             },
         ] {
-            assert_eq!(validate(&o).unwrap_err().kind(), "invalid_option");
+            assert_eq!(
+                validate(&o).unwrap_err().kind(),
+                coload_cohort_schema::FailureKind::InvalidOption
+            );
         }
     }
 }

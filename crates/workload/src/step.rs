@@ -19,8 +19,9 @@ use tch::nn::{FuncT, ModuleT, VarStore};
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::error::{WorkloadError, from_panic};
-use crate::options::{DeviceChoice, WorkloadOptions, validate};
+use crate::options::{WorkloadOptions, validate};
 use crate::shim;
+use coload_cohort_schema::DeviceChoice;
 
 /// Classes of the ResNet18 head (ImageNet's 1000).
 pub const NUM_CLASSES: i64 = 1000;
@@ -560,14 +561,14 @@ mod tests {
         // A label past the 1000 classes: cross-entropy (an f_ method) reports it.
         step.labels = Tensor::from_slice(&[5000_i64, 1]);
         let err = step.step().unwrap_err();
-        assert_eq!(err.kind(), "libtorch_error");
+        assert_eq!(err.kind(), coload_cohort_schema::FailureKind::LibtorchError);
         assert!(err.to_string().contains("5000"), "{err}");
 
         // One channel instead of three: conv2d inside tch's ResNet (a panicking method).
         let mut step = ResNetStep::new(&tiny(Workload::Infer)).unwrap();
         step.inputs = Tensor::zeros([2, 1, 64, 64], (Kind::Float, Device::Cpu));
         let err = step.step().unwrap_err();
-        assert_eq!(err.kind(), "libtorch_error");
+        assert_eq!(err.kind(), coload_cohort_schema::FailureKind::LibtorchError);
         assert!(err.to_string().to_lowercase().contains("channels"), "{err}");
         assert!(
             !shim::inference_mode_enabled(),
@@ -581,9 +582,12 @@ mod tests {
         o.device = DeviceChoice::Cuda(7);
         let err = ResNetStep::new(&o).unwrap_err();
         if tch::Cuda::is_available() {
-            assert_eq!(err.kind(), "invalid_option");
+            assert_eq!(err.kind(), coload_cohort_schema::FailureKind::InvalidOption);
         } else {
-            assert_eq!(err.kind(), "cuda_unavailable");
+            assert_eq!(
+                err.kind(),
+                coload_cohort_schema::FailureKind::CudaUnavailable
+            );
         }
         assert!(err.to_string().contains("cuda:7"));
 

@@ -101,7 +101,7 @@ fn cuda_out_of_memory_in_a_step_is_a_typed_error() {
     let err = result.unwrap_err();
     println!("oom error: {err}");
     assert!(err.is_out_of_memory(), "{err:?}");
-    assert_eq!(err.kind(), "out_of_memory");
+    assert_eq!(err.kind(), coload_cohort_schema::FailureKind::OutOfMemory);
 }
 
 #[test]
@@ -109,5 +109,5 @@ fn cuda_7_is_refused_with_a_typed_error() {
     let mut o = options(Workload::Infer, Precision::Fp32);
     o.device = DeviceChoice::Cuda(7);
     let err = ResNetStep::new(&o).unwrap_err();
-    assert_eq!(err.kind(), "invalid_option");
+    assert_eq!(err.kind(), coload_cohort_schema::FailureKind::InvalidOption);
 }

@@ -1,0 +1,346 @@
+//! The worker's command-line protocol (feature `cli`): one definition of the flags that
+//! `bench-worker` parses and `bench-cohort` passes on to every worker it starts.
+//!
+//! Both binaries flatten [`WorkerFlags`] into their own clap parsers, and the launcher turns the
+//! values it parsed back into a worker's argv with [`to_argv`], which is derived from the same
+//! struct through serde. A flag added to [`WorkerFlags`] therefore reaches every worker without
+//! anyone rebuilding an argv by hand (`--precision` and `--telemetry-hz` once did not).
+//!
+//! Rendering follows one rule per value: a field `window_s: 45.0` becomes `--window-s 45`, a
+//! `true` boolean becomes the bare flag, and `false` or `None` is left out (the parser's
+//! default then applies). The tests check, against clap's own view of the flags, that every
+//! flag is rendered and that rendering then parsing gives back the same values.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::config::{DeviceChoice, Mode, Precision, Workload};
+
+/// The measurement flags every worker of a cohort takes, and that the launcher passes on
+/// unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, clap::Args)]
+#[serde(rename_all = "kebab-case")]
+pub struct WorkerFlags {
+    /// How the workers share the GPU: exclusive, mig, timeslice, mig-timeslice or mps
+    #[arg(long)]
+    pub mode: Mode,
+
+    /// Length of the timed window, seconds
+    #[arg(long, default_value_t = 45.0)]
+    pub window_s: f64,
+
+    /// Untimed batches before the barrier
+    #[arg(long, default_value_t = 20)]
+    pub warmup_batches: u32,
+
+    /// Time from the leader's decision to the common start, seconds
+    #[arg(long, default_value_t = 5.0)]
+    pub start_lead_s: f64,
+
+    /// Seconds to wait at the barrier for the other workers before failing
+    #[arg(long, default_value_t = 600.0)]
+    pub join_timeout_s: f64,
+
+    /// Device: auto (first CUDA device, else CPU), cpu or cuda:N
+    #[arg(long, default_value_t = DeviceChoice::Auto)]
+    pub device: DeviceChoice,
+
+    /// Images per batch
+    #[arg(long, default_value_t = 32)]
+    pub batch_size: u32,
+
+    /// Height and width of the synthetic images
+    #[arg(long, default_value_t = 224)]
+    pub image_size: u32,
+
+    /// Numeric precision (fp32 is the article's protocol)
+    #[arg(long, value_enum, default_value_t = Precision::Fp32)]
+    pub precision: Precision,
+
+    /// Seed for weights and synthetic inputs
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+
+    /// Fail (instead of warning) when the device does not match --mode
+    #[arg(long)]
+    pub strict_device: bool,
+
+    /// Device telemetry sampling rate during the window, hertz (0 turns it off)
+    #[arg(long, default_value_t = 10.0)]
+    pub telemetry_hz: f64,
+}
+
+impl WorkerFlags {
+    /// Checks what clap cannot: ranges of the values.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, value) in [
+            ("--window-s", self.window_s),
+            ("--start-lead-s", self.start_lead_s),
+            ("--join-timeout-s", self.join_timeout_s),
+        ] {
+            if !value.is_finite() || value <= 0.0 {
+                return Err(format!(
+                    "{name} must be a positive number of seconds, got {value}"
+                ));
+            }
+        }
+        if !self.telemetry_hz.is_finite() || self.telemetry_hz < 0.0 || self.telemetry_hz > 1000.0 {
+            return Err(format!(
+                "--telemetry-hz must be between 0 and 1000, got {}",
+                self.telemetry_hz
+            ));
+        }
+        if self.batch_size == 0 || self.image_size < 32 {
+            return Err(format!(
+                "--batch-size must be at least 1 and --image-size at least 32 (got {} and {})",
+                self.batch_size, self.image_size
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Which worker of which cohort a process is, and where its files go: what the launcher sets
+/// per worker.
+#[derive(Debug, Clone, PartialEq, Serialize, clap::Args)]
+#[serde(rename_all = "kebab-case")]
+pub struct WorkerPlace {
+    /// Cohort id shared by every worker; fresh for every cohort ([A-Za-z0-9._-], 1-128 chars)
+    #[arg(long)]
+    pub experiment: String,
+
+    /// This worker's replica id, 0..count (default: $JOB_COMPLETION_INDEX)
+    #[arg(long, env = "JOB_COMPLETION_INDEX")]
+    pub replica: u32,
+
+    /// Number of workers in the cohort
+    #[arg(long)]
+    pub count: u32,
+
+    /// What this worker runs: train or infer
+    #[arg(long)]
+    pub workload: Workload,
+
+    /// Shared directory for the barrier (a ReadWriteMany volume across nodes)
+    #[arg(long, default_value = "/mnt/benchmark-sync")]
+    pub sync_dir: PathBuf,
+
+    /// Directory for this worker's artifacts (created; an existing worker.json is never overwritten)
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+impl WorkerPlace {
+    /// Checks the replica against the count.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.count == 0 {
+            return Err("--count must be at least 1".into());
+        }
+        if self.replica >= self.count {
+            return Err(format!(
+                "--replica {} is outside 0..{} (replica ids run from 0 to count - 1)",
+                self.replica, self.count
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why a set of flags could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// The value does not serialize to a flat object of plain values.
+    #[error("cannot render worker flags: {0}")]
+    Serialize(#[from] serde_json::Error),
+    /// A field holds something other than a plain value (a list, a nested object).
+    #[error("cannot render worker flag --{0}: only plain values can be passed on")]
+    NotPlain(String),
+    /// The flags are not an object.
+    #[error("cannot render worker flags: they are not a set of named fields")]
+    NotFlags,
+}
+
+/// Renders `flags` as the argv that parses back into them: `--name value` per field,
+/// the bare `--name` for a `true` boolean, nothing for `false` or `None`.
+///
+/// Paths must be UTF-8 (serde cannot serialize others; the error says so).
+pub fn to_argv<T: Serialize>(flags: &T) -> Result<Vec<OsString>, RenderError> {
+    let serde_json::Value::Object(fields) = serde_json::to_value(flags)? else {
+        return Err(RenderError::NotFlags);
+    };
+    let mut argv = Vec::with_capacity(fields.len() * 2);
+    for (name, value) in fields {
+        let flag = format!("--{name}");
+        match value {
+            serde_json::Value::Null | serde_json::Value::Bool(false) => {}
+            serde_json::Value::Bool(true) => argv.push(flag.into()),
+            serde_json::Value::Number(n) => {
+                argv.push(flag.into());
+                argv.push(number_text(&n).into());
+            }
+            serde_json::Value::String(s) => {
+                argv.push(flag.into());
+                argv.push(s.into());
+            }
+            serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
+                return Err(RenderError::NotPlain(name));
+            }
+        }
+    }
+    Ok(argv)
+}
+
+/// An error and its sources, outermost first, joined by `: ` (how the binaries print an error
+/// on stderr and record it in `worker.json`): `workload: out of memory: CUDA out of memory ...`.
+#[must_use]
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    use std::fmt::Write as _;
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let _ = write!(text, ": {e}");
+        source = e.source();
+    }
+    text
+}
+
+/// `45` rather than `45.0` for whole floats; anything else as serde_json writes it (which
+/// round-trips exactly).
+fn number_text(n: &serde_json::Number) -> String {
+    match n.as_f64() {
+        Some(x) if n.is_f64() && x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
+        _ => n.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Both {
+        #[command(flatten)]
+        place: WorkerPlace,
+        #[command(flatten)]
+        flags: WorkerFlags,
+    }
+
+    /// Every field away from its default, so that a field left out of the argv shows.
+    fn unusual() -> (WorkerPlace, WorkerFlags) {
+        (
+            WorkerPlace {
+                experiment: "exp-1".into(),
+                replica: 3,
+                count: 7,
+                workload: Workload::Infer,
+                sync_dir: "/sync dir/with space".into(),
+                out: "out/worker-3".into(),
+            },
+            WorkerFlags {
+                mode: Mode::Mps,
+                window_s: 12.5,
+                warmup_batches: 3,
+                start_lead_s: 2.0,
+                join_timeout_s: 0.25,
+                device: DeviceChoice::Cuda(1),
+                batch_size: 4,
+                image_size: 64,
+                precision: Precision::Bf16,
+                seed: 17,
+                strict_device: true,
+                telemetry_hz: 0.0,
+            },
+        )
+    }
+
+    fn parse(argv: Vec<OsString>) -> Both {
+        let mut full: Vec<OsString> = vec!["worker".into()];
+        full.extend(argv);
+        Both::try_parse_from(full).unwrap()
+    }
+
+    #[test]
+    fn rendering_then_parsing_gives_the_same_flags() {
+        let (place, flags) = unusual();
+        let mut argv = to_argv(&place).unwrap();
+        argv.extend(to_argv(&flags).unwrap());
+        let back = parse(argv);
+        assert_eq!(back.place, place);
+        assert_eq!(back.flags, flags);
+    }
+
+    #[test]
+    fn every_flag_clap_knows_is_rendered() {
+        let (place, flags) = unusual();
+        let mut argv = to_argv(&place).unwrap();
+        argv.extend(to_argv(&flags).unwrap());
+        let rendered: Vec<String> = argv
+            .iter()
+            .filter_map(|a| a.to_str())
+            .filter_map(|a| a.strip_prefix("--"))
+            .map(str::to_owned)
+            .collect();
+        let command = Both::command();
+        let known: Vec<&str> = command
+            .get_arguments()
+            .filter_map(clap::Arg::get_long)
+            .collect();
+        for long in &known {
+            assert!(
+                rendered.iter().any(|r| r == long),
+                "--{long} is a worker flag but is never rendered: {rendered:?}"
+            );
+        }
+        for r in &rendered {
+            assert!(known.contains(&r.as_str()), "--{r} is rendered but unknown");
+        }
+    }
+
+    #[test]
+    fn false_and_defaults_round_trip() {
+        let mut flags = unusual().1;
+        flags.strict_device = false;
+        flags.window_s = 45.0;
+        let argv = to_argv(&flags).unwrap();
+        assert!(!argv.iter().any(|a| a == "--strict-device"));
+        let i = argv.iter().position(|a| a == "--window-s").unwrap();
+        assert_eq!(argv[i + 1], "45");
+        let mut full = to_argv(&unusual().0).unwrap();
+        full.extend(argv);
+        assert_eq!(parse(full).flags, flags);
+    }
+
+    #[test]
+    fn lists_are_refused_not_flattened() {
+        #[derive(Serialize)]
+        struct Bad {
+            devices: Vec<u32>,
+        }
+        let err = to_argv(&Bad {
+            devices: vec![1, 2],
+        })
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot render worker flag --devices: only plain values can be passed on"
+        );
+        assert!(matches!(to_argv(&3_u32), Err(RenderError::NotFlags)));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let mut flags = unusual().1;
+        flags.window_s = -1.0;
+        assert_eq!(
+            flags.validate().unwrap_err(),
+            "--window-s must be a positive number of seconds, got -1"
+        );
+        let mut place = unusual().0;
+        place.replica = 7;
+        assert!(place.validate().unwrap_err().contains("outside 0..7"));
+    }
+}
