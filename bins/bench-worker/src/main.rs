@@ -1,6 +1,7 @@
 //! bench-worker: one coload worker (one per Pod). See `bench-worker --help`.
 
 mod cli;
+mod error;
 mod progress;
 mod termination;
 mod worker;

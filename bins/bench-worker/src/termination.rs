@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use coload_cohort_schema::{Failure, Stage, Status, WorkerReport, exit, files, write_json_atomic};
+use coload_cohort_schema::{
+    Failure, FailureKind, Stage, Status, WorkerReport, exit, files, write_json_atomic,
+};
 
 const BEFORE_WINDOW: u8 = 0;
 const IN_WINDOW: u8 = 1;
@@ -70,7 +72,7 @@ impl Termination {
                     report.status = Status::Failed;
                     report.failure = Some(Failure {
                         stage,
-                        kind: "terminated".to_owned(),
+                        kind: FailureKind::Terminated,
                         message: format!("stopped by a termination signal during {stage}"),
                     });
                     let path = out.join(files::WORKER_REPORT);

@@ -8,43 +8,20 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use coload_barrier::{Barrier, BarrierOptions};
-use coload_cohort_schema::DeviceKind;
+use coload_barrier::{Barrier, BarrierError, BarrierOptions};
 use coload_cohort_schema::{
-    BarrierTiming, BatchRecord, Failure, ReadyRecord, RuntimeInfo, SCHEMA_VERSION, Stage, Status,
-    TelemetrySample, WindowInfo, WorkerConfig, WorkerReport, exit, files, write_json_atomic,
+    BarrierTiming, BatchRecord, DeviceChoice, DeviceKind, Failure, FailureKind, ReadyRecord,
+    RuntimeInfo, SCHEMA_VERSION, Stage, Status, TelemetrySample, WindowInfo, WorkerConfig,
+    WorkerReport, exit, files, write_json_atomic,
 };
 use coload_device::{NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
-use coload_timing::{BatchBuffer, Clock, TimingError, run_window_cancellable, warmup_observed};
-use coload_workload::{DeviceChoice, ResNetStep, WorkloadError, WorkloadOptions};
+use coload_timing::{BatchBuffer, Clock, run_window_cancellable, warmup_observed};
+use coload_workload::{ResNetStep, WorkloadOptions};
 
 use crate::cli::Args;
+use crate::error::{WorkerError, chain};
 use crate::progress::Progress;
 use crate::termination::Termination;
-
-/// A failure: where, what kind, why, and the exit code it maps to.
-#[derive(Debug)]
-pub(crate) struct Failed {
-    stage: Stage,
-    kind: String,
-    message: String,
-    exit_code: u8,
-}
-
-impl Failed {
-    fn new(stage: Stage, kind: &str, message: impl Into<String>, exit_code: u8) -> Self {
-        Failed {
-            stage,
-            kind: kind.to_owned(),
-            message: message.into(),
-            exit_code,
-        }
-    }
-
-    fn workload(stage: Stage, e: &WorkloadError) -> Self {
-        Failed::new(stage, e.kind(), e.to_string(), exit::WORKLOAD_FAILED)
-    }
-}
 
 /// Everything measured so far; written whatever happens.
 struct Run {
@@ -60,18 +37,18 @@ struct Run {
 
 /// Runs the worker and returns the process exit code.
 pub(crate) fn execute(args: &Args) -> u8 {
-    let progress = Progress::new(args.log_format, args.quiet, args.replica);
-    if let Err(message) = prepare_out(&args.out) {
-        progress.error("setup", &message);
-        return exit::INVALID_INPUT;
+    let progress = Progress::new(args.log_format, args.quiet, args.place.replica);
+    if let Err(e) = prepare_out(&args.place.out) {
+        progress.error("setup", &chain(&e));
+        return e.exit_code();
     }
     let clock = Clock::anchor();
     let termination = Termination::install();
     let report = initial_report(args);
-    termination.checkpoint(&report, Stage::Preflight, &args.out);
+    termination.checkpoint(&report, Stage::Preflight, &args.place.out);
     let mut run = Run {
         report,
-        out: args.out.clone(),
+        out: args.place.out.clone(),
         termination,
         target: None,
         batches: Vec::new(),
@@ -83,27 +60,28 @@ pub(crate) fn execute(args: &Args) -> u8 {
             run.report.status = Status::Complete;
             exit::COMPLETE
         }
-        Err(f) => {
-            progress.error(f.stage.as_str(), &f.message);
+        Err(e) => {
+            let message = chain(e);
+            progress.error(e.stage().as_str(), &message);
             run.report.failure = Some(Failure {
-                stage: f.stage,
-                kind: f.kind.clone(),
-                message: f.message.clone(),
+                stage: e.stage(),
+                kind: e.kind(),
+                message,
             });
-            f.exit_code
+            e.exit_code()
         }
     };
-    if let Err(message) = run.write(&args.out) {
-        progress.error("write", &message);
+    if let Err(e) = run.write(&args.place.out) {
+        progress.error("write", &chain(&e));
         if code == exit::COMPLETE {
-            code = exit::WRITE_FAILED;
+            code = e.exit_code();
         }
     } else {
         progress.phase(
             "write",
             &format!(
                 "wrote {} ({} batches)",
-                args.out.join(files::WORKER_REPORT).display(),
+                args.place.out.join(files::WORKER_REPORT).display(),
                 run.batches.len()
             ),
         );
@@ -112,14 +90,15 @@ pub(crate) fn execute(args: &Args) -> u8 {
 }
 
 /// Creates `--out` and refuses to overwrite an earlier worker's report.
-fn prepare_out(out: &Path) -> Result<(), String> {
-    fs::create_dir_all(out).map_err(|e| format!("cannot create --out {}: {e}", out.display()))?;
+fn prepare_out(out: &Path) -> Result<(), WorkerError> {
+    fs::create_dir_all(out)
+        .map_err(|e| WorkerError::Output(format!("cannot create --out {}: {e}", out.display())))?;
     let report = out.join(files::WORKER_REPORT);
     if report.exists() {
-        return Err(format!(
+        return Err(WorkerError::Output(format!(
             "{} already exists; refusing to overwrite an earlier worker's results (use a fresh --out)",
             report.display()
-        ));
+        )));
     }
     Ok(())
 }
@@ -127,22 +106,22 @@ fn prepare_out(out: &Path) -> Result<(), String> {
 fn initial_report(args: &Args) -> WorkerReport {
     WorkerReport {
         schema_version: SCHEMA_VERSION,
-        experiment: args.experiment.clone(),
-        replica: args.replica,
+        experiment: args.place.experiment.clone(),
+        replica: args.place.replica,
         status: Status::Failed,
         failure: None,
         config: WorkerConfig {
-            mode: args.mode,
-            workload: args.workload,
-            count: args.count,
+            mode: args.flags.mode,
+            workload: args.place.workload,
+            count: args.place.count,
             model: "resnet18".to_owned(),
-            batch_size: args.batch_size,
-            image_size: args.image_size,
-            precision: args.precision.into(),
-            warmup_batches: args.warmup_batches,
-            window_s: args.window_s,
-            start_lead_s: args.start_lead_s,
-            seed: args.seed,
+            batch_size: args.flags.batch_size,
+            image_size: args.flags.image_size,
+            precision: args.flags.precision,
+            warmup_batches: args.flags.warmup_batches,
+            window_s: args.flags.window_s,
+            start_lead_s: args.flags.start_lead_s,
+            seed: args.flags.seed,
         },
         identity: coload_device::scheduler_identity(args.node_name.clone()),
         device: None,
@@ -157,23 +136,40 @@ fn initial_report(args: &Args) -> WorkerReport {
 }
 
 impl Run {
-    fn measure(&mut self, args: &Args, clock: &Clock, progress: &Progress) -> Result<(), Failed> {
+    fn measure(
+        &mut self,
+        args: &Args,
+        clock: &Clock,
+        progress: &Progress,
+    ) -> Result<(), WorkerError> {
         let mut barrier = self.preflight(args, clock, progress)?;
         self.checkpoint(Stage::Warmup);
         let (step, buffer) = match self.build_and_warm(args, clock, progress) {
             Ok(v) => v,
-            Err(f) => {
+            Err(e) => {
                 // Tell the peers now rather than let them wait out their join timeout.
                 let reason = format!(
-                    "replica {} failed in {}: {}",
-                    args.replica, f.stage, f.message
+                    "replica {} failed in {} ({}): {}",
+                    args.place.replica,
+                    e.stage(),
+                    e.kind(),
+                    chain(&e)
                 );
-                let _ = barrier.abort("peer_failed", &reason, clock);
-                return Err(f);
+                let _ = barrier.abort(FailureKind::PeerFailed, &reason, clock);
+                return Err(e);
             }
         };
         let start_unix_ns = self.rendezvous(&mut barrier, args, clock, progress)?;
-        self.time_window(step, buffer, start_unix_ns, args, clock, progress)
+        let late_margin = barrier.options().late_margin;
+        self.time_window(
+            step,
+            buffer,
+            start_unix_ns,
+            late_margin,
+            args,
+            clock,
+            progress,
+        )
     }
 
     /// The shared directory must work before anything expensive happens.
@@ -182,13 +178,16 @@ impl Run {
         args: &Args,
         clock: &Clock,
         progress: &Progress,
-    ) -> Result<Barrier, Failed> {
-        let mut options =
-            BarrierOptions::new(&args.sync_dir, &args.experiment, args.replica, args.count);
-        options.join_timeout = Duration::from_secs_f64(args.join_timeout_s);
-        options.start_lead = Duration::from_secs_f64(args.start_lead_s);
-        let (barrier, preflight) = Barrier::preflight(options, clock)
-            .map_err(|e| Failed::new(Stage::Preflight, e.kind(), e.to_string(), e.exit_code()))?;
+    ) -> Result<Barrier, WorkerError> {
+        let p = &args.place;
+        let mut options = BarrierOptions::new(&p.sync_dir, &p.experiment, p.replica, p.count);
+        options.join_timeout = Duration::from_secs_f64(args.flags.join_timeout_s);
+        options.start_lead = Duration::from_secs_f64(args.flags.start_lead_s);
+        let (barrier, preflight) =
+            Barrier::preflight(options, clock).map_err(|source| WorkerError::Barrier {
+                stage: Stage::Preflight,
+                source,
+            })?;
         self.report.barrier = Some(BarrierTiming {
             clock_offset_ns: Some(preflight.clock_offset_ns),
             clock_offset_uncertainty_ns: Some(preflight.clock_offset_uncertainty_ns),
@@ -213,12 +212,16 @@ impl Run {
         args: &Args,
         clock: &Clock,
         progress: &Progress,
-    ) -> Result<u64, Failed> {
+    ) -> Result<u64, WorkerError> {
+        let at_barrier = |source| WorkerError::Barrier {
+            stage: Stage::Barrier,
+            source,
+        };
         let ready_unix_ns = clock.now_unix_ns();
         let ready = ReadyRecord {
             schema_version: SCHEMA_VERSION,
-            experiment: args.experiment.clone(),
-            replica: args.replica,
+            experiment: args.place.experiment.clone(),
+            replica: args.place.replica,
             incarnation: barrier.incarnation().to_owned(),
             config: self.report.config.clone(),
             hostname: self.report.identity.hostname.clone(),
@@ -231,9 +234,7 @@ impl Run {
             .report
             .barrier
             .get_or_insert_with(BarrierTiming::default);
-        barrier
-            .publish_ready(&ready, clock)
-            .map_err(|e| Failed::new(Stage::Barrier, e.kind(), e.to_string(), e.exit_code()))?;
+        barrier.publish_ready(&ready, clock).map_err(at_barrier)?;
         timing.ready_unix_ns = Some(ready_unix_ns);
         self.checkpoint(Stage::Barrier);
         let timing = self
@@ -244,37 +245,53 @@ impl Run {
             "barrier",
             &format!(
                 "ready; waiting for {} peer(s) (join timeout {} s)",
-                args.count - 1,
-                args.join_timeout_s
+                args.place.count - 1,
+                args.flags.join_timeout_s
             ),
         );
-        let start = barrier
-            .await_start(clock)
-            .map_err(|e| Failed::new(Stage::Barrier, e.kind(), e.to_string(), e.exit_code()))?;
+        let start = match barrier.await_start(clock) {
+            Ok(start) => start,
+            Err(source) => {
+                if let BarrierError::Late { left_ns, .. } = &source {
+                    // It saw the start too late: its lateness is how far past the start it was.
+                    timing.lateness_ns = Some(left_ns.saturating_neg());
+                }
+                return Err(at_barrier(source));
+            }
+        };
         timing.scheduled_start_unix_ns = Some(start.start_unix_ns);
         let lead_s = (start.start_unix_ns as f64 - clock.now_unix_ns() as f64) / 1e9;
         progress.phase(
             "barrier",
             &format!(
                 "all {} workers ready; start at {} (in {lead_s:.2} s), window {} s",
-                args.count,
+                args.place.count,
                 format_unix_ns(start.start_unix_ns),
-                args.window_s
+                args.flags.window_s
             ),
         );
         Ok(start.start_unix_ns)
     }
 
     /// The timed window, with host facts and telemetry around it.
+    ///
+    /// A window that began more than `late_margin` after `start_unix_ns` fails as a late start
+    /// (after running to its end, so the peers keep their load): it does not overlap its peers'
+    /// windows, whatever it measured.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the window's inputs, each used once"
+    )]
     fn time_window(
         &mut self,
         mut step: ResNetStep,
         mut buffer: BatchBuffer,
         start_unix_ns: u64,
+        late_margin: Duration,
         args: &Args,
         clock: &Clock,
         progress: &Progress,
-    ) -> Result<(), Failed> {
+    ) -> Result<(), WorkerError> {
         // Host facts and the telemetry sampler, both before the start.
         let host_start = coload_device::host_snapshot();
         let sampler = self.start_sampler(args, clock, progress);
@@ -285,7 +302,7 @@ impl Run {
             &mut step,
             clock,
             start_unix_ns,
-            Duration::from_secs_f64(args.window_s),
+            Duration::from_secs_f64(args.flags.window_s),
             &mut buffer,
             &self.termination.cancel,
         );
@@ -314,9 +331,16 @@ impl Run {
             samples: outcome.samples,
         });
         if let Some(error) = outcome.error {
-            return Err(window_failure(error));
+            return Err(WorkerError::Window(error));
         }
-        let rate = outcome.samples as f64 / args.window_s;
+        if outcome.lateness_ns > i64::try_from(late_margin.as_nanos()).unwrap_or(i64::MAX) {
+            return Err(WorkerError::LateStart {
+                lateness_ns: outcome.lateness_ns,
+                margin: late_margin,
+                batches: outcome.batches,
+            });
+        }
+        let rate = outcome.samples as f64 / args.flags.window_s;
         progress.phase(
             "window",
             &format!(
@@ -334,20 +358,24 @@ impl Run {
         args: &Args,
         clock: &Clock,
         progress: &Progress,
-    ) -> Result<(ResNetStep, BatchBuffer), Failed> {
-        let build_start = clock.now_unix_ns();
-        let options = WorkloadOptions {
-            workload: args.workload,
-            device: args.device,
-            batch_size: args.batch_size,
-            image_size: args.image_size,
-            precision: args.precision.into(),
-            seed: args.seed,
+    ) -> Result<(ResNetStep, BatchBuffer), WorkerError> {
+        let in_warmup = |source| WorkerError::Workload {
+            stage: Stage::Warmup,
+            source,
         };
-        let mut step =
-            ResNetStep::new(&options).map_err(|e| Failed::workload(Stage::Warmup, &e))?;
+        let build_start = clock.now_unix_ns();
+        let f = &args.flags;
+        let options = WorkloadOptions {
+            workload: args.place.workload,
+            device: f.device,
+            batch_size: f.batch_size,
+            image_size: f.image_size,
+            precision: f.precision,
+            seed: f.seed,
+        };
+        let mut step = ResNetStep::new(&options).map_err(in_warmup)?;
         let info = step.info();
-        if args.device == DeviceChoice::Auto && info.device_kind == DeviceKind::Cpu {
+        if f.device == DeviceChoice::Auto && info.device_kind == DeviceKind::Cpu {
             refuse_silent_cpu_fallback()?;
         }
         let mut device = coload_device::identify(info.device_kind, info.cuda_index);
@@ -364,7 +392,7 @@ impl Run {
             mps_client: coload_device::mps_client(),
         };
         let allocation =
-            coload_device::check_allocation(args.mode, &device.info, &facts, args.strict_device);
+            coload_device::check_allocation(f.mode, &device.info, &facts, f.strict_device);
         self.report.warnings.extend(device.warnings);
         self.target = device.target;
         self.report.device = Some(device.info);
@@ -381,14 +409,7 @@ impl Run {
                 }
                 self.report.warnings.extend(warnings);
             }
-            Err(e) => {
-                return Err(Failed::new(
-                    Stage::Preflight,
-                    e.kind(),
-                    e.to_string(),
-                    e.exit_code(),
-                ));
-            }
+            Err(e) => return Err(WorkerError::Allocation(e)),
         }
         let built_s = (clock.now_unix_ns() - build_start) as f64 / 1e9;
         progress.phase(
@@ -396,17 +417,17 @@ impl Run {
             &format!(
                 "model ready on {} in {built_s:.2} s; running {} warmup batches",
                 describe_device(&self.report),
-                args.warmup_batches
+                f.warmup_batches
             ),
         );
-        let total = args.warmup_batches;
+        let total = f.warmup_batches;
         let stats = warmup_observed(&mut step, total, |done, d| {
             progress.live(&format!(
                 "warmup {done}/{total} ({:.1} ms)",
                 d.as_secs_f64() * 1e3
             ));
         })
-        .map_err(|e| Failed::workload(Stage::Warmup, &e))?;
+        .map_err(in_warmup)?;
         progress.phase(
             "warmup",
             &format!(
@@ -423,8 +444,7 @@ impl Run {
         } else {
             stats.fastest.as_secs_f64()
         };
-        let buffer =
-            BatchBuffer::with_capacity(BatchBuffer::capacity_for(args.window_s, fastest_s));
+        let buffer = BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s, fastest_s));
         Ok((step, buffer))
     }
 
@@ -442,19 +462,19 @@ impl Run {
         clock: &Clock,
         progress: &Progress,
     ) -> Option<TelemetrySampler> {
-        if args.telemetry_hz <= 0.0 {
+        let f = &args.flags;
+        if f.telemetry_hz <= 0.0 {
             return None;
         }
         let target = self.target?;
         // Room for the window plus the lead and a margin, at the asked rate.
-        let capacity =
-            ((args.window_s + args.start_lead_s + 10.0) * args.telemetry_hz).ceil() as usize;
+        let capacity = ((f.window_s + f.start_lead_s + 10.0) * f.telemetry_hz).ceil() as usize;
         let clock = *clock;
         let started = RealNvml::open().and_then(|nvml| {
             TelemetrySampler::start_with(
                 Box::new(nvml),
                 target.gpu_index,
-                args.telemetry_hz,
+                f.telemetry_hz,
                 capacity.max(1),
                 move || clock.now_unix_ns(),
             )
@@ -476,12 +496,14 @@ impl Run {
     }
 
     /// Writes batches.jsonl, telemetry.jsonl, then worker.json last (atomically).
-    fn write(&self, out: &Path) -> Result<(), String> {
-        write_lines(&out.join(files::BATCHES), &self.batches)?;
+    fn write(&self, out: &Path) -> Result<(), WorkerError> {
+        write_lines(&out.join(files::BATCHES), &self.batches).map_err(WorkerError::Write)?;
         if !self.telemetry.is_empty() {
-            write_lines(&out.join(files::TELEMETRY), &self.telemetry)?;
+            write_lines(&out.join(files::TELEMETRY), &self.telemetry)
+                .map_err(WorkerError::Write)?;
         }
-        write_json_atomic(&out.join(files::WORKER_REPORT), &self.report).map_err(|e| e.to_string())
+        write_json_atomic(&out.join(files::WORKER_REPORT), &self.report)
+            .map_err(|e| WorkerError::Write(e.to_string()))
     }
 }
 
@@ -489,52 +511,17 @@ impl Run {
 /// GPUs that is a misconfiguration (libtorch_cuda.so not loaded, `CUDA_VISIBLE_DEVICES` naming
 /// nothing, an MPS server that cannot serve the device), and a CPU cohort would be measured
 /// in its place; fail instead, and let `--device cpu` say it on purpose.
-fn refuse_silent_cpu_fallback() -> Result<(), Failed> {
+fn refuse_silent_cpu_fallback() -> Result<(), WorkerError> {
     let gpus = RealNvml::open()
         .and_then(|nvml| nvml.gpu_count())
         .unwrap_or(0);
     if gpus == 0 {
         return Ok(());
     }
-    Err(Failed::new(
-        Stage::Preflight,
-        "cuda_unavailable",
-        format!(
-            "NVML sees {gpus} GPU(s) but libtorch reports CUDA unavailable, so --device auto \
-             would measure the CPU; check CUDA_VISIBLE_DEVICES ({}) and that libtorch_cuda.so is \
-             loaded, or pass --device cpu to measure the CPU on purpose",
-            std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".to_owned())
-        ),
-        exit::WORKLOAD_FAILED,
-    ))
-}
-
-fn window_failure(error: TimingError) -> Failed {
-    match error {
-        TimingError::Step { batches, source } => {
-            let kind = source
-                .downcast_ref::<WorkloadError>()
-                .map_or("libtorch_error", WorkloadError::kind);
-            Failed::new(
-                Stage::Window,
-                kind,
-                format!("after {batches} timed batches: {source}"),
-                exit::WORKLOAD_FAILED,
-            )
-        }
-        e @ TimingError::Cancelled { .. } => Failed::new(
-            Stage::Window,
-            "terminated",
-            format!("stopped by a termination signal: {e}"),
-            exit::TERMINATED,
-        ),
-        e @ TimingError::CapacityExhausted { .. } => Failed::new(
-            Stage::Window,
-            "buffer_exhausted",
-            e.to_string(),
-            exit::INTERNAL,
-        ),
-    }
+    Err(WorkerError::SilentCpuFallback {
+        gpus,
+        visible: std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".to_owned()),
+    })
 }
 
 fn describe_device(report: &WorkerReport) -> String {

@@ -6,7 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use coload_cohort_schema::{Stage, Status, WorkerReport, exit, read_batches, read_worker_report};
+use std::io::BufRead;
+
+use coload_cohort_schema::{
+    FailureKind, Stage, Status, WorkerReport, exit, read_batches, read_worker_report,
+};
 
 const WORKER: &str = env!("CARGO_BIN_EXE_bench-worker");
 /// No test may leave a worker running longer than this.
@@ -173,7 +177,7 @@ fn a_missing_peer_times_out_and_names_it() {
     assert_eq!(r.status, Status::Failed);
     let f = r.failure.unwrap();
     assert_eq!(f.stage, Stage::Barrier);
-    assert_eq!(f.kind, "barrier_timeout");
+    assert_eq!(f.kind, FailureKind::BarrierTimeout);
     assert!(f.message.contains("missing: 1"), "{}", f.message);
     // What was known before the failure is kept.
     assert!(r.device.is_some());
@@ -194,7 +198,7 @@ fn a_config_mismatch_fails_every_worker_naming_the_field() {
             "{dir}: {stderr}"
         );
         let f = report(&c.out(dir)).failure.unwrap();
-        assert_eq!(f.kind, "config_mismatch");
+        assert_eq!(f.kind, FailureKind::ConfigMismatch);
         assert!(f.message.contains("batch_size 3 != 2"), "{}", f.message);
     }
 }
@@ -213,7 +217,7 @@ fn a_duplicate_replica_aborts_the_cohort() {
         "{stderr}"
     );
     let f = report(&c.out("w1b")).failure.unwrap();
-    assert_eq!(f.kind, "duplicate_replica");
+    assert_eq!(f.kind, FailureKind::DuplicateReplica);
     assert!(f.message.contains("replica 1"), "{}", f.message);
     // The first claimant sees the abort and fails the same way; the leader, arriving late,
     // refuses the aborted experiment.
@@ -270,7 +274,7 @@ fn a_terminated_worker_at_the_barrier_still_writes_its_report() {
     let r = report(&c.out("w0"));
     assert_eq!(r.status, Status::Failed);
     let f = r.failure.unwrap();
-    assert_eq!((f.stage, f.kind.as_str()), (Stage::Barrier, "terminated"));
+    assert_eq!((f.stage, f.kind), (Stage::Barrier, FailureKind::Terminated));
     assert!(r.device.is_some(), "what was known at the barrier is kept");
     assert!(r.barrier.unwrap().ready_unix_ns.is_some());
 }
@@ -304,8 +308,91 @@ fn a_terminated_worker_in_the_window_keeps_its_batches() {
     let dir = c.out("w0");
     let r = report(&dir);
     let f = r.failure.unwrap();
-    assert_eq!((f.stage, f.kind.as_str()), (Stage::Window, "terminated"));
+    assert_eq!((f.stage, f.kind), (Stage::Window, FailureKind::Terminated));
     let batches = read_batches(&dir.join("batches.jsonl")).unwrap();
     assert!(!batches.is_empty());
     assert_eq!(batches.len() as u64, r.window.unwrap().batches);
+}
+
+fn signal(child: &Child, signal: nix::sys::signal::Signal) {
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, signal).unwrap();
+}
+
+/// Issue 11: a worker that had read the start and was then paused until after it used to run
+/// a shortened window, write `status: complete` and exit 0. It must fail as a late start, keep
+/// its lateness and what it measured, and the summarizer must name it.
+#[test]
+fn a_worker_paused_past_the_start_fails_as_late() {
+    use nix::sys::signal::Signal;
+    let _serial = serial();
+    let c = Cohort::new("paused");
+    let on_time = c.spawn(
+        0,
+        2,
+        "infer",
+        "w0",
+        &["--window-s", "4", "--start-lead-s", "3"],
+    );
+    let mut paused = c.spawn(
+        1,
+        2,
+        "infer",
+        "w1",
+        &["--window-s", "4", "--start-lead-s", "3"],
+    );
+    // Wait until replica 1 says it has the start (its JSON progress line), then freeze it
+    // before the start instant and thaw it 1.5 s after.
+    let mut lines = std::io::BufReader::new(paused.stderr.take().unwrap()).lines();
+    let start_path = c.sync().join("paused").join("start.json");
+    loop {
+        let line = lines
+            .next()
+            .expect("replica 1 ended before the start")
+            .unwrap();
+        if line.contains("workers ready; start at") {
+            break;
+        }
+    }
+    signal(&paused, Signal::SIGSTOP);
+    let start: coload_cohort_schema::StartRecord =
+        coload_cohort_schema::read_document(&start_path).unwrap();
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    assert!(
+        now_ns < start.start_unix_ns,
+        "replica 1 was frozen too late to test this"
+    );
+    std::thread::sleep(Duration::from_nanos(
+        (start.start_unix_ns + 1_500_000_000).saturating_sub(now_ns),
+    ));
+    signal(&paused, Signal::SIGCONT);
+    std::thread::spawn(move || lines.for_each(drop));
+
+    let (status, _) = finish(paused);
+    assert_eq!(status.code(), Some(i32::from(exit::LATE_START)));
+    let r = report(&c.out("w1"));
+    assert_eq!(r.status, Status::Failed);
+    let f = r.failure.unwrap();
+    assert_eq!((f.stage, &f.kind), (Stage::Window, &FailureKind::LateStart));
+    assert!(f.message.contains("late margin"), "{}", f.message);
+    let lateness = r.barrier.unwrap().lateness_ns.unwrap();
+    assert!(lateness >= 1_400_000_000, "{lateness}");
+    // What it measured in its late window is kept.
+    let window = r.window.unwrap();
+    let batches = read_batches(&c.out("w1").join("batches.jsonl")).unwrap();
+    assert_eq!(batches.len() as u64, window.batches);
+
+    let (status, stderr) = finish(on_time);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+
+    let dirs = [c.out("w0"), c.out("w1")];
+    let err = coload_analysis::summarize_dirs(&dirs, &coload_analysis::Options::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("replica 1"), "{err}");
+    assert!(err.contains("late_start"), "{err}");
+    assert!(!err.contains("replica 0"), "{err}");
 }
