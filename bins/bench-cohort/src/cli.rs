@@ -1,9 +1,13 @@
-//! Command-line flags.
+//! Command-line flags: the launcher's own, plus the worker flags it passes on to every worker
+//! ([`WorkerFlags`], one definition shared with `bench-worker`).
 
 use std::path::PathBuf;
 
 use clap::Parser;
-use coload_cohort_schema::Mode;
+use coload_cohort_schema::Workload;
+use coload_cohort_schema::cli::WorkerFlags;
+
+use crate::mix::Mix;
 
 /// Run a cohort of bench-worker processes on this node with a fresh experiment id and a private
 /// barrier directory, then print the cohort's summary. Example:
@@ -18,21 +22,21 @@ use coload_cohort_schema::Mode;
 )]
 pub(crate) struct Args {
     /// Workload mix in replica order, e.g. `infer=1,train=6` (replica 0 infers, 1-6 train)
-    #[arg(long, conflicts_with_all = ["count", "workload"])]
-    pub(crate) workers: Option<String>,
+    #[arg(long, value_parser = Mix::parse, conflicts_with_all = ["count", "workload"])]
+    pub(crate) workers: Option<Mix>,
 
     /// Number of workers of one workload (with --workload)
-    #[arg(long, requires = "workload")]
+    #[arg(long, requires = "workload", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub(crate) count: Option<u32>,
 
     /// The workload of every worker (with --count): train or infer
     #[arg(long, requires = "count")]
-    pub(crate) workload: Option<String>,
+    pub(crate) workload: Option<Workload>,
 
-    /// How the workers share the GPU: exclusive, mig, timeslice, mig-timeslice or mps
-    /// (mps starts a private MPS control daemon for the cohort and stops it afterwards)
-    #[arg(long, value_parser = parse_mode)]
-    pub(crate) mode: Mode,
+    /// The flags every worker gets (--mode mps also starts a private MPS control daemon for
+    /// the cohort and stops it afterwards).
+    #[command(flatten)]
+    pub(crate) flags: WorkerFlags,
 
     /// Output folder: worker-<i>/ per worker (artifacts and log), sync/, summary.json
     #[arg(long)]
@@ -42,44 +46,12 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub(crate) repeat: u32,
 
-    /// Device passed to every worker: auto, cpu or cuda:N
-    #[arg(long, default_value = "auto")]
-    pub(crate) device: String,
-
     /// Pin worker i to the i-th entry (sets CUDA_VISIBLE_DEVICES), e.g. MIG-a,MIG-b,MIG-c
     #[arg(long, value_delimiter = ',')]
     pub(crate) visible_devices: Vec<String>,
 
-    /// Length of each worker's timed window, seconds
-    #[arg(long, default_value_t = 45.0)]
-    pub(crate) window_s: f64,
-
-    /// Untimed batches per worker before the barrier
-    #[arg(long, default_value_t = 20)]
-    pub(crate) warmup_batches: u32,
-
-    /// Time from the leader's decision to the common start, seconds
-    #[arg(long, default_value_t = 5.0)]
-    pub(crate) start_lead_s: f64,
-
-    /// Seconds a worker waits at the barrier for the others
-    #[arg(long, default_value_t = 600.0)]
-    pub(crate) join_timeout_s: f64,
-
-    /// Images per batch
-    #[arg(long, default_value_t = 32)]
-    pub(crate) batch_size: u32,
-
-    /// Height and width of the synthetic images
-    #[arg(long, default_value_t = 224)]
-    pub(crate) image_size: u32,
-
-    /// Seed for weights and inputs
-    #[arg(long, default_value_t = 0)]
-    pub(crate) seed: u64,
-
-    /// Fail workers whose device does not match --mode, and fail the summary on co-location
-    /// mismatches
+    /// Fail workers whose device does not match --mode (--strict-device), and fail the summary
+    /// on co-location mismatches
     #[arg(long)]
     pub(crate) strict: bool,
 
@@ -92,6 +64,30 @@ pub(crate) struct Args {
     pub(crate) quiet: bool,
 }
 
-fn parse_mode(s: &str) -> Result<Mode, String> {
-    s.parse()
+impl Args {
+    /// The workload of every replica, in replica order.
+    pub(crate) fn mix(&self) -> Result<Mix, String> {
+        match (&self.workers, self.count, self.workload) {
+            (Some(mix), _, _) => Ok(mix.clone()),
+            (None, Some(n), Some(w)) => Ok(Mix::uniform(w, n)),
+            _ => Err(
+                "say which workers to run: --workers infer=1,train=6, or --count N --workload train|infer"
+                    .to_owned(),
+            ),
+        }
+    }
+
+    /// Checks what clap cannot; returns the mix.
+    pub(crate) fn validate(&self) -> Result<Mix, String> {
+        self.flags.validate()?;
+        let mix = self.mix()?;
+        if !self.visible_devices.is_empty() && self.visible_devices.len() != mix.len() {
+            return Err(format!(
+                "--visible-devices lists {} devices for {} workers; give one per worker",
+                self.visible_devices.len(),
+                mix.len()
+            ));
+        }
+        Ok(mix)
+    }
 }

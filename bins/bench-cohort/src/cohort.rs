@@ -1,68 +1,47 @@
 //! Runs the cohort(s): spawn one bench-worker per replica, watch them, stop the rest when one
-//! fails, then summarize.
+//! fails (or cannot even be started), then summarize.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use coload_cohort_schema::{
-    AbortRecord, Mode, SCHEMA_VERSION, Workload, exit, files, read_worker_report,
-};
+use coload_barrier::AbortOutcome;
+use coload_cohort_schema::cli::{WorkerPlace, to_argv};
+use coload_cohort_schema::{FailureKind, Mode, exit, files, read_worker_report};
+use coload_timing::Clock;
 
 use crate::cli::Args;
-use crate::mix;
+use crate::error::{LauncherError, chain};
+use crate::mix::Mix;
 use crate::mps::MpsDaemon;
 
 /// How often the launcher looks at its workers.
 const POLL: Duration = Duration::from_millis(50);
 
 /// Runs every repeat and returns the exit code: complete only if every cohort completed.
-pub(crate) fn run(args: &Args) -> anyhow::Result<u8> {
-    let mix = match (&args.workers, args.count, &args.workload) {
-        (Some(spec), _, _) => mix::parse_mix(spec).map_err(anyhow::Error::msg)?,
-        (None, Some(n), Some(w)) => {
-            let w: Workload = w.parse().map_err(anyhow::Error::msg)?;
-            if n == 0 {
-                bail!("--count must be at least 1");
-            }
-            vec![w; n as usize]
-        }
-        _ => bail!(
-            "say which workers to run: --workers infer=1,train=6, or --count N --workload train|infer"
-        ),
-    };
-    if !args.visible_devices.is_empty() && args.visible_devices.len() != mix.len() {
-        bail!(
-            "--visible-devices lists {} devices for {} workers; give one per worker",
-            args.visible_devices.len(),
-            mix.len()
-        );
-    }
+pub(crate) fn run(args: &Args) -> Result<u8, LauncherError> {
+    let mix = args.validate().map_err(LauncherError::Usage)?;
     let worker_bin = match &args.worker_bin {
         Some(p) => p.clone(),
         None => std::env::current_exe()
-            .context("cannot locate this executable")?
+            .map_err(|source| LauncherError::Output {
+                path: "the current executable".into(),
+                source,
+            })?
             .with_file_name("bench-worker"),
     };
     if !worker_bin.exists() {
-        bail!(
-            "bench-worker not found at {} (build it, or pass --worker-bin)",
-            worker_bin.display()
-        );
+        return Err(LauncherError::WorkerMissing(worker_bin));
     }
-    fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create --out {}", args.out.display()))?;
+    create_dir(&args.out)?;
 
     let interrupted = Arc::new(AtomicBool::new(false));
     {
         let flag = Arc::clone(&interrupted);
-        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
-            .context("cannot install the Ctrl-C handler")?;
+        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
     }
 
     let mut code = exit::COMPLETE;
@@ -84,7 +63,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-fn experiment_id(mode: Mode, mix: &[Workload]) -> String {
+fn create_dir(path: &Path) -> Result<(), LauncherError> {
+    fs::create_dir_all(path).map_err(|source| LauncherError::Output {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn experiment_id(mode: Mode, mix: &Mix) -> String {
     let now = time::OffsetDateTime::now_utc();
     let stamp = format!(
         "{:04}{:02}{:02}T{:02}{:02}{:02}",
@@ -96,98 +82,92 @@ fn experiment_id(mode: Mode, mix: &[Workload]) -> String {
         now.second()
     );
     let short = uuid::Uuid::new_v4().simple().to_string();
-    format!("{mode}-{}-{stamp}-{}", mix::label(mix), &short[..8])
+    format!("{mode}-{}-{stamp}-{}", mix.label(), &short[..8])
 }
 
+/// A started worker process.
+#[derive(Debug)]
 struct Worker {
     replica: u32,
     child: Child,
     status: Option<ExitStatus>,
 }
 
+/// Why the launcher stops a cohort that has not finished.
+#[derive(Debug, Clone)]
+struct Stop {
+    kind: FailureKind,
+    reason: String,
+}
+
 fn run_one(
     args: &Args,
-    mix: &[Workload],
+    mix: &Mix,
     worker_bin: &Path,
     dir: &Path,
     interrupted: &AtomicBool,
-) -> anyhow::Result<u8> {
-    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let experiment = experiment_id(args.mode, mix);
+) -> Result<u8, LauncherError> {
+    create_dir(dir)?;
+    let experiment = experiment_id(args.flags.mode, mix);
     let sync = dir.join("sync");
-    fs::create_dir_all(&sync).with_context(|| format!("cannot create {}", sync.display()))?;
+    create_dir(&sync)?;
     let count = mix.len() as u32;
     if !args.quiet {
         eprintln!(
             "cohort {experiment}: {count} workers ({}), mode {}, into {}",
-            mix::label(mix),
-            args.mode,
+            mix.label(),
+            args.flags.mode,
             dir.display()
         );
     }
-    let mut mps = if args.mode == Mode::Mps {
+    let mut mps = if args.flags.mode == Mode::Mps {
         Some(MpsDaemon::start(&dir.join("mps"))?)
     } else {
         None
     };
 
-    let mut workers = Vec::with_capacity(mix.len());
-    for (replica, workload) in mix.iter().enumerate() {
-        let replica = replica as u32;
-        let out = dir.join(format!("worker-{replica}"));
-        fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
-        let log = File::create(out.join("log"))
-            .with_context(|| format!("cannot create {}", out.join("log").display()))?;
-        let mut cmd = Command::new(worker_bin);
-        cmd.args(["--experiment", &experiment])
-            .args(["--replica", &replica.to_string()])
-            .args(["--count", &count.to_string()])
-            .args(["--workload", workload.as_str()])
-            .args(["--mode", args.mode.as_str()])
-            .arg("--sync-dir")
-            .arg(&sync)
-            .arg("--out")
-            .arg(&out)
-            .args(["--window-s", &args.window_s.to_string()])
-            .args(["--warmup-batches", &args.warmup_batches.to_string()])
-            .args(["--start-lead-s", &args.start_lead_s.to_string()])
-            .args(["--join-timeout-s", &args.join_timeout_s.to_string()])
-            .args(["--device", &args.device])
-            .args(["--batch-size", &args.batch_size.to_string()])
-            .args(["--image-size", &args.image_size.to_string()])
-            .args(["--seed", &args.seed.to_string()])
-            .env_remove("JOB_COMPLETION_INDEX")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        if args.strict {
-            cmd.arg("--strict-device");
-        }
-        if let Some(dev) = args.visible_devices.get(replica as usize) {
-            cmd.env("CUDA_VISIBLE_DEVICES", dev);
-        }
-        if let Some(daemon) = &mps {
-            for (k, v) in daemon.client_env() {
-                cmd.env(k, v);
-            }
-        }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("cannot start {}", worker_bin.display()))?;
-        workers.push(Worker {
+    // Everything that can go wrong before a process exists is checked for every worker first.
+    let mut commands = Vec::with_capacity(mix.len());
+    for (replica, workload) in (0u32..).zip(mix.workloads()) {
+        let place = WorkerPlace {
+            experiment: experiment.clone(),
             replica,
-            child,
-            status: None,
-        });
+            count,
+            workload: *workload,
+            sync_dir: sync.clone(),
+            out: dir.join(format!("worker-{replica}")),
+        };
+        commands.push(worker_command(args, worker_bin, &place, mps.as_ref())?);
     }
-
-    let failed = watch(&mut workers, args, &sync, &experiment, interrupted);
+    let (mut workers, spawn_error) = start_all(commands.iter_mut().map(Command::spawn));
+    let stop = spawn_error.as_ref().map(|(replica, e)| Stop {
+        kind: FailureKind::LauncherStopped,
+        reason: format!("replica {replica} could not be started: {e}"),
+    });
+    let grace = Duration::from_secs_f64(args.flags.window_s + args.flags.start_lead_s + 30.0);
+    let failed = watch(
+        &mut workers,
+        grace,
+        &sync,
+        &experiment,
+        interrupted,
+        stop.as_ref(),
+    );
     if let Some(daemon) = mps.as_mut() {
         daemon.stop()?;
     }
 
+    if let Some((replica, source)) = spawn_error {
+        report_failure(dir, &workers, None);
+        return Err(LauncherError::Spawn {
+            replica,
+            started: workers.len(),
+            bin: worker_bin.to_owned(),
+            source,
+        });
+    }
     if let Some(first) = failed {
-        report_failure(dir, &workers, first);
+        report_failure(dir, &workers, Some(first));
         return Ok(exit::INCOMPLETE_COHORT);
     }
     if !args.quiet {
@@ -196,16 +176,73 @@ fn run_one(
     summarize(args, dir, count)
 }
 
-/// Waits for every worker. On the first failure (or Ctrl-C), publishes `abort.json` so workers
-/// still at the barrier fail cleanly (and write their reports), gives the rest a grace period,
-/// then kills what is left. Returns the first failed replica, if any.
+/// The command line of one worker: its place in the cohort, then the flags every worker gets.
+fn worker_command(
+    args: &Args,
+    worker_bin: &Path,
+    place: &WorkerPlace,
+    mps: Option<&MpsDaemon>,
+) -> Result<Command, LauncherError> {
+    create_dir(&place.out)?;
+    let log_path = place.out.join("log");
+    let output = |source| LauncherError::Output {
+        path: log_path.clone(),
+        source,
+    };
+    let log = File::create(&log_path).map_err(output)?;
+    let log_err = log.try_clone().map_err(output)?;
+    let mut flags = args.flags.clone();
+    flags.strict_device |= args.strict;
+    let mut cmd = Command::new(worker_bin);
+    cmd.args(to_argv(place)?)
+        .args(to_argv(&flags)?)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err);
+    if let Some(dev) = args.visible_devices.get(place.replica as usize) {
+        cmd.env("CUDA_VISIBLE_DEVICES", dev);
+    }
+    if let Some(daemon) = mps {
+        for (k, v) in daemon.client_env() {
+            cmd.env(k, v);
+        }
+    }
+    Ok(cmd)
+}
+
+/// Starts workers in replica order until one cannot be started; the rest are not attempted.
+/// Returns the started workers and, if one failed, its replica and the error.
+fn start_all(
+    spawns: impl IntoIterator<Item = std::io::Result<Child>>,
+) -> (Vec<Worker>, Option<(u32, std::io::Error)>) {
+    let mut workers = Vec::new();
+    for (replica, spawned) in (0u32..).zip(spawns) {
+        match spawned {
+            Ok(child) => workers.push(Worker {
+                replica,
+                child,
+                status: None,
+            }),
+            Err(e) => return (workers, Some((replica, e))),
+        }
+    }
+    (workers, None)
+}
+
+/// Waits for every worker. On the first failure, on Ctrl-C, or when `stop` says so from the
+/// start, aborts the experiment through the barrier so that workers still at the barrier fail
+/// cleanly (and write their reports), gives the rest `grace`, then kills what is left. Returns
+/// the first replica that failed, if any.
 fn watch(
     workers: &mut [Worker],
-    args: &Args,
+    grace: Duration,
     sync: &Path,
     experiment: &str,
     interrupted: &AtomicBool,
+    stop: Option<&Stop>,
 ) -> Option<u32> {
+    let clock = Clock::anchor();
     let mut first_failure: Option<u32> = None;
     let mut kill_at: Option<Instant> = None;
     loop {
@@ -230,27 +267,42 @@ fn watch(
         if running == 0 {
             return first_failure;
         }
-        let stop_reason = if interrupted.load(Ordering::SeqCst) {
-            Some((u32::MAX, "the launcher was interrupted".to_owned()))
-        } else {
-            first_failure.map(|r| {
-                let code = workers
-                    .iter()
-                    .find(|w| w.replica == r)
-                    .and_then(|w| w.status)
-                    .and_then(|s| s.code())
-                    .unwrap_or(-1);
-                (
-                    r,
-                    format!("replica {r} exited with {code} ({})", exit_name(code)),
-                )
+        let reason = if interrupted.load(Ordering::SeqCst) {
+            Some(Stop {
+                kind: FailureKind::LauncherStopped,
+                reason: "the launcher was interrupted".to_owned(),
             })
+        } else if let Some(r) = first_failure {
+            let code = workers
+                .iter()
+                .find(|w| w.replica == r)
+                .and_then(|w| w.status)
+                .and_then(|s| s.code())
+                .unwrap_or(-1);
+            Some(Stop {
+                kind: FailureKind::PeerFailed,
+                reason: format!("replica {r} exited with {code} ({})", exit_name(code)),
+            })
+        } else {
+            stop.cloned()
         };
-        if let (Some((by, reason)), None) = (stop_reason, kill_at) {
-            publish_abort(sync, experiment, by, &reason);
+        if let (Some(stop), None) = (reason, kill_at) {
+            match coload_barrier::abort_experiment(
+                sync,
+                experiment,
+                stop.kind,
+                &stop.reason,
+                &clock,
+            ) {
+                Ok(AbortOutcome::AlreadyStarted) => eprintln!(
+                    "{}; the cohort had already started, so the other workers finish their windows",
+                    stop.reason
+                ),
+                Ok(_) => {}
+                Err(e) => eprintln!("warning: cannot abort the cohort: {}", chain(&e)),
+            }
             // Workers at the barrier see the abort within a second; one inside its window
             // needs at most the window to finish and write.
-            let grace = Duration::from_secs_f64(args.window_s + args.start_lead_s + 30.0);
             kill_at = Some(Instant::now() + grace);
         }
         if kill_at.is_some_and(|t| Instant::now() >= t) {
@@ -266,42 +318,17 @@ fn exit_name(code: i32) -> &'static str {
     u8::try_from(code).map_or("killed", exit::name)
 }
 
-fn publish_abort(sync: &Path, experiment: &str, by_replica: u32, reason: &str) {
-    let dir = sync.join(experiment);
-    let record = AbortRecord {
-        schema_version: SCHEMA_VERSION,
-        experiment: experiment.to_owned(),
-        kind: "peer_failed".to_owned(),
-        reason: reason.to_owned(),
-        by_replica,
-        published_unix_ns: time::OffsetDateTime::now_utc().unix_timestamp_nanos() as u64,
-    };
-    // Exclusive create: the first abort wins, and an existing start is left alone (workers
-    // already past the barrier are timing and will finish on their own).
-    if dir.join("start.json").exists() {
-        return;
+fn report_failure(dir: &Path, workers: &[Worker], first: Option<u32>) {
+    match first {
+        Some(first) => eprintln!(
+            "error: the cohort failed (replica {first} first); it is incomplete and was not summarized"
+        ),
+        None => eprintln!("error: the cohort could not be started whole; it was not summarized"),
     }
-    if let Ok(mut f) = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(dir.join("abort.json"))
-    {
-        let _ = serde_json::to_writer_pretty(&mut f, &record);
-        let _ = f.write_all(b"\n");
-        let _ = f.sync_all();
-    }
-}
-
-fn report_failure(dir: &Path, workers: &[Worker], first: u32) {
-    eprintln!(
-        "error: the cohort failed (replica {first} first); it is incomplete and was not summarized"
-    );
     for w in workers {
+        let worker_dir = dir.join(format!("worker-{}", w.replica));
         let code = w.status.and_then(|s| s.code());
-        let report = read_worker_report(
-            &dir.join(format!("worker-{}", w.replica))
-                .join(files::WORKER_REPORT),
-        );
+        let report = read_worker_report(&worker_dir.join(files::WORKER_REPORT));
         let reason = match (&report, code) {
             (Ok(r), _) => match &r.failure {
                 Some(f) => format!("failed in {}: {} ({})", f.stage, f.message, f.kind),
@@ -315,14 +342,12 @@ fn report_failure(dir: &Path, workers: &[Worker], first: u32) {
         eprintln!(
             "  replica {}: {reason}  [log: {}]",
             w.replica,
-            dir.join(format!("worker-{}", w.replica))
-                .join("log")
-                .display()
+            worker_dir.join("log").display()
         );
     }
 }
 
-fn summarize(args: &Args, dir: &Path, count: u32) -> anyhow::Result<u8> {
+fn summarize(args: &Args, dir: &Path, count: u32) -> Result<u8, LauncherError> {
     let dirs: Vec<PathBuf> = (0..count)
         .map(|i| dir.join(format!("worker-{i}")))
         .collect();
@@ -344,5 +369,84 @@ fn summarize(args: &Args, dir: &Path, count: u32) -> anyhow::Result<u8> {
             eprintln!("error: {e}");
             Ok(e.exit_code())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use coload_cohort_schema::{AbortRecord, read_document};
+
+    use super::*;
+
+    /// A stand-in worker that waits at its "barrier" until abort.json appears, as bench-worker
+    /// does, and exits 15; it gives up after 60 s.
+    fn waiting_worker(sync: &Path, experiment: &str) -> std::io::Result<Child> {
+        let abort = sync.join(experiment).join("abort.json");
+        Command::new("sh")
+            .arg("-c")
+            .arg(
+                "i=0; while [ $i -lt 1200 ]; do [ -f \"$1\" ] && exit 15; sleep 0.05; \
+                 i=$((i + 1)); done; exit 0",
+            )
+            .arg("sh")
+            .arg(abort)
+            .spawn()
+    }
+
+    /// Issue 11: when worker k cannot be started, workers 0..k-1 used to wait at the barrier
+    /// for the whole join timeout. They are stopped through the barrier at once.
+    #[test]
+    fn a_worker_that_cannot_start_stops_the_ones_already_started() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sync = tmp.path().join("sync");
+        std::fs::create_dir(&sync).unwrap();
+        let experiment = "spawn-fails";
+        let spawns = vec![
+            waiting_worker(&sync, experiment),
+            waiting_worker(&sync, experiment),
+            Err(std::io::Error::other("no more processes")),
+            waiting_worker(&sync, experiment),
+        ];
+        let (mut workers, failed) = start_all(spawns);
+        let (replica, e) = failed.unwrap();
+        assert_eq!((replica, e.to_string().as_str()), (2, "no more processes"));
+        assert_eq!(
+            workers.len(),
+            2,
+            "the workers after the failed one are not kept"
+        );
+
+        let begin = Instant::now();
+        let never = AtomicBool::new(false);
+        let stop = Some(Stop {
+            kind: FailureKind::LauncherStopped,
+            reason: format!("replica {replica} could not be started: {e}"),
+        });
+        let first = watch(
+            &mut workers,
+            Duration::from_secs(30),
+            &sync,
+            experiment,
+            &never,
+            stop.as_ref(),
+        );
+        assert!(
+            begin.elapsed() < Duration::from_secs(20),
+            "the started workers waited {:?}",
+            begin.elapsed()
+        );
+        assert_eq!(first, Some(0));
+        for w in &workers {
+            assert_eq!(w.status.unwrap().code(), Some(15), "replica {}", w.replica);
+        }
+        let abort: AbortRecord = read_document(&sync.join(experiment).join("abort.json")).unwrap();
+        assert_eq!(abort.kind, FailureKind::LauncherStopped);
+        assert_eq!(abort.by_replica, AbortRecord::LAUNCHER);
+        assert_eq!(
+            abort.reason,
+            "replica 2 could not be started: no more processes"
+        );
+        // The claim is taken, so no start can follow the abort.
+        assert!(sync.join(experiment).join("decision.json").exists());
     }
 }

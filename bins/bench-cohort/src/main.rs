@@ -2,6 +2,7 @@
 
 mod cli;
 mod cohort;
+mod error;
 mod mix;
 mod mps;
 
@@ -14,8 +15,8 @@ fn main() -> ExitCode {
     match cohort::run(&args) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT)
+            eprintln!("error: {}", error::chain(&err));
+            ExitCode::from(err.exit_code())
         }
     }
 }

@@ -16,9 +16,36 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{Context, bail};
-
 const CONTROL: &str = "nvidia-cuda-mps-control";
+
+/// Why the private MPS daemon could not be started or stopped.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MpsError {
+    /// The control program is not on `PATH`.
+    #[error("--mode mps needs {CONTROL} on PATH (it ships with the NVIDIA driver); not found")]
+    NotFound,
+    /// The daemon's directories could not be created.
+    #[error("cannot create MPS directories under {}", .dir.display())]
+    Directories {
+        /// The cohort's MPS folder.
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Running the control program failed.
+    #[error("cannot run {CONTROL}")]
+    Run(#[source] std::io::Error),
+    /// The control program ran and reported failure.
+    #[error("{CONTROL} {what} failed ({status}); see {}", .log_dir.display())]
+    Failed {
+        /// `-d` or `quit`.
+        what: &'static str,
+        /// Its exit status.
+        status: std::process::ExitStatus,
+        /// Where the daemon logs.
+        log_dir: PathBuf,
+    },
+}
 
 /// A running MPS control daemon; stopped on drop.
 #[derive(Debug)]
@@ -30,12 +57,15 @@ pub(crate) struct MpsDaemon {
 
 impl MpsDaemon {
     /// Starts `nvidia-cuda-mps-control -d` with private directories under `root`.
-    pub(crate) fn start(root: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn start(root: &Path) -> Result<Self, MpsError> {
         let pipe_dir = root.join("pipe");
         let log_dir = root.join("log");
         std::fs::create_dir_all(&pipe_dir)
             .and_then(|()| std::fs::create_dir_all(&log_dir))
-            .with_context(|| format!("cannot create MPS directories under {}", root.display()))?;
+            .map_err(|source| MpsError::Directories {
+                dir: root.to_owned(),
+                source,
+            })?;
         let status = Command::new(CONTROL)
             .arg("-d")
             .env_remove("CUDA_VISIBLE_DEVICES")
@@ -48,11 +78,13 @@ impl MpsDaemon {
                 log_dir,
                 stopped: false,
             }),
-            Ok(s) => bail!("{CONTROL} -d failed ({s}); see {}", log_dir.display()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
-                "--mode mps needs {CONTROL} on PATH (it ships with the NVIDIA driver); not found"
-            ),
-            Err(e) => bail!("cannot start {CONTROL}: {e}"),
+            Ok(status) => Err(MpsError::Failed {
+                what: "-d",
+                status,
+                log_dir,
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(MpsError::NotFound),
+            Err(e) => Err(MpsError::Run(e)),
         }
     }
 
@@ -65,7 +97,7 @@ impl MpsDaemon {
     }
 
     /// Sends `quit` and waits for the control process to return.
-    pub(crate) fn stop(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn stop(&mut self) -> Result<(), MpsError> {
         if self.stopped {
             return Ok(());
         }
@@ -76,16 +108,17 @@ impl MpsDaemon {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
-            .with_context(|| format!("cannot run {CONTROL} to stop the MPS daemon"))?;
+            .map_err(MpsError::Run)?;
         if let Some(mut stdin) = child.stdin.take() {
             let _ = stdin.write_all(b"quit\n");
         }
-        let status = child.wait()?;
+        let status = child.wait().map_err(MpsError::Run)?;
         if !status.success() {
-            bail!(
-                "stopping the MPS daemon failed ({status}); see {}",
-                self.log_dir.display()
-            );
+            return Err(MpsError::Failed {
+                what: "quit",
+                status,
+                log_dir: self.log_dir.clone(),
+            });
         }
         Ok(())
     }
@@ -94,7 +127,7 @@ impl MpsDaemon {
 impl Drop for MpsDaemon {
     fn drop(&mut self) {
         if let Err(e) = self.stop() {
-            eprintln!("warning: {e:#}");
+            eprintln!("warning: {}", crate::error::chain(&e));
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use coload_cohort_schema::{AbortRecord, exit, read_document};
+use coload_cohort_schema::{AbortRecord, FailureKind, exit, read_document};
 
 const COHORT: &str = env!("CARGO_BIN_EXE_bench-cohort");
 
@@ -137,8 +137,8 @@ exit 0
         .unwrap()
         .path();
     let abort: AbortRecord = read_document(&experiment.join("abort.json")).unwrap();
-    assert_eq!(abort.kind, "peer_failed");
-    assert_eq!(abort.by_replica, 1);
+    assert_eq!(abort.kind, FailureKind::PeerFailed);
+    assert_eq!(abort.by_replica, AbortRecord::LAUNCHER);
     assert!(
         abort.reason.contains("replica 1 exited with 20"),
         "{}",
