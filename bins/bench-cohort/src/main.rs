@@ -1,5 +1,11 @@
 //! bench-cohort: run a whole cohort of bench-worker processes on this machine, then summarize.
 
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a command-line tool: the summary goes to stdout, progress and errors to stderr"
+)]
+
 mod cli;
 mod cohort;
 mod error;

@@ -1,5 +1,10 @@
 //! bench-summarize: summarize and compare downloaded coload cohorts (no GPU, no libtorch).
 
+#![expect(
+    clippy::print_stderr,
+    reason = "a command-line tool: errors and warnings go to stderr"
+)]
+
 use std::process::ExitCode;
 
 use coload_analysis::AnalysisError;

@@ -1,5 +1,10 @@
 //! bench-worker: one coload worker (one per Pod). See `bench-worker --help`.
 
+#![expect(
+    clippy::print_stderr,
+    reason = "a command-line tool: errors go to stderr"
+)]
+
 mod cli;
 mod error;
 mod progress;

@@ -6,6 +6,12 @@
 //! alone, not the generation. Goal (issue 5): under 3 s on a 2-core machine, memory bounded by
 //! 8 bytes a kept batch.
 
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark prints its figures"
+)]
+
 use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -9,6 +9,12 @@
 //!     --replica 0 --count 1
 //! ```
 
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a probe prints its outcome line and errors"
+)]
+
 use std::process::ExitCode;
 use std::time::Duration;
 
