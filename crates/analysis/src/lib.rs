@@ -53,7 +53,7 @@ mod summarize;
 
 pub use coload_cohort_schema::{CohortSummary, Comparison};
 pub use compare::{CompareInput, compare, load_compare_input};
-pub use error::{AnalysisError, CohortProblem};
+pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
 pub use render::{render_markdown, render_table};
 pub use report::{render_comparison_markdown, render_report_html, write_report};
