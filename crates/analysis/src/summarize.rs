@@ -411,7 +411,8 @@ fn host_contention(report: &coload_cohort_schema::WorkerReport) -> Option<String
     ))
 }
 
-fn warn(kind: &str, message: String) -> SummaryWarning {
+/// A named warning of a summary or a comparison.
+pub(crate) fn warn(kind: &str, message: String) -> SummaryWarning {
     SummaryWarning {
         kind: kind.to_owned(),
         message,
