@@ -11,7 +11,7 @@
 //! that depend on it: bench-worker carries the same two lines in its own build script. Without
 //! `--no-as-needed` the linker drops `libtorch_cuda.so` (nothing references its symbols; CUDA
 //! kernels register themselves when it loads) and CUDA reports unavailable at run time. See
-//! ../shared/docs/gpu.md.
+//! docs/design.md ("libtorch").
 
 use std::env;
 use std::path::PathBuf;

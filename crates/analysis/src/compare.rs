@@ -21,7 +21,7 @@ use coload_cohort_schema::{
 
 use crate::error::AnalysisError;
 use crate::stats;
-use crate::summarize::{CAVEATS, Options, summarize_dirs};
+use crate::summarize::{CAVEATS, Options, summarize_dirs, warn};
 
 /// Configuration fields a baseline may differ in from the cohort it is compared with: a solo
 /// baseline has, by definition, its own mode and count.
@@ -61,13 +61,6 @@ pub fn load_compare_input(
     }
     let summary = summarize_dirs(&[path.to_owned()], options)?;
     Ok((summary, CompareInput::CohortFolder))
-}
-
-fn warn(kind: &str, message: String) -> SummaryWarning {
-    SummaryWarning {
-        kind: kind.to_owned(),
-        message,
-    }
 }
 
 /// Compares `cohorts` with each other and with the solo `baselines` (at most one per workload).

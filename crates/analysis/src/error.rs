@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use coload_cohort_schema::{ConfigDifference, FailureKind, Mode, SchemaError, Stage, exit};
 
+use crate::interval::CutSide;
+
 /// Why a cohort could not be summarized or compared.
 #[derive(Debug, thiserror::Error)]
 pub enum AnalysisError {
@@ -151,12 +153,18 @@ pub enum CohortProblem {
         /// What is wrong.
         message: String,
     },
-    /// Some worker has less than the minimum overlap with the common interval.
+    /// Some worker has less than the minimum overlap with the common interval, or the windows
+    /// share no time at all.
     LowOverlap {
         /// Every worker's overlap fraction, by replica.
         overlaps: Vec<(u32, f64)>,
         /// The threshold.
         minimum: f64,
+        /// The common interval's length, nanoseconds; `None` when the windows share no time.
+        common_interval_ns: Option<u64>,
+        /// The workers that cut the common interval short: the cause, where the workers below
+        /// the threshold are the ones that suffered it.
+        cuts: Vec<IntervalCut>,
     },
     /// A worker has no batch entirely inside the common interval.
     NoBatches {
@@ -178,6 +186,59 @@ pub enum CohortProblem {
         /// `window.batches` in `worker.json`.
         declared: u64,
     },
+}
+
+/// A worker that cut the common interval short (it started last or ended first), named when a
+/// cohort is refused for overlap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IntervalCut {
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Its replica.
+    pub replica: u32,
+    /// Whether it started late or ended early.
+    pub side: CutSide,
+    /// The replica it is measured against: the earliest start, or the latest end.
+    pub against_replica: u32,
+    /// How much later its window started, or earlier it ended, than `against_replica`'s,
+    /// nanoseconds.
+    pub by_ns: u64,
+    /// Its lateness against the scheduled start (`barrier.lateness_ns`), when it recorded one.
+    pub lateness_ns: Option<i64>,
+    /// Batches it recorded in its whole window (`window.batches`).
+    pub batches: u64,
+}
+
+/// Nanoseconds as seconds with three decimals.
+fn seconds(ns: f64) -> String {
+    format!("{:.3} s", ns / 1e9)
+}
+
+impl fmt::Display for IntervalCut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "replica {} ({}): ", self.replica, self.dir.display())?;
+        let by = seconds(self.by_ns as f64);
+        let against = self.against_replica;
+        match (self.side, self.lateness_ns) {
+            (CutSide::LateStart, Some(late)) => write!(
+                f,
+                "late by {} against the scheduled start (its window began {by} after replica \
+                 {against}'s)",
+                seconds(late as f64)
+            )?,
+            (CutSide::LateStart, None) => {
+                write!(
+                    f,
+                    "late by {by} against replica {against}'s start (no barrier lateness recorded)"
+                )?;
+            }
+            (CutSide::EarlyEnd, _) => write!(
+                f,
+                "ended early by {by} (its window ended before replica {against}'s)"
+            )?,
+        }
+        write!(f, ", {} batches in its window", self.batches)
+    }
 }
 
 fn paths(list: &[PathBuf]) -> String {
@@ -276,11 +337,26 @@ impl fmt::Display for CohortProblem {
                 replica,
                 message,
             } => write!(f, "{}: replica {replica}: {message}", dir.display()),
-            CohortProblem::LowOverlap { overlaps, minimum } => {
+            CohortProblem::LowOverlap {
+                overlaps,
+                minimum,
+                common_interval_ns,
+                cuts,
+            } => {
+                match common_interval_ns {
+                    Some(ns) => write!(f, "the common interval ({})", seconds(*ns as f64))?,
+                    None => f.write_str("the common interval (the windows share no time)")?,
+                }
+                let culprits: Vec<String> = cuts.iter().map(ToString::to_string).collect();
+                if culprits.is_empty() {
+                    f.write_str(" is too short")?;
+                } else {
+                    write!(f, " was cut short by {}", culprits.join("; and by "))?;
+                }
                 let below: Vec<String> = overlaps
                     .iter()
                     .filter(|(_, o)| *o < *minimum)
-                    .map(|(r, _)| r.to_string())
+                    .map(|(r, _)| format!("replica {r}"))
                     .collect();
                 let all: Vec<String> = overlaps
                     .iter()
@@ -288,9 +364,10 @@ impl fmt::Display for CohortProblem {
                     .collect();
                 write!(
                     f,
-                    "overlap with the common interval below {minimum:.2} for replica {} \
-                     (every worker needs at least {minimum:.2} of its window): {}",
+                    "; every worker needs at least {minimum:.2} of its window inside it, and {} \
+                     {} less (overlaps: {})",
                     below.join(", "),
+                    if below.len() == 1 { "has" } else { "have" },
                     all.join(", ")
                 )
             }

@@ -113,8 +113,9 @@ pub(crate) struct WorkerInput {
     pub(crate) report: WorkerReport,
 }
 
-/// Reads every folder's `worker.json`. Folders without one (or without `batches.jsonl`) are
-/// collected as problems; a malformed document or an unknown schema version is an error at once.
+/// Reads every folder's `worker.json`. Folders without one are collected as problems (a missing
+/// `batches.jsonl` is found later, with the identity rules); a malformed document or an unknown
+/// schema version is an error at once.
 pub(crate) fn read_reports(
     dirs: &[PathBuf],
 ) -> Result<(Vec<WorkerInput>, Vec<CohortProblem>), AnalysisError> {

@@ -48,6 +48,84 @@ pub fn common_interval(windows: &[Span]) -> Option<Span> {
     })
 }
 
+/// Which end of the common interval a window cut short.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutSide {
+    /// The window started last: the common interval starts at its start.
+    LateStart,
+    /// The window ended first: the common interval ends at its end.
+    EarlyEnd,
+}
+
+/// One edge of a window: its start or its end.
+type Edge = fn(&Span) -> u64;
+
+/// A window that cut the common interval short, found by [`cuts`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cut {
+    /// Its index in the windows given.
+    pub index: usize,
+    /// Which end it cut.
+    pub side: CutSide,
+    /// The window it is measured against: the earliest start for a late start, the latest end
+    /// for an early end (the lowest index among equals).
+    pub against: usize,
+    /// How much later it started, or how much earlier it ended, than `against`, nanoseconds.
+    pub by_ns: u64,
+}
+
+/// The windows that made the common interval shorter than the longest window: every window that
+/// started last when some started earlier, then every window that ended first when some ended
+/// later.
+///
+/// This names the cause of a low overlap. A worker's overlap is low because *another* worker
+/// started late or stopped early, so the worker below the threshold is the victim; the culprit
+/// is the one that bounds the common interval. Empty when every window starts together and ends
+/// together, or when there is no window.
+#[must_use]
+pub fn cuts(windows: &[Span]) -> Vec<Cut> {
+    let by_start = windows
+        .iter()
+        .enumerate()
+        .min_by_key(|(i, w)| (w.start_unix_ns, *i));
+    let by_end = windows
+        .iter()
+        .enumerate()
+        .max_by_key(|(i, w)| (w.end_unix_ns, std::cmp::Reverse(*i)));
+    let (Some((earliest_start, _)), Some((latest_end, _))) = (by_start, by_end) else {
+        return Vec::new();
+    };
+    let start: Edge = |w| w.start_unix_ns;
+    let end: Edge = |w| w.end_unix_ns;
+    let sides = [
+        (CutSide::LateStart, earliest_start, start),
+        (CutSide::EarlyEnd, latest_end, end),
+    ];
+    let mut out = Vec::new();
+    for (side, against, edge) in sides {
+        // Every start is at or after the earliest and every end at or before the latest, so the
+        // distance from `against` says how far each window moved that edge of the interval.
+        let distance = |w: &Span| edge(w).abs_diff(edge(&windows[against]));
+        let by_ns = windows.iter().map(distance).max().unwrap_or(0);
+        if by_ns == 0 {
+            continue;
+        }
+        out.extend(
+            windows
+                .iter()
+                .enumerate()
+                .filter(|(_, w)| distance(w) == by_ns)
+                .map(|(index, _)| Cut {
+                    index,
+                    side,
+                    against,
+                    by_ns,
+                }),
+        );
+    }
+    out
+}
+
 /// The fraction of `own` that lies inside `common`: `|own ∩ common| / |own|`.
 ///
 /// `common` is normally inside `own`, which makes this `|common| / |own|`; the intersection keeps
@@ -103,6 +181,39 @@ mod tests {
         // One worker: its own window is the common interval.
         let one = [s(7, 17)];
         assert_eq!(overlap_fraction(one[0], common_interval(&one)), 1.0);
+    }
+
+    #[test]
+    fn cuts_name_the_latest_start_and_the_earliest_end() {
+        // Replica 1 starts 2 s late: it, not replica 0, cut the interval.
+        let late = [s(0, 10_000), s(2_000, 10_000)];
+        assert_eq!(
+            cuts(&late),
+            [Cut {
+                index: 1,
+                side: CutSide::LateStart,
+                against: 0,
+                by_ns: 2_000
+            }]
+        );
+        // Replica 2 starts last and replica 0 ends first; two late starters tie.
+        let both = [s(0, 9_000), s(500, 10_000), s(500, 10_000), s(100, 9_500)];
+        let found: Vec<(usize, CutSide, usize, u64)> = cuts(&both)
+            .iter()
+            .map(|c| (c.index, c.side, c.against, c.by_ns))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (1, CutSide::LateStart, 0, 500),
+                (2, CutSide::LateStart, 0, 500),
+                (0, CutSide::EarlyEnd, 1, 1_000),
+            ]
+        );
+        // Windows that coincide cut nothing, and neither does a single one.
+        assert_eq!(cuts(&[s(3, 9), s(3, 9)]), []);
+        assert_eq!(cuts(&[s(3, 9)]), []);
+        assert_eq!(cuts(&[]), []);
     }
 
     #[test]

@@ -45,7 +45,6 @@ mod compare;
 mod error;
 mod inputs;
 pub mod interval;
-mod render;
 mod report;
 mod scan;
 pub mod stats;
@@ -53,8 +52,9 @@ mod summarize;
 
 pub use coload_cohort_schema::{CohortSummary, Comparison};
 pub use compare::{CompareInput, compare, load_compare_input};
-pub use error::{AnalysisError, CohortProblem};
+pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
-pub use render::{render_markdown, render_table};
-pub use report::{render_comparison_markdown, render_report_html, write_report};
+pub use report::{
+    render_comparison_markdown, render_markdown, render_report_html, render_table, write_report,
+};
 pub use summarize::{CAVEATS, HOST_PRESSURE_PCT, Options, summarize_dirs};

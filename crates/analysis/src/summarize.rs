@@ -10,9 +10,9 @@ use coload_cohort_schema::{
 };
 
 use crate::colocation::{Placement, colocation};
-use crate::error::{AnalysisError, CohortProblem};
+use crate::error::{AnalysisError, CohortProblem, IntervalCut};
 use crate::inputs::{WorkerInput, discover, read_reports};
-use crate::interval::{MIN_OVERLAP_FRACTION, Span, common_interval, overlap_fraction};
+use crate::interval::{MIN_OVERLAP_FRACTION, Span, common_interval, cuts, overlap_fraction};
 use crate::scan::{Scan, scan_all};
 use crate::stats::{self, P90, P99, P999};
 
@@ -70,6 +70,8 @@ pub fn summarize_dirs(
         return Err(AnalysisError::Cohort(vec![CohortProblem::LowOverlap {
             overlaps,
             minimum: MIN_OVERLAP_FRACTION,
+            common_interval_ns: common.map(Span::len_ns),
+            cuts: interval_cuts(&inputs, &spans),
         }]));
     };
 
@@ -164,6 +166,25 @@ fn check_scans(inputs: &[WorkerInput], scans: &[Scan]) -> Result<(), AnalysisErr
     } else {
         Err(AnalysisError::Cohort(problems))
     }
+}
+
+/// The workers that cut the common interval short, with what they recorded about it.
+fn interval_cuts(inputs: &[WorkerInput], spans: &[Span]) -> Vec<IntervalCut> {
+    cuts(spans)
+        .into_iter()
+        .map(|c| {
+            let r = &inputs[c.index].report;
+            IntervalCut {
+                dir: inputs[c.index].dir.clone(),
+                replica: r.replica,
+                side: c.side,
+                against_replica: inputs[c.against].report.replica,
+                by_ns: c.by_ns,
+                lateness_ns: r.barrier.and_then(|b| b.lateness_ns),
+                batches: r.window.map_or(0, |x| x.batches),
+            }
+        })
+        .collect()
 }
 
 fn span_of(w: &WorkerInput) -> Span {
@@ -390,7 +411,8 @@ fn host_contention(report: &coload_cohort_schema::WorkerReport) -> Option<String
     ))
 }
 
-fn warn(kind: &str, message: String) -> SummaryWarning {
+/// A named warning of a summary or a comparison.
+pub(crate) fn warn(kind: &str, message: String) -> SummaryWarning {
     SummaryWarning {
         kind: kind.to_owned(),
         message,

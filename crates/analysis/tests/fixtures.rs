@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use coload_analysis::interval::CutSide;
 use coload_analysis::{
-    AnalysisError, Options, compare, render_comparison_markdown, render_markdown, render_table,
-    summarize_dirs,
+    AnalysisError, CohortProblem, Options, compare, render_comparison_markdown, render_markdown,
+    render_table, summarize_dirs,
 };
 use coload_cohort_schema::{CohortSummary, Workload, exit};
 
@@ -202,6 +203,11 @@ fn every_invalid_cohort_is_refused_with_its_reason() {
             "replica 0 0.700, replica 1 1.000",
         ),
         (
+            "invalid/late-no-batches",
+            exit::INCOMPLETE_COHORT,
+            "cut short by replica 1 (invalid/late-no-batches/worker-1): late by 2.200 s",
+        ),
+        (
             "invalid/no-batches",
             exit::INCOMPLETE_COHORT,
             "replica 0 has no batch entirely inside",
@@ -222,6 +228,89 @@ fn every_invalid_cohort_is_refused_with_its_reason() {
         assert_eq!(c, code, "{name}: {msg}");
         assert!(msg.contains(text), "{name}: {msg}");
     }
+}
+
+/// Issue 11: replica 1 was paused until 2.2 s after the start and timed nothing; replica 0 was on
+/// time. The refusal must name replica 1 as the worker that cut the common interval short, with
+/// its lateness and its batch count, not replica 0 (whose overlap is the one below 0.80).
+#[test]
+fn low_overlap_names_the_late_replica_not_its_victim() {
+    let (code, msg) = err("invalid/late-no-batches");
+    assert_eq!(code, exit::INCOMPLETE_COHORT, "{msg}");
+    assert!(
+        msg.contains(
+            "cut short by replica 1 (invalid/late-no-batches/worker-1): \
+             late by 2.200 s"
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("0 batches in its window"), "{msg}");
+    // The typed problem carries the same facts.
+    let e = summarize("invalid/late-no-batches").unwrap_err();
+    let [CohortProblem::LowOverlap { cuts, .. }] = e.problems() else {
+        panic!("not one LowOverlap: {e}");
+    };
+    let [cut] = cuts.as_slice() else {
+        panic!("not one cut: {cuts:?}")
+    };
+    assert_eq!(
+        (cut.replica, cut.side, cut.against_replica),
+        (1, CutSide::LateStart, 0)
+    );
+    assert_eq!(cut.by_ns, 2_200_000_000);
+    assert_eq!(cut.lateness_ns, Some(2_200_000_000));
+    assert_eq!(cut.batches, 0);
+}
+
+/// Windows that share no time (clocks that disagree by more than a window) are refused naming
+/// both ends: the worker that started last and the one that ended first.
+#[test]
+fn disjoint_windows_name_the_late_start_and_the_early_end() {
+    let dir = tempfile::tempdir().unwrap();
+    for r in 0..2 {
+        let from = fixtures().join(format!("invalid/low-overlap/worker-{r}"));
+        let to = dir.path().join(format!("worker-{r}"));
+        std::fs::create_dir(&to).unwrap();
+        for f in ["worker.json", "batches.jsonl"] {
+            std::fs::copy(from.join(f), to.join(f)).unwrap();
+        }
+    }
+    // Replica 1's clock runs 20 s ahead: its window lies after replica 0's, without lateness.
+    let path = dir.path().join("worker-1/worker.json");
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for field in ["start_unix_ns", "end_unix_ns"] {
+        let v = report["window"][field].as_u64().unwrap();
+        report["window"][field] = serde_json::json!(v + 20_000_000_000);
+    }
+    report["barrier"] = serde_json::Value::Null;
+    std::fs::write(&path, report.to_string()).unwrap();
+    // The batch records are checked only after the overlap rule, which refuses first.
+    let e = summarize_dirs(&[dir.path().to_owned()], &Options::default()).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("the windows share no time"), "{msg}");
+    assert!(
+        msg.contains("replica 1 (") && msg.contains("late by 23.000 s against replica 0's start"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("replica 0 (") && msg.contains("ended early by 20.000 s"),
+        "{msg}"
+    );
+    assert!(msg.contains("replica 0 0.000, replica 1 0.000"), "{msg}");
+    let [
+        CohortProblem::LowOverlap {
+            common_interval_ns,
+            cuts,
+            ..
+        },
+    ] = e.problems()
+    else {
+        panic!("not one LowOverlap: {e}");
+    };
+    assert_eq!(*common_interval_ns, None);
+    let sides: Vec<(u32, CutSide)> = cuts.iter().map(|c| (c.replica, c.side)).collect();
+    assert_eq!(sides, [(1, CutSide::LateStart), (0, CutSide::EarlyEnd)]);
 }
 
 #[test]

@@ -149,6 +149,11 @@ struct Cohort {
     join_ms: u64,
     lead_ms: u64,
     margin_ms: u64,
+    /// The probe binary the commands run.
+    probe: PathBuf,
+    /// Never read: keeps the copy of the probe that [`Cohort::reachable_by_others`] made alive
+    /// as long as the cohort.
+    staging: Option<tempfile::TempDir>,
 }
 
 impl Cohort {
@@ -160,7 +165,22 @@ impl Cohort {
             join_ms: 3000,
             lead_ms: 1500,
             margin_ms: 300,
+            probe: PathBuf::from(PROBE),
+            staging: None,
         }
+    }
+
+    /// Lets a probe that runs as another user ([`as_unprivileged`]) reach its own binary and the
+    /// shared directory. The clone may sit under a directory only its owner can search (root's
+    /// home is mode 0700), and then so do the target directory and the probe in it (issue 11).
+    /// So the probe runs from a copy, and the shared directory is made, in fresh directories
+    /// that every user can search.
+    fn reachable_by_others(mut self) -> Self {
+        let (staging, probe) = stage(Path::new(PROBE));
+        self.sync = searchable_tempdir();
+        self.probe = probe;
+        self.staging = Some(staging);
+        self
     }
 
     fn join_ms(mut self, ms: u64) -> Self {
@@ -178,7 +198,7 @@ impl Cohort {
     }
 
     fn command(&self, sync_dir: &Path, experiment: &str, replica: u32, extra: &[&str]) -> Command {
-        let mut cmd = Command::new(PROBE);
+        let mut cmd = Command::new(&self.probe);
         cmd.arg("--sync-dir")
             .arg(sync_dir)
             .args(["--experiment", experiment])
@@ -219,6 +239,62 @@ impl Cohort {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+/// Whether other users may search `dir` and every directory above it (the execute bit for
+/// others on each), so that a process of another user can reach what lies inside.
+fn searchable_by_others(dir: &Path) -> bool {
+    let Ok(dir) = dir.canonicalize() else {
+        return false;
+    };
+    dir.ancestors()
+        .all(|d| fs::metadata(d).is_ok_and(|m| m.is_dir() && m.mode() & 0o001 != 0))
+}
+
+/// A fresh temporary directory of mode 0755 that every user can reach: under the system's
+/// temporary directory when every user can search it (`$TMPDIR` may be private), else under
+/// `/tmp`.
+fn searchable_tempdir() -> tempfile::TempDir {
+    let candidates = [std::env::temp_dir(), PathBuf::from("/tmp")];
+    let base = candidates
+        .iter()
+        .find(|d| searchable_by_others(d))
+        .unwrap_or_else(|| {
+            panic!(
+                "neither {} nor /tmp can be searched by other users: set TMPDIR to a directory \
+                 that can",
+                candidates[0].display()
+            )
+        });
+    let dir = tempfile::Builder::new()
+        .prefix("coload-proof-")
+        .tempdir_in(base)
+        .unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(searchable_by_others(dir.path()), "{}", dir.path().display());
+    dir
+}
+
+/// Copies `binary` (mode 0755) into a fresh [`searchable_tempdir`]; returns the directory, which
+/// removes the copy when dropped, and the copy's path.
+fn stage(binary: &Path) -> (tempfile::TempDir, PathBuf) {
+    let dir = searchable_tempdir();
+    let copy = dir.path().join(binary.file_name().unwrap());
+    fs::copy(binary, &copy).unwrap();
+    fs::set_permissions(&copy, fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, copy)
+}
+
+/// Runs `cmd` as `nobody` (uid and gid 65534) when the tests run as root, who ignores permission
+/// bits; as anyone else, unchanged. The working directory becomes `/`, which every user can
+/// search (the test's own may be private).
+fn as_unprivileged(mut cmd: Command) -> Command {
+    // A directory we create is owned by our effective uid.
+    let probe = tempfile::tempdir().unwrap();
+    if fs::metadata(probe.path()).unwrap().uid() == 0 {
+        cmd.uid(65534).gid(65534).current_dir("/");
+    }
+    cmd
 }
 
 fn spawn(mut cmd: Command) -> Worker {
@@ -464,7 +540,7 @@ fn t07_a_stale_start_or_abort_from_an_earlier_run_is_refused() {
 
 #[test]
 fn t08_a_missing_read_only_or_symlinked_directory_fails_preflight_fast() {
-    let cohort = Cohort::new(1);
+    let cohort = Cohort::new(1).reachable_by_others();
 
     // A missing mount: the shared directory itself is never created.
     let missing = cohort.sync.path().join("not-mounted");
@@ -488,7 +564,6 @@ fn t08_a_missing_read_only_or_symlinked_directory_fails_preflight_fast() {
 
     // A read-only shared directory, and a read-only experiment directory inside a writable one.
     // Root ignores permission bits, so as root the probe runs as `nobody`.
-    fs::set_permissions(cohort.sync.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let read_only = cohort.sync.path().join("ro");
     fs::create_dir(&read_only).unwrap();
     let writable = cohort.sync.path().join("rw");
@@ -497,14 +572,6 @@ fn t08_a_missing_read_only_or_symlinked_directory_fails_preflight_fast() {
     fs::set_permissions(&writable, fs::Permissions::from_mode(0o777)).unwrap();
     fs::set_permissions(&read_only, fs::Permissions::from_mode(0o555)).unwrap();
     fs::set_permissions(writable.join("exp-1"), fs::Permissions::from_mode(0o555)).unwrap();
-    // The directory we just created is owned by our effective uid.
-    let root = fs::metadata(cohort.sync.path()).unwrap().uid() == 0;
-    let as_unprivileged = |mut cmd: Command| {
-        if root {
-            cmd.uid(65534).gid(65534);
-        }
-        cmd
-    };
     let o = spawn(as_unprivileged(cohort.command(&read_only, "exp-1", 0, &[]))).finish();
     o.expect(exit::PREFLIGHT_FAILED, "preflight_failed")
         .expect_message(&format!(
@@ -586,4 +653,29 @@ fn t11_sixteen_workers_rendezvous_within_a_bounded_time() {
     let took = began.elapsed();
     assert_rendezvous(&cohort, &outcomes);
     assert!(took < Duration::from_secs(30), "16 workers took {took:?}");
+}
+
+#[test]
+fn t12_a_probe_built_in_a_private_directory_still_runs_as_another_user() {
+    // The clone, and so the probe, under a directory only its owner may search (issue 11: as
+    // root, `nobody` got "spawn coload-barrier-probe: Permission denied").
+    let private = tempfile::tempdir().unwrap();
+    fs::set_permissions(private.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    let hidden = private.path().join("coload-barrier-probe");
+    fs::copy(PROBE, &hidden).unwrap();
+    assert!(!searchable_by_others(private.path()));
+    let (_staging, probe) = stage(&hidden);
+    assert!(searchable_by_others(probe.parent().unwrap()));
+    let mut cohort = Cohort::new(1);
+    cohort.probe = probe;
+    // An invalid experiment id stops the probe before it touches the disk: this checks only
+    // that the process starts and answers.
+    spawn(as_unprivileged(cohort.command(
+        cohort.sync.path(),
+        "../x",
+        0,
+        &[],
+    )))
+    .finish()
+    .expect(exit::INVALID_INPUT, "invalid_experiment");
 }

@@ -48,15 +48,22 @@ impl FakeNvml {
         self
     }
 
+    /// Enables MIG mode on the last GPU added, without creating any MIG device: what NVML shows
+    /// after `nvidia-smi -mig 1` and before any GPU instance is created. CUDA then sees no
+    /// device on that GPU.
+    #[must_use]
+    pub fn with_mig_enabled(mut self) -> Self {
+        self.last_gpu().mig_mode = Some(true);
+        self
+    }
+
     /// Adds a MIG device with `profile` to the last GPU added, enabling MIG mode on it.
     #[must_use]
     pub fn with_mig(mut self, profile: &str, uuid: &str) -> Self {
-        let gpu = self
-            .gpus
-            .last_mut()
-            .expect("add a gpu before its mig devices");
+        let gpu = self.last_gpu();
         gpu.mig_mode = Some(true);
-        let list = self.migs.entry(gpu.index).or_default();
+        let (gpu_index, gpu_name) = (gpu.index, gpu.name.clone());
+        let list = self.migs.entry(gpu_index).or_default();
         let gib: u64 = profile
             .rsplit_once('.')
             .and_then(|(_, m)| m.trim_end_matches("gb").parse().ok())
@@ -64,7 +71,7 @@ impl FakeNvml {
         list.push(MigFacts {
             index: list.len() as u32,
             uuid: uuid.to_owned(),
-            name: Some(format!("{} MIG {profile}", gpu.name)),
+            name: Some(format!("{gpu_name} MIG {profile}")),
             profile: Some(profile.to_owned()),
             memory_total_bytes: Some(gib << 30),
         });
@@ -74,10 +81,14 @@ impl FakeNvml {
     /// Sets the compute mode of the last GPU added.
     #[must_use]
     pub fn with_compute_mode(mut self, mode: &str) -> Self {
-        if let Some(gpu) = self.gpus.last_mut() {
-            gpu.compute_mode = Some(mode.to_owned());
-        }
+        self.last_gpu().compute_mode = Some(mode.to_owned());
         self
+    }
+
+    fn last_gpu(&mut self) -> &mut GpuFacts {
+        self.gpus
+            .last_mut()
+            .expect("add a gpu (with_gpu) before what belongs to it")
     }
 
     /// Lists compute processes on a target.

@@ -484,11 +484,56 @@ mod tests {
     }
 
     #[test]
-    fn a_mig_gpu_without_instances_offers_no_device() {
-        let mut nvml = FakeNvml::new().with_gpu("GPU-aaaa", "NVIDIA H200");
-        nvml = nvml.with_mig("1g.18gb", "MIG-1111");
+    fn an_unknown_mig_uuid_truncates_the_visible_devices() {
+        let nvml = FakeNvml::new()
+            .with_gpu("GPU-aaaa", "NVIDIA H200")
+            .with_mig("1g.18gb", "MIG-1111");
         let r = cuda(&nvml, &env(Some("MIG-9999"), None), 0);
         assert!(r.target.is_none());
-        assert_eq!(r.warnings[0].kind, "visible_devices_truncated");
+        let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
+        assert_eq!(kinds, ["visible_devices_truncated", "device_unresolved"]);
+        assert!(r.warnings[0].message.contains("`MIG-9999`"));
+    }
+
+    #[test]
+    fn a_mig_gpu_without_instances_offers_no_device() {
+        // MIG enabled, no GPU instance created: CUDA sees nothing on this GPU, so neither its
+        // index, nor its UUID, nor the container runtime's `all` may resolve to the whole GPU.
+        let nvml = FakeNvml::new()
+            .with_gpu("GPU-aaaa", "NVIDIA H200")
+            .with_mig_enabled();
+        assert_eq!(nvml.mig_devices(0).unwrap(), []);
+        for e in [
+            env(Some("0"), None),
+            env(Some("GPU-aaaa"), None),
+            env(None, Some("all")),
+        ] {
+            let r = cuda(&nvml, &e, 0);
+            assert!(r.target.is_none(), "{e:?}: {r:?}");
+            assert_eq!(r.info.gpu_uuid, None, "{e:?}");
+            assert_eq!(r.info.kind, DeviceKind::Cuda);
+            let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
+            // The entry names a GPU NVML sees, so nothing is truncated: the list is just empty.
+            assert_eq!(kinds, ["device_unresolved"], "{e:?}");
+            assert!(
+                r.warnings[0].message.contains("among the 0 device(s)"),
+                "{}",
+                r.warnings[0].message
+            );
+        }
+        // A second, whole GPU after it becomes cuda:0.
+        let two = FakeNvml::new()
+            .with_gpu("GPU-aaaa", "NVIDIA H200")
+            .with_mig_enabled()
+            .with_gpu("GPU-bbbb", "NVIDIA H200");
+        let r = cuda(&two, &env(Some("0,1"), None), 0);
+        assert_eq!(r.info.gpu_uuid.as_deref(), Some("GPU-bbbb"));
+        assert_eq!(
+            r.target,
+            Some(NvmlTarget {
+                gpu_index: 1,
+                mig_index: None
+            })
+        );
     }
 }

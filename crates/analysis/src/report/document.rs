@@ -1,0 +1,125 @@
+//! The document model: what a report says, before any output format.
+//!
+//! A [`Document`] is a list of [`Block`]s (headings, paragraphs, tables, lists) holding plain
+//! text. The modules that decide *what* to say ([`super::comparison`], [`super::summary`]) build
+//! one; the output modules ([`super::markdown`], [`super::html`], [`super::text`]) decide only
+//! *how* it looks, so a new report builds a new document and gets every format, and a new format
+//! serves every report.
+
+use std::collections::BTreeMap;
+
+use coload_cohort_schema::Workload;
+
+/// Bytes per GiB, for memory figures people read.
+const BYTES_PER_GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// A report as a sequence of blocks.
+#[derive(Debug, Default)]
+pub(crate) struct Document {
+    /// The blocks, in reading order.
+    pub(crate) blocks: Vec<Block>,
+}
+
+impl Document {
+    /// Appends a heading of `level` (1 is the title).
+    pub(crate) fn heading(&mut self, level: usize, text: impl Into<String>) {
+        self.blocks.push(Block::Heading(level, text.into()));
+    }
+
+    /// Appends a paragraph.
+    pub(crate) fn para(&mut self, text: impl Into<String>) {
+        self.blocks.push(Block::Para(text.into()));
+    }
+
+    /// Appends a table.
+    pub(crate) fn table(&mut self, table: Table) {
+        self.blocks.push(Block::Table(table));
+    }
+
+    /// Appends a bulleted list.
+    pub(crate) fn list(&mut self, items: Vec<String>) {
+        self.blocks.push(Block::List(items));
+    }
+
+    /// Appends the closing sections every report has: `Warnings` (only when there are any),
+    /// then `Caveats`.
+    pub(crate) fn warnings_and_caveats(&mut self, warnings: Vec<String>, caveats: &[String]) {
+        if !warnings.is_empty() {
+            self.heading(2, "Warnings");
+            self.list(warnings);
+        }
+        self.heading(2, "Caveats");
+        self.list(caveats.to_vec());
+    }
+}
+
+/// One block of a [`Document`]. Text is plain: each output escapes it as its format needs.
+#[derive(Debug)]
+pub(crate) enum Block {
+    /// A heading: its level (1 is the title) and text.
+    Heading(usize, String),
+    /// A paragraph.
+    Para(String),
+    /// A table.
+    Table(Table),
+    /// A bulleted list.
+    List(Vec<String>),
+}
+
+/// A table of text cells under a header. Outputs align the first column left and the others
+/// right (they hold figures).
+#[derive(Debug)]
+pub(crate) struct Table {
+    pub(crate) header: Vec<String>,
+    pub(crate) rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub(crate) fn new(header: &[&str]) -> Self {
+        Table {
+            header: header.iter().map(|h| (*h).to_owned()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub(crate) fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+}
+
+/// A figure with two decimals.
+pub(crate) fn f2(x: f64) -> String {
+    format!("{x:.2}")
+}
+
+/// A figure with three decimals.
+pub(crate) fn f3(x: f64) -> String {
+    format!("{x:.3}")
+}
+
+/// A figure with `digits` decimals, or `-` when absent.
+pub(crate) fn opt(x: Option<f64>, digits: usize) -> String {
+    x.map_or_else(|| "-".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+/// Bytes as GiB with two decimals, or `-` when absent (signed: a headroom can be negative).
+pub(crate) fn gib<T: Into<i128>>(bytes: Option<T>) -> String {
+    opt(bytes.map(|b| b.into() as f64 / BYTES_PER_GIB), 2)
+}
+
+/// A workload mix as people say it: `1 infer, 6 train`.
+pub(crate) fn mix(m: &BTreeMap<Workload, u32>) -> String {
+    m.iter()
+        .map(|(w, n)| format!("{n} {w}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A plot with its caption, for outputs that can show one (HTML).
+#[derive(Debug)]
+pub(crate) struct Figure {
+    /// The plot as an SVG element (or a short HTML note where it could not be drawn).
+    pub(crate) svg: String,
+    /// What it shows, plain text.
+    pub(crate) caption: String,
+}

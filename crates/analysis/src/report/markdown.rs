@@ -1,0 +1,47 @@
+//! Markdown output of a [`Document`] (`comparison.md`, `bench-summarize --format markdown`).
+
+use std::fmt::Write as _;
+
+use super::document::{Block, Document, Table};
+
+/// The document as Markdown: `#` headings, paragraphs, pipe tables (figures right-aligned) and
+/// `-` lists, blocks separated by one blank line, ending with one newline.
+pub(crate) fn markdown(doc: &Document) -> String {
+    let mut out = String::new();
+    for b in &doc.blocks {
+        match b {
+            Block::Heading(level, text) => {
+                let _ = writeln!(out, "{} {text}\n", "#".repeat(*level));
+            }
+            Block::Para(text) => {
+                let _ = writeln!(out, "{text}\n");
+            }
+            Block::Table(t) => {
+                out.push_str(&table(t));
+                out.push('\n');
+            }
+            Block::List(items) => {
+                for i in items {
+                    let _ = writeln!(out, "- {i}");
+                }
+                out.push('\n');
+            }
+        }
+    }
+    out.truncate(out.trim_end().len());
+    out.push('\n');
+    out
+}
+
+/// A pipe table, the first column left-aligned and the others right-aligned.
+fn table(t: &Table) -> String {
+    let mut out = format!("| {} |\n", t.header.join(" | "));
+    let sep: Vec<&str> = (0..t.header.len())
+        .map(|i| if i == 0 { "---" } else { "---:" })
+        .collect();
+    let _ = writeln!(out, "| {} |", sep.join(" | "));
+    for r in &t.rows {
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+    }
+    out
+}

@@ -1,0 +1,194 @@
+//! What one cohort's summary says for people: a plain-text report for a terminal
+//! ([`render_table`]) and a Markdown [`Document`] ([`render_markdown`]).
+
+use std::fmt::Write as _;
+
+use coload_cohort_schema::{CohortSummary, LatencyMs};
+
+use super::document::{Document, Table, f2, f3, gib, mix};
+use super::markdown::markdown;
+use super::text::columns;
+
+fn latency_cells(l: &LatencyMs) -> Vec<String> {
+    [l.p50, l.p90, l.p99, l.p999, l.mean, l.stddev, l.max]
+        .into_iter()
+        .map(f3)
+        .collect()
+}
+
+const LATENCY_HEADER: [&str; 7] = [
+    "p50 ms",
+    "p90 ms",
+    "p99 ms",
+    "p99.9 ms",
+    "mean ms",
+    "stddev ms",
+    "max ms",
+];
+
+/// The summary's three tables: workers, groups, devices.
+struct Tables {
+    workers: Table,
+    groups: Table,
+    devices: Table,
+}
+
+fn tables(s: &CohortSummary) -> Tables {
+    let mut header = vec![
+        "replica",
+        "workload",
+        "batches",
+        "samples",
+        "samples/s",
+        "overlap",
+    ];
+    header.extend(LATENCY_HEADER);
+    header.push("peak GiB");
+    let mut workers = Table::new(&header);
+    for w in &s.workers {
+        let mut cells = vec![
+            w.replica.to_string(),
+            w.workload.to_string(),
+            w.batches.to_string(),
+            w.samples.to_string(),
+            f2(w.samples_per_s),
+            f3(w.overlap_fraction),
+        ];
+        cells.extend(latency_cells(&w.latency_ms));
+        cells.push(gib(w.peak_device_bytes));
+        workers.row(cells);
+    }
+
+    let mut header = vec![
+        "group",
+        "workers",
+        "aggregate samples/s",
+        "min samples/s",
+        "mean samples/s",
+        "max samples/s",
+        "jain",
+    ];
+    header.extend(LATENCY_HEADER);
+    let mut groups = Table::new(&header);
+    for (workload, g) in &s.groups {
+        let mut cells = vec![
+            workload.to_string(),
+            g.workers.to_string(),
+            f2(g.aggregate_samples_per_s),
+            f2(g.per_worker_samples_per_s.min),
+            f2(g.per_worker_samples_per_s.mean),
+            f2(g.per_worker_samples_per_s.max),
+            format!("{:.4}", g.jain_fairness),
+        ];
+        cells.extend(latency_cells(&g.latency_ms));
+        groups.row(cells);
+    }
+
+    let mut devices = Table::new(&[
+        "device",
+        "replicas",
+        "memory GiB",
+        "peak sum GiB",
+        "headroom GiB",
+    ]);
+    for d in &s.colocation.devices {
+        let ids: Vec<String> = d.replicas.iter().map(ToString::to_string).collect();
+        devices.row(vec![
+            d.device.clone(),
+            ids.join(","),
+            gib(d.memory_total_bytes),
+            gib(d.peak_sum_bytes),
+            gib(d.headroom_bytes),
+        ]);
+    }
+    Tables {
+        workers,
+        groups,
+        devices,
+    }
+}
+
+fn placement_line(s: &CohortSummary) -> String {
+    let flag = if s.colocation.fits_mode == Some(false) {
+        "MISMATCH: "
+    } else {
+        ""
+    };
+    format!("placement: {flag}{}", s.colocation.explanation)
+}
+
+/// The summary as a plain-text report for a terminal: a header, the workers, the groups, the
+/// devices, the warnings and the caveats.
+#[must_use]
+pub fn render_table(s: &CohortSummary) -> String {
+    let t = tables(s);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "experiment {} · mode {} · {} workers ({}) · common interval {:.3} s",
+        s.experiment,
+        s.mode,
+        s.count,
+        mix(&s.workload_mix),
+        s.common_interval.seconds
+    );
+    let _ = writeln!(out, "{}", placement_line(s));
+    out.push('\n');
+    out.push_str(&columns(&t.workers));
+    out.push('\n');
+    out.push_str(&columns(&t.groups));
+    if !s.colocation.devices.is_empty() {
+        out.push('\n');
+        out.push_str(&columns(&t.devices));
+    }
+    if !s.warnings.is_empty() {
+        out.push_str("\nwarnings:\n");
+        for w in &s.warnings {
+            let _ = writeln!(out, "  - [{}] {}", w.kind, w.message);
+        }
+    }
+    out.push_str("\ncaveats:\n");
+    for c in &s.caveats {
+        let _ = writeln!(out, "  - {c}");
+    }
+    out
+}
+
+/// The summary's document: the cohort, its placement, workers, groups, device memory, warnings
+/// and caveats.
+fn document(s: &CohortSummary) -> Document {
+    let t = tables(s);
+    let mut doc = Document::default();
+    doc.heading(1, format!("Cohort `{}`", s.experiment));
+    doc.para(format!(
+        "Mode **{}**, {} workers ({}), common interval {:.3} s.",
+        s.mode,
+        s.count,
+        mix(&s.workload_mix),
+        s.common_interval.seconds
+    ));
+    doc.para(placement_line(s));
+    doc.heading(2, "Workers");
+    doc.table(t.workers);
+    doc.heading(2, "Groups");
+    doc.para("Training and inference are never added together.");
+    doc.table(t.groups);
+    if !s.colocation.devices.is_empty() {
+        doc.heading(2, "Device memory");
+        doc.table(t.devices);
+    }
+    doc.warnings_and_caveats(
+        s.warnings
+            .iter()
+            .map(|w| format!("`{}`: {}", w.kind, w.message))
+            .collect(),
+        &s.caveats,
+    );
+    doc
+}
+
+/// The summary as a Markdown document.
+#[must_use]
+pub fn render_markdown(s: &CohortSummary) -> String {
+    markdown(&document(s))
+}
