@@ -152,6 +152,8 @@ fn initial_report(args: &Args) -> WorkerReport {
         memory: None,
         host: None,
         telemetry: None,
+        gpm: None,
+        energy: None,
         warnings: Vec::new(),
     }
 }

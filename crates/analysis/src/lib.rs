@@ -40,6 +40,7 @@
 //! assert_eq!(percentile(&sorted, P99), Some(198)); // ceil(0.99 * 200) = 198th smallest
 //! ```
 
+mod activity;
 mod colocation;
 mod compare;
 mod error;
@@ -50,6 +51,7 @@ mod report;
 mod scan;
 pub mod stats;
 mod summarize;
+mod why;
 
 pub use coload_cohort_schema::{CohortSummary, Comparison};
 pub use compare::{CompareInput, compare, load_compare_input};

@@ -260,6 +260,15 @@ pub fn render_table(s: &CohortSummary) -> String {
         out.push('\n');
         out.push_str(&devices.plain());
     }
+    if let Some((gpm, energy)) = crate::why::summary_activity(s) {
+        out.push_str("\nGPU activity (NVML GPM, device-wide unless scope mig):\n");
+        if let Some(t) = gpm {
+            out.push_str(&t.plain());
+        }
+        if let Some(e) = energy {
+            let _ = writeln!(out, "{e}");
+        }
+    }
     if !s.warnings.is_empty() {
         out.push_str("\nwarnings:\n");
         for w in &s.warnings {
@@ -295,6 +304,15 @@ pub fn render_markdown(s: &CohortSummary) -> String {
     if !s.colocation.devices.is_empty() {
         out.push_str("\n## Device memory\n\n");
         out.push_str(&devices.markdown());
+    }
+    if let Some((gpm, energy)) = crate::why::summary_activity(s) {
+        out.push_str("\n## GPU activity\n\nNVML GPM over the common interval, device-wide unless scope `mig`.\n\n");
+        if let Some(t) = gpm {
+            out.push_str(&t.markdown());
+        }
+        if let Some(e) = energy {
+            let _ = writeln!(out, "\n{e}");
+        }
     }
     if !s.warnings.is_empty() {
         out.push_str("\n## Warnings\n\n");

@@ -87,6 +87,15 @@ fn cohort_blocks(c: &Comparison, out: &mut Vec<Block>) {
     }
 }
 
+/// The "why" view (issue 15): GPM activity and energy beside rate and tail, when recorded.
+fn why_blocks(c: &Comparison, out: &mut Vec<Block>) {
+    if let Some(t) = crate::why::comparison_why(c) {
+        out.push(Block::Heading(2, "Why: GPU activity and energy".into()));
+        out.push(Block::Para(crate::why::WHY_NOTE.into()));
+        out.push(Block::Table(t));
+    }
+}
+
 fn blocks(c: &Comparison) -> Vec<Block> {
     let mut out = vec![Block::Heading(1, "coload comparison".into())];
     out.push(Block::Heading(2, "Baselines".into()));
@@ -116,6 +125,7 @@ fn blocks(c: &Comparison) -> Vec<Block> {
             .into(),
     ));
     cohort_blocks(c, &mut out);
+    why_blocks(c, &mut out);
     out.push(Block::Heading(2, "Repeats".into()));
     out.push(Block::Para(
         "Cohorts of one shape (mode, count, workload mix, configuration). Each estimate takes \

@@ -22,6 +22,7 @@
 //! assert_eq!(batches[0].duration_ns(), 15);
 //! ```
 
+mod activity;
 mod barrier;
 mod batch;
 mod config;
@@ -32,13 +33,18 @@ mod summary;
 mod telemetry;
 mod worker;
 
+pub use activity::{
+    ActivityScope, BYTES_PER_MIB, EnergyReport, EnergyScopeReport, EnergySpan, GPM_METRIC_NAMES,
+    GpmMetrics, GpmRecord, GpmReport, GpmScopeReport, GpmStats, GpmValues, device_energy_readings,
+    energy_mj_at, mig_energy_readings,
+};
 pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::BatchRecord;
 pub use config::{ConfigDifference, Mode, Precision, WorkerConfig, Workload};
 pub use error::SchemaError;
 pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
-    read_worker_report, write_json_atomic,
+    read_lines, read_worker_report, write_json_atomic,
 };
 pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
@@ -58,4 +64,6 @@ pub mod files {
     pub const BATCHES: &str = "batches.jsonl";
     /// One JSON line per raw device telemetry sample (optional).
     pub const TELEMETRY: &str = "telemetry.jsonl";
+    /// One JSON line per raw GPM reading and scope (optional).
+    pub const GPM: &str = "gpm.jsonl";
 }
