@@ -8,7 +8,7 @@ use coload_cohort_schema::{Mode, Precision, Workload};
 use coload_workload::DeviceChoice;
 
 /// Run one coload worker: warm up, meet the cohort at the barrier, time a window of ResNet18
-/// batches, and write worker.json, batches.jsonl and telemetry.jsonl into --out.
+/// batches, and write worker.json, batches.jsonl, telemetry.jsonl and gpm.jsonl into --out.
 #[derive(Debug, Parser)]
 #[command(
     name = "bench-worker",
@@ -90,9 +90,15 @@ pub(crate) struct Args {
     #[arg(long)]
     pub(crate) strict_device: bool,
 
-    /// Device telemetry sampling rate during the window, hertz (0 turns it off)
+    /// Device telemetry sampling rate during the window, hertz (0 turns it off, and with it the
+    /// energy counter, which is read with each sample)
     #[arg(long, default_value_t = 10.0)]
     pub(crate) telemetry_hz: f64,
+
+    /// GPU activity (NVML GPM) sampling interval, seconds, on the telemetry thread (0 turns it
+    /// off; GPM needs a Hopper or later GPU, and where it is unsupported worker.json says why)
+    #[arg(long, default_value_t = coload_device::DEFAULT_GPM_INTERVAL_S)]
+    pub(crate) gpm_interval_s: f64,
 
     /// Print only errors
     #[arg(long, short)]
@@ -165,6 +171,16 @@ impl Args {
             return Err(format!(
                 "--telemetry-hz must be between 0 and 1000, got {}",
                 self.telemetry_hz
+            ));
+        }
+        let (lo, hi) = (
+            coload_device::MIN_GPM_INTERVAL_S,
+            coload_device::MAX_GPM_INTERVAL_S,
+        );
+        if !(self.gpm_interval_s == 0.0 || (lo..=hi).contains(&self.gpm_interval_s)) {
+            return Err(format!(
+                "--gpm-interval-s must be 0 (off) or between {lo} and {hi} seconds, got {}",
+                self.gpm_interval_s
             ));
         }
         if self.batch_size == 0 || self.image_size < 32 {

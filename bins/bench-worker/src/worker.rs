@@ -11,10 +11,13 @@ use std::time::Duration;
 use coload_barrier::{Barrier, BarrierOptions};
 use coload_cohort_schema::DeviceKind;
 use coload_cohort_schema::{
-    BarrierTiming, BatchRecord, Failure, ReadyRecord, RuntimeInfo, SCHEMA_VERSION, Stage, Status,
-    TelemetrySample, WindowInfo, WorkerConfig, WorkerReport, exit, files, write_json_atomic,
+    BarrierTiming, BatchRecord, Failure, GpmRecord, ReadyRecord, RuntimeInfo, SCHEMA_VERSION,
+    Stage, Status, TelemetrySample, WindowInfo, WorkerConfig, WorkerReport, exit, files,
+    write_json_atomic,
 };
-use coload_device::{NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
+use coload_device::{
+    ActivityOptions, MigTarget, NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler,
+};
 use coload_timing::{BatchBuffer, Clock, TimingError, run_window_cancellable, warmup_observed};
 use coload_workload::{DeviceChoice, ResNetStep, WorkloadError, WorkloadOptions};
 
@@ -56,6 +59,10 @@ struct Run {
     target: Option<NvmlTarget>,
     batches: Vec<BatchRecord>,
     telemetry: Vec<TelemetrySample>,
+    /// The MIG device the worker runs on, for per-instance GPM and energy.
+    mig: Option<MigTarget>,
+    /// Raw GPM readings (`gpm.jsonl`).
+    gpm: Vec<GpmRecord>,
 }
 
 /// Runs the worker and returns the process exit code.
@@ -76,6 +83,8 @@ pub(crate) fn execute(args: &Args) -> u8 {
         target: None,
         batches: Vec::new(),
         telemetry: Vec::new(),
+        mig: None,
+        gpm: Vec::new(),
     };
     let result = run.measure(args, &clock, &progress);
     let mut code = match &result {
@@ -295,9 +304,13 @@ impl Run {
 
         // After the window.
         if let Some(sampler) = sampler {
-            let (raw, summary) = sampler.stop();
-            self.telemetry = raw;
-            self.report.telemetry = summary;
+            let out = sampler.stop_all();
+            let (start, end) = (outcome.actual_start_unix_ns, outcome.end_unix_ns);
+            self.report.gpm = Some(out.activity.gpm_report(start, end));
+            self.report.energy = Some(out.activity.energy_report(&out.samples, start, end));
+            self.telemetry = out.samples;
+            self.report.telemetry = out.summary;
+            self.gpm = out.activity.gpm;
         }
         let host_end = coload_device::host_snapshot();
         self.report.host = Some(coload_device::host_info(&host_start, &host_end));
@@ -367,6 +380,7 @@ impl Run {
         };
         let allocation =
             coload_device::check_allocation(args.mode, &device.info, &facts, args.strict_device);
+        self.mig = MigTarget::from_report(&device);
         self.report.warnings.extend(device.warnings);
         self.target = device.target;
         self.report.device = Some(device.info);
@@ -435,7 +449,8 @@ impl Run {
         self.termination.checkpoint(&self.report, stage, &self.out);
     }
 
-    /// Starts device telemetry on the worker's physical GPU, timestamped on the worker's clock.
+    /// Starts device telemetry (with the energy counter) and GPM on the worker's physical GPU
+    /// (and its MIG instance), timestamped on the worker's clock, all on the sampler's thread.
     /// Telemetry is evidence, not a requirement: when it cannot start, the worker says so and
     /// goes on.
     fn start_sampler(
@@ -444,20 +459,24 @@ impl Run {
         clock: &Clock,
         progress: &Progress,
     ) -> Option<TelemetrySampler> {
-        if args.telemetry_hz <= 0.0 {
+        let rate_hz = (args.telemetry_hz > 0.0).then_some(args.telemetry_hz);
+        let gpm_interval_s = (args.gpm_interval_s > 0.0).then_some(args.gpm_interval_s);
+        if rate_hz.is_none() && gpm_interval_s.is_none() {
             return None;
         }
         let target = self.target?;
         // Room for the window plus the lead and a margin, at the asked rate.
-        let capacity =
-            ((args.window_s + args.start_lead_s + 10.0) * args.telemetry_hz).ceil() as usize;
+        let covered_s = args.window_s + args.start_lead_s + 10.0;
+        let capacity = (covered_s * args.telemetry_hz).ceil() as usize;
+        let activity = ActivityOptions::for_duration(gpm_interval_s, covered_s, self.mig);
         let clock = *clock;
         let started = RealNvml::open().and_then(|nvml| {
-            TelemetrySampler::start_with(
+            TelemetrySampler::start_with_activity(
                 Box::new(nvml),
                 target.gpu_index,
-                args.telemetry_hz,
+                rate_hz,
                 capacity.max(1),
+                activity,
                 move || clock.now_unix_ns(),
             )
         });
@@ -466,6 +485,10 @@ impl Run {
             Err(e) => {
                 let message = format!("device telemetry not sampled: {e}");
                 progress.phase("barrier", &message);
+                self.report.gpm = Some(coload_device::gpm_not_sampled(
+                    gpm_interval_s,
+                    message.clone(),
+                ));
                 self.report
                     .warnings
                     .push(coload_cohort_schema::WorkerWarning {
@@ -477,11 +500,14 @@ impl Run {
         }
     }
 
-    /// Writes batches.jsonl, telemetry.jsonl, then worker.json last (atomically).
+    /// Writes batches.jsonl, telemetry.jsonl, gpm.jsonl, then worker.json last (atomically).
     fn write(&self, out: &Path) -> Result<(), String> {
         write_lines(&out.join(files::BATCHES), &self.batches)?;
         if !self.telemetry.is_empty() {
             write_lines(&out.join(files::TELEMETRY), &self.telemetry)?;
+        }
+        if !self.gpm.is_empty() {
+            write_lines(&out.join(files::GPM), &self.gpm)?;
         }
         write_json_atomic(&out.join(files::WORKER_REPORT), &self.report).map_err(|e| e.to_string())
     }
