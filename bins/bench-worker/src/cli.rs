@@ -5,7 +5,7 @@ use clap::{Parser, ValueEnum};
 use coload_cohort_schema::cli::{WorkerFlags, WorkerPlace};
 
 /// Run one coload worker: warm up, meet the cohort at the barrier, time a window of ResNet18
-/// batches, and write worker.json, batches.jsonl and telemetry.jsonl into --out.
+/// batches, and write worker.json, batches.jsonl, telemetry.jsonl and gpm.jsonl into --out.
 #[derive(Debug, Parser)]
 #[command(
     name = "bench-worker",

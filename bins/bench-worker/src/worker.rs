@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use coload_barrier::{Barrier, BarrierError, BarrierOptions};
 use coload_cohort_schema::{
-    BarrierTiming, BatchRecord, DeviceChoice, DeviceKind, Failure, FailureKind, ReadyRecord,
-    RuntimeInfo, SCHEMA_VERSION, Stage, Status, TelemetrySample, WindowInfo, WorkerConfig,
-    WorkerReport, exit, files, write_json_atomic,
+    BarrierTiming, BatchRecord, DeviceChoice, DeviceKind, Failure, FailureKind, GpmRecord,
+    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, Stage, Status, TelemetrySample, WindowInfo,
+    WorkerConfig, WorkerReport, exit, files, write_json_atomic,
 };
-use coload_device::{NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
+use coload_device::{
+    ActivityOptions, MigTarget, NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler,
+};
 use coload_timing::{BatchBuffer, Clock, run_window_cancellable, warmup_observed};
 use coload_workload::{ResNetStep, WorkloadOptions};
 
@@ -33,6 +35,10 @@ struct Run {
     target: Option<NvmlTarget>,
     batches: Vec<BatchRecord>,
     telemetry: Vec<TelemetrySample>,
+    /// The MIG device the worker runs on, for per-instance GPM and energy.
+    mig: Option<MigTarget>,
+    /// Raw GPM readings (`gpm.jsonl`).
+    gpm: Vec<GpmRecord>,
 }
 
 /// Runs the worker and returns the process exit code.
@@ -53,6 +59,8 @@ pub(crate) fn execute(args: &Args) -> u8 {
         target: None,
         batches: Vec::new(),
         telemetry: Vec::new(),
+        mig: None,
+        gpm: Vec::new(),
     };
     let result = run.measure(args, &clock, &progress);
     let mut code = match &result {
@@ -131,6 +139,8 @@ fn initial_report(args: &Args) -> WorkerReport {
         memory: None,
         host: None,
         telemetry: None,
+        gpm: None,
+        energy: None,
         warnings: Vec::new(),
     }
 }
@@ -310,9 +320,13 @@ impl Run {
 
         // After the window.
         if let Some(sampler) = sampler {
-            let (raw, summary) = sampler.stop();
-            self.telemetry = raw;
-            self.report.telemetry = summary;
+            let out = sampler.stop_all();
+            let (start, end) = (outcome.actual_start_unix_ns, outcome.end_unix_ns);
+            self.report.gpm = Some(out.activity.gpm_report(start, end));
+            self.report.energy = Some(out.activity.energy_report(&out.samples, start, end));
+            self.telemetry = out.samples;
+            self.report.telemetry = out.summary;
+            self.gpm = out.activity.gpm;
         }
         let host_end = coload_device::host_snapshot();
         self.report.host = Some(coload_device::host_info(&host_start, &host_end));
@@ -393,6 +407,7 @@ impl Run {
         };
         let allocation =
             coload_device::check_allocation(f.mode, &device.info, &facts, f.strict_device);
+        self.mig = MigTarget::from_report(&device);
         self.report.warnings.extend(device.warnings);
         self.target = device.target;
         self.report.device = Some(device.info);
@@ -453,7 +468,8 @@ impl Run {
         self.termination.checkpoint(&self.report, stage, &self.out);
     }
 
-    /// Starts device telemetry on the worker's physical GPU, timestamped on the worker's clock.
+    /// Starts device telemetry (with the energy counter) and GPM on the worker's physical GPU
+    /// (and its MIG instance), timestamped on the worker's clock, all on the sampler's thread.
     /// Telemetry is evidence, not a requirement: when it cannot start, the worker says so and
     /// goes on.
     fn start_sampler(
@@ -463,19 +479,24 @@ impl Run {
         progress: &Progress,
     ) -> Option<TelemetrySampler> {
         let f = &args.flags;
-        if f.telemetry_hz <= 0.0 {
+        let rate_hz = (f.telemetry_hz > 0.0).then_some(f.telemetry_hz);
+        let gpm_interval_s = (f.gpm_interval_s > 0.0).then_some(f.gpm_interval_s);
+        if rate_hz.is_none() && gpm_interval_s.is_none() {
             return None;
         }
         let target = self.target?;
         // Room for the window plus the lead and a margin, at the asked rate.
-        let capacity = ((f.window_s + f.start_lead_s + 10.0) * f.telemetry_hz).ceil() as usize;
+        let covered_s = f.window_s + f.start_lead_s + 10.0;
+        let capacity = (covered_s * f.telemetry_hz).ceil() as usize;
+        let activity = ActivityOptions::for_duration(gpm_interval_s, covered_s, self.mig);
         let clock = *clock;
         let started = RealNvml::open().and_then(|nvml| {
-            TelemetrySampler::start_with(
+            TelemetrySampler::start_with_activity(
                 Box::new(nvml),
                 target.gpu_index,
-                f.telemetry_hz,
+                rate_hz,
                 capacity.max(1),
+                activity,
                 move || clock.now_unix_ns(),
             )
         });
@@ -484,6 +505,10 @@ impl Run {
             Err(e) => {
                 let message = format!("device telemetry not sampled: {e}");
                 progress.phase("barrier", &message);
+                self.report.gpm = Some(coload_device::gpm_not_sampled(
+                    gpm_interval_s,
+                    message.clone(),
+                ));
                 self.report
                     .warnings
                     .push(coload_cohort_schema::WorkerWarning {
@@ -495,12 +520,15 @@ impl Run {
         }
     }
 
-    /// Writes batches.jsonl, telemetry.jsonl, then worker.json last (atomically).
+    /// Writes batches.jsonl, telemetry.jsonl, gpm.jsonl, then worker.json last (atomically).
     fn write(&self, out: &Path) -> Result<(), WorkerError> {
         write_lines(&out.join(files::BATCHES), &self.batches).map_err(WorkerError::Write)?;
         if !self.telemetry.is_empty() {
             write_lines(&out.join(files::TELEMETRY), &self.telemetry)
                 .map_err(WorkerError::Write)?;
+        }
+        if !self.gpm.is_empty() {
+            write_lines(&out.join(files::GPM), &self.gpm).map_err(WorkerError::Write)?;
         }
         write_json_atomic(&out.join(files::WORKER_REPORT), &self.report)
             .map_err(|e| WorkerError::Write(e.to_string()))

@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use coload_cohort_schema::{
-    Baseline, CohortComparison, CohortSummary, Comparison, GroupComparison, RepeatGroup,
-    RepeatPoint, RepeatStats, SCHEMA_VERSION, SummaryWarning, WorkerComparison, Workload,
-    check_version,
+    ActivityScope, Baseline, CohortComparison, CohortSummary, Comparison, GpmStats,
+    GroupComparison, MeanMax, RepeatGroup, RepeatPoint, RepeatStats, SCHEMA_VERSION,
+    SummaryWarning, WorkerComparison, Workload, check_version,
 };
 
 use crate::error::AnalysisError;
@@ -179,6 +179,7 @@ fn compare_cohort(
                 aggregate_vs_solo: solo.map(|b| ratio(g.aggregate_samples_per_s, b.samples_per_s)),
                 jain_fairness: g.jain_fairness,
                 p99_ms: g.latency_ms.p99,
+                samples_per_device_joule: g.samples_per_device_joule,
                 per_worker,
             },
         );
@@ -190,7 +191,34 @@ fn compare_cohort(
         workload_mix: c.workload_mix.clone(),
         common_s: c.common_interval.seconds,
         groups,
+        gpm: device_gpm(c),
+        joules: c.energy.as_ref().map(|e| e.joules),
     }
+}
+
+/// The cohort's device-wide GPM in one figure per metric: the mean over its physical GPUs of
+/// each metric's mean, and the largest maximum (one GPU for every shared cohort; several only
+/// for exclusive cohorts across cards).
+fn device_gpm(c: &CohortSummary) -> Option<GpmStats> {
+    let devices: Vec<&GpmStats> = c
+        .gpm
+        .iter()
+        .filter(|d| d.scope == ActivityScope::Device && d.samples > 0)
+        .map(|d| &d.metrics)
+        .collect();
+    if devices.is_empty() {
+        return None;
+    }
+    Some(GpmStats::from_fn(|i| {
+        let values: Vec<&MeanMax> = devices.iter().filter_map(|d| d.fields()[i].1).collect();
+        (!values.is_empty()).then(|| MeanMax {
+            mean: values.iter().map(|v| v.mean).sum::<f64>() / values.len() as f64,
+            max: values
+                .iter()
+                .map(|v| v.max)
+                .fold(f64::NEG_INFINITY, f64::max),
+        })
+    }))
 }
 
 /// `a / b`, with a zero baseline giving 0 rather than infinity (a solo run with no throughput

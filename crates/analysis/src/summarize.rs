@@ -21,8 +21,9 @@ const NS_PER_S: f64 = 1e9;
 
 /// Limits of the method that hold for every cohort, printed with every report.
 pub const CAVEATS: [&str; 3] = [
-    "device-wide figures (utilization, power, clocks) describe the whole GPU: under \
-     time-slicing they cannot be attributed to one Pod",
+    "device-wide figures (utilization, power, clocks, GPM activity, energy and samples per \
+     joule) describe the whole GPU: under time-slicing and MPS they cannot be attributed to one \
+     Pod",
     "this workload measures throughput and latency only: it measures neither MIG fault \
      containment nor security isolation",
     "p99 here is the execution latency of one batch on the device, not the latency of a \
@@ -98,7 +99,11 @@ pub fn summarize_dirs(
         .zip(&overlaps)
         .map(|((w, scan), (_, overlap))| worker_summary(w, scan, *overlap, common_s))
         .collect();
-    let groups = group_summaries(&workers, &worker_scans);
+    let mut groups = group_summaries(&workers, &worker_scans);
+    let activity = crate::activity::cohort_activity(&inputs, common);
+    if let Some(energy) = &activity.energy {
+        set_samples_per_joule(&mut groups, &workers, energy.joules);
+    }
     let placements: Vec<Placement<'_>> = inputs
         .iter()
         .map(|w| Placement {
@@ -136,9 +141,31 @@ pub fn summarize_dirs(
         groups,
         warnings: Vec::new(),
         caveats: CAVEATS.iter().map(|c| (*c).to_owned()).collect(),
+        gpm: activity.gpm,
+        energy: activity.energy,
     };
     summary.warnings = warnings(&summary, &inputs);
+    summary.warnings.extend(activity.warnings);
     Ok(summary)
+}
+
+/// Each group's kept samples over the cohort's device-wide joules.
+fn set_samples_per_joule(
+    groups: &mut BTreeMap<Workload, GroupSummary>,
+    workers: &[WorkerSummary],
+    joules: f64,
+) {
+    if joules <= 0.0 {
+        return;
+    }
+    for (workload, g) in groups.iter_mut() {
+        let samples: u64 = workers
+            .iter()
+            .filter(|w| w.workload == *workload)
+            .map(|w| w.samples)
+            .sum();
+        g.samples_per_device_joule = Some(samples as f64 / joules);
+    }
 }
 
 /// Every worker's file must hold what its report declares, and some batch inside the interval.
@@ -360,6 +387,7 @@ fn group_summaries(workers: &[WorkerSummary], scans: &[Scan]) -> BTreeMap<Worklo
                 },
                 jain_fairness: stats::jain_fairness(&rates),
                 latency_ms: stats::latency_ms(&parts).unwrap_or(ZERO_LATENCY),
+                samples_per_device_joule: None,
             },
         );
     }

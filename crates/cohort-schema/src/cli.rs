@@ -16,6 +16,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::activity::{DEFAULT_GPM_INTERVAL_S, MAX_GPM_INTERVAL_S, MIN_GPM_INTERVAL_S};
 use crate::config::{DeviceChoice, Mode, Precision, Workload};
 
 /// The measurement flags every worker of a cohort takes, and that the launcher passes on
@@ -67,9 +68,15 @@ pub struct WorkerFlags {
     #[arg(long)]
     pub strict_device: bool,
 
-    /// Device telemetry sampling rate during the window, hertz (0 turns it off)
+    /// Device telemetry sampling rate during the window, hertz (0 turns it off, and with it
+    /// the energy readings)
     #[arg(long, default_value_t = 10.0)]
     pub telemetry_hz: f64,
+
+    /// GPU activity (NVML GPM) sampling interval, seconds, on the telemetry thread (0 turns it
+    /// off; GPM needs a Hopper or later GPU, and where it is unsupported worker.json says why)
+    #[arg(long, default_value_t = DEFAULT_GPM_INTERVAL_S)]
+    pub gpm_interval_s: f64,
 }
 
 impl WorkerFlags {
@@ -90,6 +97,13 @@ impl WorkerFlags {
             return Err(format!(
                 "--telemetry-hz must be between 0 and 1000, got {}",
                 self.telemetry_hz
+            ));
+        }
+        let (lo, hi) = (MIN_GPM_INTERVAL_S, MAX_GPM_INTERVAL_S);
+        if !(self.gpm_interval_s == 0.0 || (lo..=hi).contains(&self.gpm_interval_s)) {
+            return Err(format!(
+                "--gpm-interval-s must be 0 (off) or between {lo} and {hi} seconds, got {}",
+                self.gpm_interval_s
             ));
         }
         if self.batch_size == 0 || self.image_size < 32 {
@@ -253,6 +267,7 @@ mod tests {
                 seed: 17,
                 strict_device: true,
                 telemetry_hz: 0.0,
+                gpm_interval_s: 2.5,
             },
         )
     }

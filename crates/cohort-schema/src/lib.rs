@@ -22,6 +22,7 @@
 //! assert_eq!(batches[0].duration_ns(), 15);
 //! ```
 
+mod activity;
 mod barrier;
 mod batch;
 #[cfg(feature = "cli")]
@@ -35,6 +36,12 @@ mod summary;
 mod telemetry;
 mod worker;
 
+pub use activity::{
+    ActivityScope, BYTES_PER_MIB, DEFAULT_GPM_INTERVAL_S, EnergyReport, EnergyScopeReport,
+    EnergySpan, GPM_METRIC_NAMES, GpmMetrics, GpmRecord, GpmReport, GpmScopeReport, GpmStats,
+    GpmValues, MAX_GPM_INTERVAL_S, MIN_GPM_INTERVAL_S, device_energy_readings, energy_mj_at,
+    mig_energy_readings,
+};
 pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::BatchRecord;
 pub use config::{ConfigDifference, DeviceChoice, Mode, Precision, WorkerConfig, Workload};
@@ -42,7 +49,7 @@ pub use error::SchemaError;
 pub use failure::FailureKind;
 pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
-    read_worker_report, write_json_atomic,
+    read_lines, read_worker_report, write_json_atomic,
 };
 pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
@@ -62,4 +69,6 @@ pub mod files {
     pub const BATCHES: &str = "batches.jsonl";
     /// One JSON line per raw device telemetry sample (optional).
     pub const TELEMETRY: &str = "telemetry.jsonl";
+    /// One JSON line per raw GPM reading and scope (optional).
+    pub const GPM: &str = "gpm.jsonl";
 }

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::activity::{ActivityScope, GpmStats};
 use crate::config::{Mode, WorkerConfig, Workload};
 
 /// The summary of one validated cohort (`summary.json`).
@@ -37,6 +38,60 @@ pub struct CohortSummary {
     pub warnings: Vec<SummaryWarning>,
     /// Limits of the method that hold for every cohort.
     pub caveats: Vec<String>,
+    /// GPU activity counters (NVML GPM) over the common interval: one entry per physical GPU
+    /// (scope `device`) and per MIG instance a worker ran on (scope `mig`). Empty when no worker
+    /// recorded GPM.
+    #[serde(default)]
+    pub gpm: Vec<GpmDeviceSummary>,
+    /// Device-wide energy over the common interval, summed over the cohort's physical GPUs;
+    /// `null` when a GPU's energy counter was not recorded.
+    #[serde(default)]
+    pub energy: Option<EnergySummary>,
+}
+
+/// GPM over the common interval for one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpmDeviceSummary {
+    /// The physical GPU UUID (scope `device`) or MIG UUID (scope `mig`).
+    pub device: String,
+    /// Whole GPU or MIG GPU instance.
+    pub scope: ActivityScope,
+    /// The replica whose readings these are (every worker on a GPU samples the same device-wide
+    /// counters; the lowest replica with readings is used).
+    pub replica: Option<u32>,
+    /// GPM readings lying entirely inside the common interval.
+    pub samples: u64,
+    /// The sampling interval, seconds.
+    pub interval_s: Option<f64>,
+    /// Mean (interval-weighted) and maximum of each metric over those readings.
+    pub metrics: GpmStats,
+    /// Why there are no readings, when there are none.
+    pub reason: Option<String>,
+}
+
+/// Device-wide energy over the common interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnergySummary {
+    /// Always `device`: the whole GPUs, shared by every workload group (and, under MIG, by
+    /// instances outside the cohort).
+    pub scope: ActivityScope,
+    /// Joules over the common interval, summed over the physical GPUs.
+    pub joules: f64,
+    /// `joules / common interval seconds`.
+    pub mean_power_w: f64,
+    /// Each physical GPU.
+    pub devices: Vec<DeviceEnergy>,
+}
+
+/// One physical GPU's energy over the common interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceEnergy {
+    /// The GPU UUID.
+    pub device: String,
+    /// The replica whose counter readings were used.
+    pub replica: u32,
+    /// Joules over the common interval (the counter interpolated at both ends).
+    pub joules: f64,
 }
 
 /// A named warning attached to a summary or a comparison.
@@ -141,6 +196,11 @@ pub struct GroupSummary {
     pub jain_fairness: f64,
     /// Latency of every kept batch of the group pooled together.
     pub latency_ms: LatencyMs,
+    /// Kept samples of this group over the cohort's device-wide joules in the common interval.
+    /// Device-wide: the energy of the whole GPUs, which every group of a mixed cohort shares.
+    /// `null` without energy.
+    #[serde(default)]
+    pub samples_per_device_joule: Option<f64>,
 }
 
 /// Where the workers ran.
@@ -220,6 +280,13 @@ pub struct CohortComparison {
     pub common_s: f64,
     /// Per workload present.
     pub groups: BTreeMap<Workload, GroupComparison>,
+    /// Device-wide GPM over the common interval: the mean over the cohort's physical GPUs of
+    /// each metric's mean, and the largest maximum. `null` without GPM.
+    #[serde(default)]
+    pub gpm: Option<GpmStats>,
+    /// Device-wide joules over the common interval. `null` without energy.
+    #[serde(default)]
+    pub joules: Option<f64>,
 }
 
 /// One workload group of a cohort against its solo baseline.
@@ -236,6 +303,9 @@ pub struct GroupComparison {
     pub jain_fairness: f64,
     /// The group's pooled p99 batch latency, milliseconds.
     pub p99_ms: f64,
+    /// See [`GroupSummary::samples_per_device_joule`].
+    #[serde(default)]
+    pub samples_per_device_joule: Option<f64>,
     /// Each worker of the group.
     pub per_worker: Vec<WorkerComparison>,
 }

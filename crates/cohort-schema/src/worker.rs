@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::activity::{EnergyReport, GpmReport};
 use crate::config::WorkerConfig;
 use crate::failure::FailureKind;
 use crate::telemetry::TelemetrySummary;
@@ -272,6 +273,14 @@ pub struct WorkerReport {
     pub host: Option<HostInfo>,
     /// Device-wide telemetry summary (absent without NVML).
     pub telemetry: Option<TelemetrySummary>,
+    /// GPU activity counters (NVML GPM) over the window, or why there are none (absent without
+    /// NVML or before the window).
+    #[serde(default)]
+    pub gpm: Option<GpmReport>,
+    /// Energy over the window from NVML's total energy counter (absent without NVML or
+    /// telemetry).
+    #[serde(default)]
+    pub energy: Option<EnergyReport>,
     /// Warnings recorded by the worker.
     #[serde(default)]
     pub warnings: Vec<WorkerWarning>,

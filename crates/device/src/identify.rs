@@ -67,6 +67,9 @@ pub struct DeviceReport {
     pub warnings: Vec<WorkerWarning>,
     /// The NVML handle behind the CUDA ordinal, when it was resolved.
     pub target: Option<NvmlTarget>,
+    /// The MIG GPU instance id of that device, when it is a MIG device and NVML told it
+    /// (per-instance GPM sampling addresses it).
+    pub gpu_instance_id: Option<u32>,
 }
 
 pub(crate) fn warning(kind: &str, message: impl Into<String>) -> WorkerWarning {
@@ -114,6 +117,7 @@ pub fn identify_with(
         info,
         warnings: Vec::new(),
         target: None,
+        gpu_instance_id: None,
     };
     if kind == DeviceKind::Cpu {
         return report;
@@ -165,6 +169,7 @@ pub fn identify_with(
         gpu_index: gpu.index,
         mig_index: mig.map(|m| m.index),
     });
+    report.gpu_instance_id = mig.and_then(|m| m.gpu_instance_id);
     report
 }
 
@@ -384,6 +389,7 @@ mod tests {
         assert_eq!(r.info.memory_total_bytes, Some(80 << 30));
         assert_eq!(r.info.compute_mode.as_deref(), Some("default"));
         assert_eq!(r.info.mig_mode, Some(false));
+        assert_eq!(r.gpu_instance_id, None);
     }
 
     #[test]
@@ -422,6 +428,8 @@ mod tests {
                 mig_index: Some(2)
             })
         );
+        // The third MIG device of the fake is GPU instance 9: the id, not the index.
+        assert_eq!(r.gpu_instance_id, Some(9));
         assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     }
 

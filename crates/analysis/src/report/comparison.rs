@@ -33,6 +33,12 @@ pub(crate) fn document(c: &Comparison) -> Document {
          added together.",
     );
     cohorts(c, &mut doc);
+    // The "why" view (issue 15): GPM activity and energy beside rate and tail, when recorded.
+    if let Some(t) = super::why::comparison_why(c) {
+        doc.heading(2, "Why: GPU activity and energy");
+        doc.para(super::why::WHY_NOTE);
+        doc.table(t);
+    }
     doc.heading(2, "Repeats");
     doc.para(
         "Cohorts of one shape (mode, count, workload mix, configuration). Each estimate takes \

@@ -141,6 +141,15 @@ pub fn render_table(s: &CohortSummary) -> String {
         out.push('\n');
         out.push_str(&columns(&t.devices));
     }
+    if let Some((gpm, energy)) = super::why::summary_activity(s) {
+        out.push_str("\nGPU activity (NVML GPM, device-wide unless scope mig):\n");
+        if let Some(t) = gpm {
+            out.push_str(&columns(&t));
+        }
+        if let Some(e) = energy {
+            let _ = writeln!(out, "{e}");
+        }
+    }
     if !s.warnings.is_empty() {
         out.push_str("\nwarnings:\n");
         for w in &s.warnings {
@@ -176,6 +185,16 @@ fn document(s: &CohortSummary) -> Document {
     if !s.colocation.devices.is_empty() {
         doc.heading(2, "Device memory");
         doc.table(t.devices);
+    }
+    if let Some((gpm, energy)) = super::why::summary_activity(s) {
+        doc.heading(2, "GPU activity");
+        doc.para("NVML GPM over the common interval, device-wide unless scope `mig`.");
+        if let Some(t) = gpm {
+            doc.table(t);
+        }
+        if let Some(e) = energy {
+            doc.para(e);
+        }
     }
     doc.warnings_and_caveats(
         s.warnings
