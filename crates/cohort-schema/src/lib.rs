@@ -34,7 +34,10 @@ mod worker;
 
 pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::BatchRecord;
-pub use config::{ConfigDifference, Mode, Precision, WorkerConfig, Workload};
+pub use config::{
+    ConfigDifference, Execution, Mode, ModelDeclaration, ModelFile, Precision, TORCHSCRIPT_MODEL,
+    WorkerConfig, Workload,
+};
 pub use error::SchemaError;
 pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
