@@ -1,5 +1,40 @@
 //! The errors of this crate.
 
+use std::path::PathBuf;
+
+/// Why a TorchScript file (`--model-file`) cannot be used. Each is found while the step is
+/// built, before the worker reaches the barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ModelFileProblem {
+    /// No file at that path.
+    Missing,
+    /// The file exists but cannot be read.
+    Unreadable,
+    /// libtorch cannot load it as a TorchScript module (a state dict, a pickle, any other file).
+    NotTorchScript,
+    /// Its forward refuses an input of `--input-shape`.
+    InputShape,
+    /// Its forward does not return one `[batch, num_classes]` tensor of logits.
+    OutputShape,
+    /// It has no parameter that requires a gradient, so there is nothing to train.
+    NoParameters,
+}
+
+impl ModelFileProblem {
+    /// A stable `snake_case` name for `worker.json`'s `failure.kind`.
+    #[must_use]
+    pub fn kind(self) -> &'static str {
+        match self {
+            ModelFileProblem::Missing => "model_file_missing",
+            ModelFileProblem::Unreadable => "model_file_unreadable",
+            ModelFileProblem::NotTorchScript => "model_file_not_torchscript",
+            ModelFileProblem::InputShape => "model_file_input_shape",
+            ModelFileProblem::OutputShape => "model_file_output_shape",
+            ModelFileProblem::NoParameters => "model_file_no_parameters",
+        }
+    }
+}
+
 /// What went wrong building or running the workload.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkloadError {
@@ -15,11 +50,26 @@ pub enum WorkloadError {
     /// An option the workload cannot honour (a bad device string, a zero batch, ...).
     #[error("invalid option: {0}")]
     InvalidOption(String),
+    /// A TorchScript file that cannot be used; `message` carries libtorch's where it had one.
+    #[error("model file {}: {message}", path.display())]
+    ModelFile {
+        /// The file as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: ModelFileProblem,
+        /// What to do, and libtorch's message.
+        message: String,
+    },
+    /// The step cannot be captured in (or replayed from) a CUDA graph: an operation that
+    /// synchronizes with the host, a shape that changes, or a libtorch built without CUDA graphs.
+    #[error("cuda graph: {0}")]
+    CudaGraph(String),
 }
 
 impl WorkloadError {
     /// A stable `snake_case` name for `worker.json`'s `failure.kind`: `out_of_memory`,
-    /// `libtorch_error`, `cuda_unavailable` or `invalid_option`.
+    /// `libtorch_error`, `cuda_unavailable`, `invalid_option`, `cuda_graph` or one of
+    /// [`ModelFileProblem::kind`].
     #[must_use]
     pub fn kind(&self) -> &'static str {
         match self {
@@ -27,6 +77,8 @@ impl WorkloadError {
             WorkloadError::Libtorch(_) => "libtorch_error",
             WorkloadError::CudaUnavailable(_) => "cuda_unavailable",
             WorkloadError::InvalidOption(_) => "invalid_option",
+            WorkloadError::ModelFile { problem, .. } => problem.kind(),
+            WorkloadError::CudaGraph(_) => "cuda_graph",
         }
     }
 
