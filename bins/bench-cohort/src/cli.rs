@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use coload_cohort_schema::Mode;
+use coload_cohort_schema::{Execution, Mode, ModelDeclaration};
 
 /// Run a cohort of bench-worker processes on this node with a fresh experiment id and a private
 /// barrier directory, then print the cohort's summary. Example:
@@ -78,6 +78,29 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
 
+    /// Model of every worker (resnet18, resnet50, mobilenet_v2, efficientnet_b0, ...; see
+    /// bench-worker --help), or one per workload: train=resnet50,infer=resnet18
+    #[arg(long, value_parser = parse_model, conflicts_with = "model_file")]
+    pub(crate) model: Option<ModelDeclaration>,
+
+    /// A TorchScript model for every worker instead of --model (with --input-shape and
+    /// --num-classes)
+    #[arg(long, requires_all = ["input_shape", "num_classes"])]
+    pub(crate) model_file: Option<PathBuf>,
+
+    /// One input sample's shape for --model-file, C,H,W
+    #[arg(long, requires = "model_file")]
+    pub(crate) input_shape: Option<String>,
+
+    /// Classes the --model-file outputs
+    #[arg(long, requires = "model_file")]
+    pub(crate) num_classes: Option<u32>,
+
+    /// How every worker issues its batches: eager, or cuda-graph (one CUDA-graph replay per
+    /// batch)
+    #[arg(long, default_value = "eager", value_parser = parse_execution)]
+    pub(crate) execution: Execution,
+
     /// Fail workers whose device does not match --mode, and fail the summary on co-location
     /// mismatches
     #[arg(long)]
@@ -93,5 +116,13 @@ pub(crate) struct Args {
 }
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
+    s.parse()
+}
+
+fn parse_model(s: &str) -> Result<ModelDeclaration, String> {
+    s.parse()
+}
+
+fn parse_execution(s: &str) -> Result<Execution, String> {
     s.parse()
 }

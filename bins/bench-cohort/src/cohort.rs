@@ -36,6 +36,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<u8> {
             "say which workers to run: --workers infer=1,train=6, or --count N --workload train|infer"
         ),
     };
+    if let Some(model) = &args.model {
+        // A per-workload declaration must name a model for every workload of the mix.
+        for w in &mix {
+            model.model_for(*w).map_err(anyhow::Error::msg)?;
+        }
+    }
     if !args.visible_devices.is_empty() && args.visible_devices.len() != mix.len() {
         bail!(
             "--visible-devices lists {} devices for {} workers; give one per worker",
@@ -163,6 +169,7 @@ fn run_one(
         if args.strict {
             cmd.arg("--strict-device");
         }
+        model_args(&mut cmd, args);
         if let Some(dev) = args.visible_devices.get(replica as usize) {
             cmd.env("CUDA_VISIBLE_DEVICES", dev);
         }
@@ -194,6 +201,24 @@ fn run_one(
         eprintln!("cohort {experiment}: all {count} workers complete; summarizing");
     }
     summarize(args, dir, count)
+}
+
+/// The model and execution flags, the same for every worker (a per-workload declaration is
+/// passed whole: each worker runs the entry of its own workload and records the declaration).
+fn model_args(cmd: &mut Command, args: &Args) {
+    if let Some(model) = &args.model {
+        cmd.args(["--model", &model.to_string()]);
+    }
+    if let Some(file) = &args.model_file {
+        cmd.arg("--model-file").arg(file);
+    }
+    if let Some(shape) = &args.input_shape {
+        cmd.args(["--input-shape", shape]);
+    }
+    if let Some(n) = args.num_classes {
+        cmd.args(["--num-classes", &n.to_string()]);
+    }
+    cmd.args(["--execution", args.execution.as_str()]);
 }
 
 /// Waits for every worker. On the first failure (or Ctrl-C), publishes `abort.json` so workers

@@ -4,11 +4,14 @@
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
-use coload_cohort_schema::{Mode, Precision, Workload};
-use coload_workload::DeviceChoice;
+use coload_cohort_schema::{
+    Execution, Mode, ModelDeclaration, Precision, TORCHSCRIPT_MODEL, Workload,
+};
+use coload_workload::{DeviceChoice, ModelSource, TorchScriptSpec, ZooModel};
 
-/// Run one coload worker: warm up, meet the cohort at the barrier, time a window of ResNet18
-/// batches, and write worker.json, batches.jsonl and telemetry.jsonl into --out.
+/// Run one coload worker: warm up, meet the cohort at the barrier, time a window of batches of a
+/// model (ResNet18 by default), and write worker.json, batches.jsonl and telemetry.jsonl into
+/// --out.
 #[derive(Debug, Parser)]
 #[command(
     name = "bench-worker",
@@ -86,6 +89,30 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
 
+    /// Model: resnet18, resnet34, resnet50, resnet101, resnet152, mobilenet_v2,
+    /// efficientnet_b0..b3, densenet121, inception_v3 or squeezenet1_1; in a mixed cohort one
+    /// per workload, e.g. train=resnet50,infer=resnet18 (every worker gets the same value)
+    #[arg(long, default_value = "resnet18", value_parser = parse_model)]
+    pub(crate) model: ModelDeclaration,
+
+    /// A TorchScript model (torch.jit.script(model).save(path)) instead of --model; needs
+    /// --input-shape and --num-classes
+    #[arg(long, conflicts_with = "model", requires_all = ["input_shape", "num_classes"])]
+    pub(crate) model_file: Option<PathBuf>,
+
+    /// One input sample's shape for --model-file, C,H,W (e.g. 3,224,224)
+    #[arg(long, requires = "model_file", value_parser = parse_input_shape)]
+    pub(crate) input_shape: Option<[u32; 3]>,
+
+    /// Classes the --model-file outputs (synthetic labels are drawn from 0..N)
+    #[arg(long, requires = "model_file", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) num_classes: Option<u32>,
+
+    /// How batches are issued: eager (kernel by kernel), or cuda-graph (the step captured once
+    /// after warmup and replayed: no launch cost per kernel; CUDA only)
+    #[arg(long, default_value = "eager", value_parser = parse_execution)]
+    pub(crate) execution: Execution,
+
     /// Fail (instead of warning) when the device does not match --mode
     #[arg(long)]
     pub(crate) strict_device: bool,
@@ -138,6 +165,18 @@ fn parse_workload(s: &str) -> Result<Workload, String> {
     s.parse()
 }
 
+fn parse_model(s: &str) -> Result<ModelDeclaration, String> {
+    s.parse()
+}
+
+fn parse_execution(s: &str) -> Result<Execution, String> {
+    s.parse()
+}
+
+fn parse_input_shape(s: &str) -> Result<[u32; 3], String> {
+    coload_workload::parse_input_shape(s).map_err(|e| e.to_string())
+}
+
 impl Args {
     /// Checks what clap cannot: ranges and relations between flags.
     pub(crate) fn validate(&self) -> Result<(), String> {
@@ -173,7 +212,66 @@ impl Args {
                 self.batch_size, self.image_size
             ));
         }
+        if self.model_file.is_none() {
+            // Every model the declaration names, not only this worker's: a typo in another
+            // workload's entry is caught by every worker, before anything starts.
+            let names: Vec<&str> = match self.model.per_workload() {
+                Some(map) => map.values().map(String::as_str).collect(),
+                None => vec![self.model.model_for(self.workload)?],
+            };
+            for name in names {
+                name.parse::<ZooModel>()
+                    .map_err(|e| format!("--model: {e}"))?;
+            }
+            let own: ZooModel = self
+                .model
+                .model_for(self.workload)?
+                .parse()
+                .map_err(|e| format!("--model: {e}"))?;
+            own.check_image_size(self.image_size)
+                .map_err(|e| format!("--image-size: {e}"))?;
+        }
         coload_barrier::validate_experiment_id(&self.experiment).map_err(|e| e.to_string())?;
         Ok(())
+    }
+}
+
+impl Args {
+    /// The model this worker runs, for the workload crate.
+    pub(crate) fn model_source(&self) -> Result<ModelSource, String> {
+        match (&self.model_file, self.input_shape, self.num_classes) {
+            (Some(path), Some(input_shape), Some(num_classes)) => {
+                Ok(ModelSource::TorchScript(TorchScriptSpec {
+                    path: path.clone(),
+                    input_shape,
+                    num_classes,
+                }))
+            }
+            (Some(_), _, _) => Err("--model-file needs --input-shape and --num-classes".into()),
+            (None, _, _) => self
+                .model
+                .model_for(self.workload)?
+                .parse()
+                .map(ModelSource::Zoo)
+                .map_err(|e| format!("--model: {e}")),
+        }
+    }
+
+    /// `config.model`: this worker's built-in model, or `torchscript`.
+    pub(crate) fn model_name(&self) -> String {
+        if self.model_file.is_some() {
+            return TORCHSCRIPT_MODEL.to_owned();
+        }
+        self.model
+            .model_for(self.workload)
+            .map_or_else(|_| self.model.to_string(), str::to_owned)
+    }
+
+    /// `config.image_size`: `--image-size`, or the height of a TorchScript model's input.
+    pub(crate) fn recorded_image_size(&self) -> u32 {
+        match (&self.model_file, self.input_shape) {
+            (Some(_), Some([_, h, _])) => h,
+            _ => self.image_size,
+        }
     }
 }

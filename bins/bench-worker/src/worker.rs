@@ -16,7 +16,7 @@ use coload_cohort_schema::{
 };
 use coload_device::{NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
 use coload_timing::{BatchBuffer, Clock, TimingError, run_window_cancellable, warmup_observed};
-use coload_workload::{DeviceChoice, ResNetStep, WorkloadError, WorkloadOptions};
+use coload_workload::{DeviceChoice, ModelStep, WorkloadError, WorkloadOptions};
 
 use crate::cli::Args;
 use crate::progress::Progress;
@@ -135,14 +135,23 @@ fn initial_report(args: &Args) -> WorkerReport {
             mode: args.mode,
             workload: args.workload,
             count: args.count,
-            model: "resnet18".to_owned(),
+            model: args.model_name(),
             batch_size: args.batch_size,
-            image_size: args.image_size,
+            image_size: args.recorded_image_size(),
             precision: args.precision.into(),
             warmup_batches: args.warmup_batches,
             window_s: args.window_s,
             start_lead_s: args.start_lead_s,
             seed: args.seed,
+            execution: args.execution,
+            // Known once the model is built (see build_and_warm).
+            parameter_count: None,
+            model_by_workload: args
+                .model_file
+                .is_none()
+                .then(|| args.model.per_workload().cloned())
+                .flatten(),
+            model_file: None,
         },
         identity: coload_device::scheduler_identity(args.node_name.clone()),
         device: None,
@@ -268,7 +277,7 @@ impl Run {
     /// The timed window, with host facts and telemetry around it.
     fn time_window(
         &mut self,
-        mut step: ResNetStep,
+        mut step: ModelStep,
         mut buffer: BatchBuffer,
         start_unix_ns: u64,
         args: &Args,
@@ -334,8 +343,16 @@ impl Run {
         args: &Args,
         clock: &Clock,
         progress: &Progress,
-    ) -> Result<(ResNetStep, BatchBuffer), Failed> {
+    ) -> Result<(ModelStep, BatchBuffer), Failed> {
         let build_start = clock.now_unix_ns();
+        let model = args.model_source().map_err(|message| {
+            Failed::new(
+                Stage::Warmup,
+                "invalid_option",
+                message,
+                exit::INVALID_INPUT,
+            )
+        })?;
         let options = WorkloadOptions {
             workload: args.workload,
             device: args.device,
@@ -343,10 +360,14 @@ impl Run {
             image_size: args.image_size,
             precision: args.precision.into(),
             seed: args.seed,
+            model,
+            execution: args.execution,
         };
-        let mut step =
-            ResNetStep::new(&options).map_err(|e| Failed::workload(Stage::Warmup, &e))?;
+        let mut step = ModelStep::new(&options).map_err(|e| Failed::workload(Stage::Warmup, &e))?;
         let info = step.info();
+        // What only the built model knows, in the configuration the barrier compares.
+        self.report.config.parameter_count = Some(info.parameter_count);
+        self.report.config.model_file.clone_from(&info.model_file);
         if args.device == DeviceChoice::Auto && info.device_kind == DeviceKind::Cpu {
             refuse_silent_cpu_fallback()?;
         }

@@ -152,6 +152,7 @@ fn tables(s: &CohortSummary) -> (Table, Table, Table) {
     let mut header = vec![
         "replica",
         "workload",
+        "model",
         "batches",
         "samples",
         "samples/s",
@@ -164,6 +165,7 @@ fn tables(s: &CohortSummary) -> (Table, Table, Table) {
         let mut cells = vec![
             w.replica.to_string(),
             w.workload.to_string(),
+            w.model.clone().unwrap_or_else(|| "-".to_owned()),
             w.batches.to_string(),
             w.samples.to_string(),
             f2(w.samples_per_s),
@@ -187,7 +189,10 @@ fn tables(s: &CohortSummary) -> (Table, Table, Table) {
     let mut groups = Table::new(&header);
     for (workload, g) in &s.groups {
         let mut cells = vec![
-            workload.to_string(),
+            match &g.model {
+                Some(model) => format!("{workload} {model}"),
+                None => workload.to_string(),
+            },
             g.workers.to_string(),
             f2(g.aggregate_samples_per_s),
             f2(g.per_worker_samples_per_s.min),
@@ -227,6 +232,31 @@ fn mix(s: &CohortSummary) -> String {
         .join(", ")
 }
 
+/// `model resnet18, eager`, or per group in a mixed cohort that declared one model per
+/// workload: `models train resnet50, infer resnet18, cuda-graph`.
+pub(crate) fn model_line(s: &CohortSummary) -> String {
+    let models: std::collections::BTreeSet<&str> = s
+        .groups
+        .values()
+        .filter_map(|g| g.model.as_deref())
+        .collect();
+    let execution = s.config.execution;
+    if models.len() > 1 {
+        let per_group: Vec<String> = s
+            .groups
+            .iter()
+            .filter_map(|(w, g)| Some(format!("{w} {}", g.model.as_deref()?)))
+            .collect();
+        format!("models {}, {execution}", per_group.join(", "))
+    } else {
+        let model = models
+            .into_iter()
+            .next()
+            .map_or_else(|| s.config.model_label(), str::to_owned);
+        format!("model {model}, {execution}")
+    }
+}
+
 fn placement_line(s: &CohortSummary) -> String {
     let flag = if s.colocation.fits_mode == Some(false) {
         "MISMATCH: "
@@ -244,11 +274,12 @@ pub fn render_table(s: &CohortSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "experiment {} · mode {} · {} workers ({}) · common interval {:.3} s",
+        "experiment {} · mode {} · {} workers ({}) · {} · common interval {:.3} s",
         s.experiment,
         s.mode,
         s.count,
         mix(s),
+        model_line(s),
         s.common_interval.seconds
     );
     let _ = writeln!(out, "{}", placement_line(s));
@@ -281,10 +312,11 @@ pub fn render_markdown(s: &CohortSummary) -> String {
     let _ = writeln!(out, "# Cohort `{}`\n", s.experiment);
     let _ = writeln!(
         out,
-        "Mode **{}**, {} workers ({}), common interval {:.3} s.\n",
+        "Mode **{}**, {} workers ({}), {}, common interval {:.3} s.\n",
         s.mode,
         s.count,
         mix(s),
+        model_line(s),
         s.common_interval.seconds
     );
     let _ = writeln!(out, "{}\n", placement_line(s));

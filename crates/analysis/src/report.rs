@@ -25,6 +25,11 @@ fn mix(m: &BTreeMap<Workload, u32>) -> String {
         .join(", ")
 }
 
+/// `train resnet50` (the workload and its group's model, where known).
+fn group_label(workload: Workload, model: Option<&str>) -> String {
+    model.map_or_else(|| workload.to_string(), |m| format!("{workload} {m}"))
+}
+
 /// One titled block of the report: a heading level, a title, tables and paragraphs.
 enum Block {
     Heading(usize, String),
@@ -38,11 +43,12 @@ fn cohort_blocks(c: &Comparison, out: &mut Vec<Block>) {
         out.push(Block::Heading(
             3,
             format!(
-                "{}: mode {}, {} workers ({}), common interval {:.3} s",
+                "{}: mode {}, {} workers ({}), {}, common interval {:.3} s",
                 cohort.experiment,
                 cohort.mode,
                 cohort.count,
                 mix(&cohort.workload_mix),
+                cohort.execution,
                 cohort.common_s
             ),
         ));
@@ -64,7 +70,7 @@ fn cohort_blocks(c: &Comparison, out: &mut Vec<Block>) {
         ]);
         for (workload, grp) in &cohort.groups {
             g.row(vec![
-                workload.to_string(),
+                group_label(*workload, grp.model.as_deref()),
                 grp.workers.to_string(),
                 f2(grp.aggregate_samples_per_s),
                 opt(grp.aggregate_vs_solo, 3),
@@ -98,7 +104,7 @@ fn blocks(c: &Comparison) -> Vec<Block> {
         let mut t = Table::new(&["workload", "experiment", "mode", "samples/s", "p99 ms"]);
         for (w, b) in &c.baselines {
             t.row(vec![
-                w.to_string(),
+                format!("{}, {}", group_label(*w, b.model.as_deref()), b.execution),
                 b.experiment.clone(),
                 b.mode.to_string(),
                 f2(b.samples_per_s),
@@ -127,10 +133,11 @@ fn blocks(c: &Comparison) -> Vec<Block> {
         out.push(Block::Heading(
             3,
             format!(
-                "mode {}, {} workers ({}): {} cohort{}",
+                "mode {}, {} workers ({}), {}: {} cohort{}",
                 r.mode,
                 r.count,
                 mix(&r.workload_mix),
+                r.execution,
                 r.experiments.len(),
                 if r.experiments.len() == 1 { "" } else { "s" }
             ),
@@ -154,7 +161,7 @@ fn blocks(c: &Comparison) -> Vec<Block> {
                     _ => "-".into(),
                 };
                 t.row(vec![
-                    workload.to_string(),
+                    group_label(*workload, r.models.get(workload).map(String::as_str)),
                     name.into(),
                     e.n.to_string(),
                     f3(e.mean),
