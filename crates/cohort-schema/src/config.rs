@@ -540,12 +540,16 @@ mod tests {
 
     #[test]
     fn model_execution_and_model_file_are_named() {
-        let a = sample();
-        let mut b = sample();
-        b.model = "resnet50".into();
-        b.execution = Execution::CudaGraph;
-        b.parameter_count = Some(25_557_032);
-        let text: Vec<String> = b.differences(&a).iter().map(ToString::to_string).collect();
+        let reference = sample();
+        let mut other = sample();
+        other.model = "resnet50".into();
+        other.execution = Execution::CudaGraph;
+        other.parameter_count = Some(25_557_032);
+        let text: Vec<String> = other
+            .differences(&reference)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         // parameter_count is unknown in `a`: not a difference by itself.
         assert_eq!(
             text,
@@ -555,12 +559,12 @@ mod tests {
             ]
         );
 
-        let mut c = sample();
-        c.parameter_count = Some(11_689_512);
-        let mut d = c.clone();
-        d.parameter_count = Some(11_689_513);
+        let mut known = sample();
+        known.parameter_count = Some(11_689_512);
+        let mut off_by_one = known.clone();
+        off_by_one.parameter_count = Some(11_689_513);
         assert_eq!(
-            d.differences(&c)[0].to_string(),
+            off_by_one.differences(&known)[0].to_string(),
             "parameter_count 11689513 != 11689512"
         );
 
@@ -569,19 +573,23 @@ mod tests {
             input_shape: [1, 28, 28],
             num_classes: 10,
         };
-        let mut e = sample();
-        e.model = TORCHSCRIPT_MODEL.into();
-        e.model_file = Some(file.clone());
-        let mut f = e.clone();
-        f.model_file = Some(ModelFile {
+        let mut script = sample();
+        script.model = TORCHSCRIPT_MODEL.into();
+        script.model_file = Some(file.clone());
+        let mut other_file = script.clone();
+        other_file.model_file = Some(ModelFile {
             sha256: "cd".repeat(32),
             input_shape: [3, 28, 28],
             ..file
         });
-        let fields: Vec<&str> = f.differences(&e).iter().map(|d| d.field).collect();
+        let fields: Vec<&str> = other_file
+            .differences(&script)
+            .iter()
+            .map(|d| d.field)
+            .collect();
         assert_eq!(fields, ["model_file.sha256", "model_file.input_shape"]);
-        assert_eq!(e.model_label(), "torchscript:abababababab");
-        assert_eq!(a.model_label(), "resnet18");
+        assert_eq!(script.model_label(), "torchscript:abababababab");
+        assert_eq!(reference.model_label(), "resnet18");
     }
 
     #[test]

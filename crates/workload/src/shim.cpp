@@ -222,8 +222,7 @@ int coload_cuda_graph_built() {
 //   2. `callback(ctx, 1)` once outside capture, to prepare (training: zero_grad(set_to_none),
 //      so that backward allocates the gradients from the graph's private pool);
 //   3. capture `callback(ctx, 2)`: the step's kernels are recorded, not run.
-// Every callback runs under the guards in `flags` (as coload_with_guard); when autocast is on,
-// its cast cache is off for the capture, as torch.cuda.graphs recommends. Returns the graph, or
+// Every callback runs under the guards in `flags` (as coload_with_guard). Returns the graph, or
 // null with the status in `*status` (kCallbackFailed when a callback failed) and the message in
 // `err`.
 CoGraph *coload_graph_capture(int64_t device_index, int warmup_steps, int flags,
@@ -252,30 +251,31 @@ CoGraph *coload_graph_capture(int64_t device_index, int warmup_steps, int flags,
       at::accelerator::synchronizeDevice(index);
       // The graph's constructor reads the current stream, so it is made on the side stream.
       built->graph = std::make_unique<at::cuda::CUDAGraph>(false);
-      const bool autocast = (flags & 6) != 0;
+      // Autocast's cast cache stays off while recording, as torch.cuda.graphs recommends, so
+      // no cached cast made outside the capture is baked into the graph.
       const bool cache_was_enabled = at::autocast::is_autocast_cache_enabled();
-      if (autocast) {
-        at::autocast::set_autocast_cache_enabled(false);
-      }
+      at::autocast::set_autocast_cache_enabled(false);
       built->graph->capture_begin({0, 0}, cudaStreamCaptureModeGlobal);
-      try {
-        run_with_flags(flags, callback, ctx, 2);
-      } catch (...) {
-        if (autocast) {
-          at::autocast::set_autocast_cache_enabled(cache_was_enabled);
-        }
-        // End the capture so the allocator leaves capture mode; its own error (the capture was
-        // invalidated) says less than the first one.
+      // On failure, end the capture so the allocator leaves capture mode; its own error (the
+      // capture was invalidated) says less than the first one.
+      const auto abandon = [&] {
+        at::autocast::set_autocast_cache_enabled(cache_was_enabled);
         try {
           built->graph->capture_end();
         } catch (...) {
         }
+      };
+      try {
+        run_with_flags(flags, callback, ctx, 2);
+      } catch (const CallbackFailed &) {
+        abandon();
         callback_failed = 1;
         throw;
+      } catch (...) {
+        abandon();
+        throw;
       }
-      if (autocast) {
-        at::autocast::set_autocast_cache_enabled(cache_was_enabled);
-      }
+      at::autocast::set_autocast_cache_enabled(cache_was_enabled);
       built->graph->capture_end();
     }
     at::accelerator::synchronizeDevice(index);

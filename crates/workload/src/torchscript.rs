@@ -7,6 +7,7 @@
 //! One forward on the real batch shape, without autograd, proves that the module takes
 //! `--input-shape` and returns `[batch, --num-classes]` logits.
 
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::path::Path;
@@ -109,11 +110,11 @@ pub(crate) fn sha256_file(path: &Path) -> Result<String, WorkloadError> {
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    let mut hex = String::with_capacity(64);
+    for b in hasher.finalize() {
+        let _ = write!(hex, "{b:02x}");
+    }
+    Ok(hex)
 }
 
 /// Loads `spec` for `workload` on `device` (training registers its parameters in `vs`), and
