@@ -24,6 +24,8 @@ if [[ "${1:-}" == --tests ]]; then
     | python3 -c '
 import json, sys
 for line in sys.stdin:
+    if not line.startswith("{"):
+        continue
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] in ("gpu", "gpu_graph"):
         print(m["target"]["name"], m["executable"])
