@@ -81,6 +81,12 @@ impl Args {
     pub(crate) fn validate(&self) -> Result<Mix, String> {
         self.flags.validate()?;
         let mix = self.mix()?;
+        if let Some(model) = &self.flags.model {
+            // A per-workload declaration must name a model for every workload of the mix.
+            for w in mix.workloads() {
+                model.model_for(*w)?;
+            }
+        }
         if !self.visible_devices.is_empty() && self.visible_devices.len() != mix.len() {
             return Err(format!(
                 "--visible-devices lists {} devices for {} workers; give one per worker",

@@ -18,7 +18,7 @@ use coload_device::{
     ActivityOptions, MigTarget, NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler,
 };
 use coload_timing::{BatchBuffer, Clock, run_window_cancellable, warmup_observed};
-use coload_workload::{ResNetStep, WorkloadOptions};
+use coload_workload::{ModelStep, WorkloadError, WorkloadOptions};
 
 use crate::cli::Args;
 use crate::error::{WorkerError, chain};
@@ -122,14 +122,24 @@ fn initial_report(args: &Args) -> WorkerReport {
             mode: args.flags.mode,
             workload: args.place.workload,
             count: args.place.count,
-            model: "resnet18".to_owned(),
+            model: args.model_name(),
             batch_size: args.flags.batch_size,
-            image_size: args.flags.image_size,
+            image_size: args.recorded_image_size(),
             precision: args.flags.precision,
             warmup_batches: args.flags.warmup_batches,
             window_s: args.flags.window_s,
             start_lead_s: args.flags.start_lead_s,
             seed: args.flags.seed,
+            execution: args.flags.execution,
+            // Known once the model is built (see build_and_warm).
+            parameter_count: None,
+            model_by_workload: args
+                .flags
+                .model_file
+                .is_none()
+                .then(|| args.flags.model_declaration().per_workload().cloned())
+                .flatten(),
+            model_file: None,
         },
         identity: coload_device::scheduler_identity(args.node_name.clone()),
         device: None,
@@ -294,7 +304,7 @@ impl Run {
     )]
     fn time_window(
         &mut self,
-        mut step: ResNetStep,
+        mut step: ModelStep,
         mut buffer: BatchBuffer,
         start_unix_ns: u64,
         late_margin: Duration,
@@ -372,13 +382,16 @@ impl Run {
         args: &Args,
         clock: &Clock,
         progress: &Progress,
-    ) -> Result<(ResNetStep, BatchBuffer), WorkerError> {
+    ) -> Result<(ModelStep, BatchBuffer), WorkerError> {
         let in_warmup = |source| WorkerError::Workload {
             stage: Stage::Warmup,
             source,
         };
         let build_start = clock.now_unix_ns();
         let f = &args.flags;
+        let model = args
+            .model_source()
+            .map_err(|message| in_warmup(WorkloadError::InvalidOption(message)))?;
         let options = WorkloadOptions {
             workload: args.place.workload,
             device: f.device,
@@ -386,9 +399,14 @@ impl Run {
             image_size: f.image_size,
             precision: f.precision,
             seed: f.seed,
+            model,
+            execution: f.execution,
         };
-        let mut step = ResNetStep::new(&options).map_err(in_warmup)?;
+        let mut step = ModelStep::new(&options).map_err(in_warmup)?;
         let info = step.info();
+        // What only the built model knows, in the configuration the barrier compares.
+        self.report.config.parameter_count = Some(info.parameter_count);
+        self.report.config.model_file.clone_from(&info.model_file);
         if f.device == DeviceChoice::Auto && info.device_kind == DeviceKind::Cpu {
             refuse_silent_cpu_fallback()?;
         }

@@ -331,6 +331,7 @@ fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> 
     WorkerSummary {
         replica: r.replica,
         workload: r.config.workload,
+        model: Some(r.config.model_label()),
         batches: scan.sorted_durations_ns.len() as u64,
         samples: scan.kept_samples,
         batches_recorded: scan.recorded_batches,
@@ -358,7 +359,9 @@ const ZERO_LATENCY: coload_cohort_schema::LatencyMs = coload_cohort_schema::Late
 };
 
 /// One group per workload. Training and inference rates are never added together: a training
-/// sample (forward, backward, step) and an inference sample are different units of work.
+/// sample (forward, backward, step) and an inference sample are different units of work. Each
+/// group is labelled with its model: the configuration check lets the workloads of a mixed
+/// cohort run different models only as declared, and never the workers of one workload.
 fn group_summaries(workers: &[WorkerSummary], scans: &[Scan]) -> BTreeMap<Workload, GroupSummary> {
     let mut out = BTreeMap::new();
     let workloads: std::collections::BTreeSet<Workload> =
@@ -378,6 +381,7 @@ fn group_summaries(workers: &[WorkerSummary], scans: &[Scan]) -> BTreeMap<Worklo
         out.insert(
             workload,
             GroupSummary {
+                model: members.first().and_then(|(w, _)| w.model.clone()),
                 workers: members.len() as u32,
                 aggregate_samples_per_s: rates.iter().sum(),
                 per_worker_samples_per_s: MinMeanMax {

@@ -17,7 +17,12 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::activity::{DEFAULT_GPM_INTERVAL_S, MAX_GPM_INTERVAL_S, MIN_GPM_INTERVAL_S};
-use crate::config::{DeviceChoice, Mode, Precision, Workload};
+use crate::config::{
+    DeviceChoice, Execution, InputShape, Mode, ModelDeclaration, Precision, Workload,
+};
+
+/// The model a worker runs when `--model` is not given: the article's.
+pub const DEFAULT_MODEL: &str = "resnet18";
 
 /// The measurement flags every worker of a cohort takes, and that the launcher passes on
 /// unchanged.
@@ -64,6 +69,31 @@ pub struct WorkerFlags {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
+    /// Model (default resnet18): resnet18, resnet34, resnet50, resnet101, resnet152,
+    /// mobilenet_v2, efficientnet_b0..b3, densenet121, inception_v3 or squeezenet1_1; in a mixed
+    /// cohort one per workload, e.g. train=resnet50,infer=resnet18 (every worker gets the same
+    /// value)
+    #[arg(long, conflicts_with = "model_file")]
+    pub model: Option<ModelDeclaration>,
+
+    /// A TorchScript model (torch.jit.script(model).save(path)) instead of --model; needs
+    /// --input-shape and --num-classes
+    #[arg(long, requires_all = ["input_shape", "num_classes"])]
+    pub model_file: Option<PathBuf>,
+
+    /// One input sample's shape for --model-file, C,H,W (e.g. 3,224,224)
+    #[arg(long, requires = "model_file")]
+    pub input_shape: Option<InputShape>,
+
+    /// Classes the --model-file outputs (synthetic labels are drawn from 0..N)
+    #[arg(long, requires = "model_file", value_parser = clap::value_parser!(u32).range(1..))]
+    pub num_classes: Option<u32>,
+
+    /// How batches are issued: eager (kernel by kernel), or cuda-graph (the step captured once
+    /// after warmup and replayed: no launch cost per kernel; CUDA only)
+    #[arg(long, default_value_t = Execution::Eager)]
+    pub execution: Execution,
+
     /// Fail (instead of warning) when the device does not match --mode
     #[arg(long)]
     pub strict_device: bool,
@@ -80,6 +110,14 @@ pub struct WorkerFlags {
 }
 
 impl WorkerFlags {
+    /// The model declaration, `resnet18` when none was given.
+    #[must_use]
+    pub fn model_declaration(&self) -> ModelDeclaration {
+        self.model
+            .clone()
+            .unwrap_or_else(|| ModelDeclaration::One(DEFAULT_MODEL.to_owned()))
+    }
+
     /// Checks what clap cannot: ranges of the values.
     pub fn validate(&self) -> Result<(), String> {
         for (name, value) in [
@@ -265,11 +303,32 @@ mod tests {
                 image_size: 64,
                 precision: Precision::Bf16,
                 seed: 17,
+                model: Some("train=resnet50,infer=mobilenet_v2".parse().unwrap()),
+                model_file: None,
+                input_shape: None,
+                num_classes: None,
+                execution: Execution::CudaGraph,
                 strict_device: true,
                 telemetry_hz: 0.0,
                 gpm_interval_s: 2.5,
             },
         )
+    }
+
+    /// [`unusual`] with a TorchScript file instead of a built-in model (the two conflict).
+    fn unusual_file() -> (WorkerPlace, WorkerFlags) {
+        let (place, mut flags) = unusual();
+        flags.model = None;
+        flags.model_file = Some("model dir/m.pt".into());
+        flags.input_shape = Some(InputShape([1, 28, 28]));
+        flags.num_classes = Some(10);
+        (place, flags)
+    }
+
+    fn argv_of((place, flags): &(WorkerPlace, WorkerFlags)) -> Vec<OsString> {
+        let mut argv = to_argv(place).unwrap();
+        argv.extend(to_argv(flags).unwrap());
+        argv
     }
 
     fn parse(argv: Vec<OsString>) -> Both {
@@ -280,19 +339,17 @@ mod tests {
 
     #[test]
     fn rendering_then_parsing_gives_the_same_flags() {
-        let (place, flags) = unusual();
-        let mut argv = to_argv(&place).unwrap();
-        argv.extend(to_argv(&flags).unwrap());
-        let back = parse(argv);
-        assert_eq!(back.place, place);
-        assert_eq!(back.flags, flags);
+        for case in [unusual(), unusual_file()] {
+            let back = parse(argv_of(&case));
+            assert_eq!(back.place, case.0);
+            assert_eq!(back.flags, case.1);
+        }
     }
 
     #[test]
     fn every_flag_clap_knows_is_rendered() {
-        let (place, flags) = unusual();
-        let mut argv = to_argv(&place).unwrap();
-        argv.extend(to_argv(&flags).unwrap());
+        let mut argv = argv_of(&unusual());
+        argv.extend(argv_of(&unusual_file()));
         let rendered: Vec<String> = argv
             .iter()
             .filter_map(|a| a.to_str())
@@ -344,6 +401,21 @@ mod tests {
             "cannot render worker flag --devices: only plain values can be passed on"
         );
         assert!(matches!(to_argv(&3_u32), Err(RenderError::NotFlags)));
+    }
+
+    #[test]
+    fn a_model_and_a_model_file_conflict_and_the_default_model_is_resnet18() {
+        let mut argv = argv_of(&unusual_file());
+        argv.extend(["--model".into(), "resnet50".into()]);
+        let mut full: Vec<OsString> = vec!["worker".into()];
+        full.extend(argv);
+        assert!(Both::try_parse_from(full).is_err());
+        let mut flags = unusual().1;
+        flags.model = None;
+        assert_eq!(
+            flags.model_declaration(),
+            ModelDeclaration::One("resnet18".into())
+        );
     }
 
     #[test]

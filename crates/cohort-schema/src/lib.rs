@@ -44,7 +44,10 @@ pub use activity::{
 };
 pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::BatchRecord;
-pub use config::{ConfigDifference, DeviceChoice, Mode, Precision, WorkerConfig, Workload};
+pub use config::{
+    ConfigDifference, DeviceChoice, Execution, InputShape, Mode, ModelDeclaration, ModelFile,
+    Precision, TORCHSCRIPT_MODEL, WorkerConfig, Workload,
+};
 pub use error::SchemaError;
 pub use failure::FailureKind;
 pub use read::{

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::activity::{ActivityScope, GpmStats};
-use crate::config::{Mode, WorkerConfig, Workload};
+use crate::config::{Execution, Mode, WorkerConfig, Workload};
 
 /// The summary of one validated cohort (`summary.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -144,6 +144,10 @@ pub struct WorkerSummary {
     pub replica: u32,
     /// Its workload.
     pub workload: Workload,
+    /// Its model ([`WorkerConfig::model_label`]: `resnet50`, `torchscript:<sha256 prefix>`);
+    /// `null` in summaries written before models were recorded.
+    #[serde(default)]
+    pub model: Option<String>,
     /// Batches entirely inside the common interval (the kept batches).
     pub batches: u64,
     /// Samples in those batches.
@@ -185,6 +189,10 @@ pub struct MinMeanMax {
 /// The workers of one workload, taken together.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupSummary {
+    /// The group's model (every worker of a workload runs the same one; see
+    /// [`WorkerConfig::model_label`]); `null` in summaries written before models were recorded.
+    #[serde(default)]
+    pub model: Option<String>,
     /// Number of workers in the group.
     pub workers: u32,
     /// Sum of the workers' samples/s.
@@ -259,6 +267,12 @@ pub struct Baseline {
     pub experiment: String,
     /// Its mode (normally `exclusive`).
     pub mode: Mode,
+    /// The solo worker's model; `null` when unknown (older summaries).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// How the solo worker issued its batches.
+    #[serde(default)]
+    pub execution: Execution,
     /// The solo worker's samples/s.
     pub samples_per_s: f64,
     /// The solo worker's p99 batch latency, milliseconds.
@@ -274,6 +288,9 @@ pub struct CohortComparison {
     pub mode: Mode,
     /// Its number of workers.
     pub count: u32,
+    /// How its workers issued their batches.
+    #[serde(default)]
+    pub execution: Execution,
     /// Workers per workload.
     pub workload_mix: BTreeMap<Workload, u32>,
     /// The common interval's length, seconds.
@@ -292,6 +309,9 @@ pub struct CohortComparison {
 /// One workload group of a cohort against its solo baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupComparison {
+    /// The group's model; `null` when unknown (older summaries).
+    #[serde(default)]
+    pub model: Option<String>,
     /// Workers in the group.
     pub workers: u32,
     /// Sum of the workers' samples/s.
@@ -334,8 +354,14 @@ pub struct RepeatGroup {
     pub mode: Mode,
     /// The shared count.
     pub count: u32,
+    /// The shared execution.
+    #[serde(default)]
+    pub execution: Execution,
     /// The shared workload mix.
     pub workload_mix: BTreeMap<Workload, u32>,
+    /// The model of each workload group (absent where unknown).
+    #[serde(default)]
+    pub models: BTreeMap<Workload, String>,
     /// The experiments grouped, in the order given.
     pub experiments: Vec<String>,
     /// Per workload present.

@@ -9,12 +9,21 @@ use coload_cohort_schema::{
     StartRecord, Status, TelemetrySample, TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport,
     WorkerWarning, Workload, read_worker_report, write_json_atomic,
 };
+use std::collections::BTreeMap;
+
+use coload_cohort_schema::{Execution, ModelFile, TORCHSCRIPT_MODEL};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 fn config() -> WorkerConfig {
     WorkerConfig {
         seed: 7,
+        execution: Execution::CudaGraph,
+        parameter_count: Some(11_689_512),
+        model_by_workload: Some(BTreeMap::from([
+            (Workload::Train, "resnet50".to_owned()),
+            (Workload::Infer, "resnet18".to_owned()),
+        ])),
         ..WorkerConfig::article(Mode::MigTimeslice, Workload::Infer, 7)
     }
 }
@@ -339,4 +348,23 @@ fn reading_checks_the_version_and_names_the_file() {
     std::fs::write(&path, "{\"schema_version\": 1, \"experiment\": ").unwrap();
     let text = read_worker_report(&path).unwrap_err().to_string();
     assert!(text.contains("worker.json: invalid document"), "{text}");
+}
+
+#[test]
+fn a_torchscript_config_is_pinned_and_round_trips() {
+    let config = WorkerConfig {
+        model: TORCHSCRIPT_MODEL.into(),
+        image_size: 28,
+        parameter_count: Some(1_234),
+        model_file: Some(ModelFile {
+            sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+            input_shape: [1, 28, 28],
+            num_classes: 10,
+        }),
+        ..WorkerConfig::article(Mode::Exclusive, Workload::Train, 1)
+    };
+    insta::assert_json_snapshot!("torchscript_config", config);
+    let back: WorkerConfig =
+        serde_json::from_str(&serde_json::to_string(&config).unwrap()).unwrap();
+    assert_eq!(back, config);
 }

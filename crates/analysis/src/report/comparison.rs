@@ -2,7 +2,7 @@
 
 use coload_cohort_schema::{Comparison, Workload};
 
-use super::document::{Document, Figure, Table, f2, f3, mix, opt};
+use super::document::{Document, Figure, Table, f2, f3, group_label, mix, opt};
 use super::plots::{aggregate_svg, cdf_svg, rate_svg};
 
 /// The comparison's text: baselines, every cohort against them, repeats, warnings and caveats.
@@ -16,7 +16,7 @@ pub(crate) fn document(c: &Comparison) -> Document {
         let mut t = Table::new(&["workload", "experiment", "mode", "samples/s", "p99 ms"]);
         for (w, b) in &c.baselines {
             t.row(vec![
-                w.to_string(),
+                format!("{}, {}", group_label(*w, b.model.as_deref()), b.execution),
                 b.experiment.clone(),
                 b.mode.to_string(),
                 f2(b.samples_per_s),
@@ -62,11 +62,12 @@ fn cohorts(c: &Comparison, doc: &mut Document) {
         doc.heading(
             3,
             format!(
-                "{}: mode {}, {} workers ({}), common interval {:.3} s",
+                "{}: mode {}, {} workers ({}), {}, common interval {:.3} s",
                 cohort.experiment,
                 cohort.mode,
                 cohort.count,
                 mix(&cohort.workload_mix),
+                cohort.execution,
                 cohort.common_s
             ),
         );
@@ -88,7 +89,7 @@ fn cohorts(c: &Comparison, doc: &mut Document) {
         ]);
         for (workload, grp) in &cohort.groups {
             g.row(vec![
-                workload.to_string(),
+                group_label(*workload, grp.model.as_deref()),
                 grp.workers.to_string(),
                 f2(grp.aggregate_samples_per_s),
                 opt(grp.aggregate_vs_solo, 3),
@@ -117,10 +118,11 @@ fn repeats(c: &Comparison, doc: &mut Document) {
         doc.heading(
             3,
             format!(
-                "mode {}, {} workers ({}): {} cohort{}",
+                "mode {}, {} workers ({}), {}: {} cohort{}",
                 r.mode,
                 r.count,
                 mix(&r.workload_mix),
+                r.execution,
                 r.experiments.len(),
                 if r.experiments.len() == 1 { "" } else { "s" }
             ),
@@ -144,7 +146,7 @@ fn repeats(c: &Comparison, doc: &mut Document) {
                     _ => "-".into(),
                 };
                 t.row(vec![
-                    workload.to_string(),
+                    group_label(*workload, r.models.get(workload).map(String::as_str)),
                     name.into(),
                     e.n.to_string(),
                     f3(e.mean),

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use coload_cohort_schema::{CohortSummary, LatencyMs};
 
-use super::document::{Document, Table, f2, f3, gib, mix};
+use super::document::{Document, Table, f2, f3, gib, group_label, mix};
 use super::markdown::markdown;
 use super::text::columns;
 
@@ -37,6 +37,7 @@ fn tables(s: &CohortSummary) -> Tables {
     let mut header = vec![
         "replica",
         "workload",
+        "model",
         "batches",
         "samples",
         "samples/s",
@@ -49,6 +50,7 @@ fn tables(s: &CohortSummary) -> Tables {
         let mut cells = vec![
             w.replica.to_string(),
             w.workload.to_string(),
+            w.model.clone().unwrap_or_else(|| "-".to_owned()),
             w.batches.to_string(),
             w.samples.to_string(),
             f2(w.samples_per_s),
@@ -72,7 +74,7 @@ fn tables(s: &CohortSummary) -> Tables {
     let mut groups = Table::new(&header);
     for (workload, g) in &s.groups {
         let mut cells = vec![
-            workload.to_string(),
+            group_label(*workload, g.model.as_deref()),
             g.workers.to_string(),
             f2(g.aggregate_samples_per_s),
             f2(g.per_worker_samples_per_s.min),
@@ -108,6 +110,31 @@ fn tables(s: &CohortSummary) -> Tables {
     }
 }
 
+/// `model resnet18, eager`, or per group in a mixed cohort that declared one model per
+/// workload: `models train resnet50, infer resnet18, cuda-graph`.
+pub(crate) fn model_line(s: &CohortSummary) -> String {
+    let models: std::collections::BTreeSet<&str> = s
+        .groups
+        .values()
+        .filter_map(|g| g.model.as_deref())
+        .collect();
+    let execution = s.config.execution;
+    if models.len() > 1 {
+        let per_group: Vec<String> = s
+            .groups
+            .iter()
+            .filter_map(|(w, g)| Some(format!("{w} {}", g.model.as_deref()?)))
+            .collect();
+        format!("models {}, {execution}", per_group.join(", "))
+    } else {
+        let model = models
+            .into_iter()
+            .next()
+            .map_or_else(|| s.config.model_label(), str::to_owned);
+        format!("model {model}, {execution}")
+    }
+}
+
 fn placement_line(s: &CohortSummary) -> String {
     let flag = if s.colocation.fits_mode == Some(false) {
         "MISMATCH: "
@@ -125,11 +152,12 @@ pub fn render_table(s: &CohortSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "experiment {} · mode {} · {} workers ({}) · common interval {:.3} s",
+        "experiment {} · mode {} · {} workers ({}) · {} · common interval {:.3} s",
         s.experiment,
         s.mode,
         s.count,
         mix(&s.workload_mix),
+        model_line(s),
         s.common_interval.seconds
     );
     let _ = writeln!(out, "{}", placement_line(s));
@@ -170,10 +198,11 @@ fn document(s: &CohortSummary) -> Document {
     let mut doc = Document::default();
     doc.heading(1, format!("Cohort `{}`", s.experiment));
     doc.para(format!(
-        "Mode **{}**, {} workers ({}), common interval {:.3} s.",
+        "Mode **{}**, {} workers ({}), {}, common interval {:.3} s.",
         s.mode,
         s.count,
         mix(&s.workload_mix),
+        model_line(s),
         s.common_interval.seconds
     ));
     doc.para(placement_line(s));
