@@ -357,6 +357,18 @@ mod tests {
         identify_with(Some(nvml), e, DeviceKind::Cuda, Some(index))
     }
 
+    /// The kinds of the report's warnings, in order.
+    fn kinds(r: &DeviceReport) -> Vec<&str> {
+        r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    /// CUDA_VISIBLE_DEVICES stopped at `entry`, which left the ordinal unresolved.
+    fn assert_truncated_at(r: &DeviceReport, entry: &str) {
+        assert!(r.target.is_none());
+        assert_eq!(kinds(r), ["visible_devices_truncated", "device_unresolved"]);
+        assert!(r.warnings[0].message.contains(entry), "{r:?}");
+    }
+
     fn two_h200() -> FakeNvml {
         FakeNvml::new()
             .with_gpu("GPU-aaaa-1111", "NVIDIA H200")
@@ -402,10 +414,7 @@ mod tests {
     #[test]
     fn cuda_stops_at_the_first_unknown_entry() {
         let r = cuda(&two_h200(), &env(Some("0,GPU-nope,1"), None), 1);
-        assert!(r.target.is_none());
-        let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
-        assert_eq!(kinds, ["visible_devices_truncated", "device_unresolved"]);
-        assert!(r.warnings[0].message.contains("GPU-nope"));
+        assert_truncated_at(&r, "`GPU-nope`");
     }
 
     #[test]
@@ -497,10 +506,7 @@ mod tests {
             .with_gpu("GPU-aaaa", "NVIDIA H200")
             .with_mig("1g.18gb", "MIG-1111");
         let r = cuda(&nvml, &env(Some("MIG-9999"), None), 0);
-        assert!(r.target.is_none());
-        let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
-        assert_eq!(kinds, ["visible_devices_truncated", "device_unresolved"]);
-        assert!(r.warnings[0].message.contains("`MIG-9999`"));
+        assert_truncated_at(&r, "`MIG-9999`");
     }
 
     #[test]
@@ -520,9 +526,8 @@ mod tests {
             assert!(r.target.is_none(), "{e:?}: {r:?}");
             assert_eq!(r.info.gpu_uuid, None, "{e:?}");
             assert_eq!(r.info.kind, DeviceKind::Cuda);
-            let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
             // The entry names a GPU NVML sees, so nothing is truncated: the list is just empty.
-            assert_eq!(kinds, ["device_unresolved"], "{e:?}");
+            assert_eq!(kinds(&r), ["device_unresolved"], "{e:?}");
             assert!(
                 r.warnings[0].message.contains("among the 0 device(s)"),
                 "{}",
