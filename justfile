@@ -40,6 +40,7 @@ fmt:
 # Run the micro-benchmarks (per-batch host overhead, summarize speed)
 bench:
     {{tl}} cargo bench -p coload-timing --bench overhead -- --noplot
+    {{tl}} cargo bench -p coload-timing --bench serve -- --noplot
     cargo run --release -q -p coload-analysis --example summarize_bench
 
 # Build the release binaries

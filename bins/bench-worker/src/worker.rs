@@ -143,6 +143,7 @@ fn initial_report(args: &Args) -> WorkerReport {
             window_s: args.window_s,
             start_lead_s: args.start_lead_s,
             seed: args.seed,
+            serve: None,
         },
         identity: coload_device::scheduler_identity(args.node_name.clone()),
         device: None,
@@ -153,6 +154,7 @@ fn initial_report(args: &Args) -> WorkerReport {
         host: None,
         telemetry: None,
         warnings: Vec::new(),
+        serve: None,
     }
 }
 

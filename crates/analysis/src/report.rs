@@ -268,7 +268,7 @@ pub fn render_report_html(c: &Comparison) -> String {
             ),
         );
     }
-    for workload in [Workload::Train, Workload::Infer] {
+    for workload in [Workload::Train, Workload::Infer, Workload::Serve] {
         if c.cohorts.iter().any(|k| k.groups.contains_key(&workload)) {
             figure(
                 &mut out,
@@ -312,6 +312,7 @@ fn workload_color(w: Workload) -> RGBColor {
     match w {
         Workload::Train => RGBColor(31, 119, 180),
         Workload::Infer => RGBColor(255, 127, 14),
+        Workload::Serve => RGBColor(44, 160, 44),
     }
 }
 

@@ -28,23 +28,25 @@ mod config;
 mod error;
 pub mod exit;
 mod read;
+mod request;
 mod summary;
 mod telemetry;
 mod worker;
 
 pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::BatchRecord;
-pub use config::{ConfigDifference, Mode, Precision, WorkerConfig, Workload};
+pub use config::{ConfigDifference, Mode, Precision, ServeConfig, WorkerConfig, Workload};
 pub use error::SchemaError;
 pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
     read_worker_report, write_json_atomic,
 };
+pub use request::{MAX_REQUESTS_PER_LINE, RequestBatchRecord, RequestReader};
 pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
 pub use worker::{
     BarrierTiming, DeviceInfo, DeviceKind, Failure, HostInfo, Identity, MemoryInfo, MemorySource,
-    RuntimeInfo, Stage, Status, WindowInfo, WorkerReport, WorkerWarning,
+    RuntimeInfo, ServeWindowInfo, Stage, Status, WindowInfo, WorkerReport, WorkerWarning,
 };
 
 /// The version of every document this crate writes and the newest it reads.
@@ -58,4 +60,7 @@ pub mod files {
     pub const BATCHES: &str = "batches.jsonl";
     /// One JSON line per raw device telemetry sample (optional).
     pub const TELEMETRY: &str = "telemetry.jsonl";
+    /// A serve worker's requests: one JSON line per dispatched batch with its requests' arrivals,
+    /// then the requests never dispatched.
+    pub const REQUESTS: &str = "requests.jsonl";
 }

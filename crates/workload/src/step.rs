@@ -195,7 +195,7 @@ impl ResNetStep {
                     let mut params = vs.trainable_variables();
                     Some(shim::Sgd::new(&mut params, LEARNING_RATE, MOMENTUM)?)
                 }
-                Workload::Infer => None,
+                Workload::Infer | Workload::Serve => None,
             };
             if let Some(index) = cuda_index {
                 shim::synchronize(index)?;
@@ -234,7 +234,7 @@ impl ResNetStep {
             libtorch_version: shim::torch_version(),
             cuda_version: cudart.map(cuda_version_text),
             cudnn_version: cudnn.map(cudnn_version_text),
-            inference_guard: (self.options.workload == Workload::Infer)
+            inference_guard: (!self.options.workload.trains())
                 .then(|| self.guard.as_str().to_owned()),
             cudnn_benchmark: self.device.is_cuda(),
             torch_threads: catch_unwind(tch::get_num_threads).map_or(0, |n| n.max(0) as u32),
@@ -326,8 +326,7 @@ impl ResNetStep {
         flags: i32,
         f: impl FnOnce() -> Result<(), WorkloadError>,
     ) -> Result<(), WorkloadError> {
-        let no_grad =
-            self.options.workload == Workload::Infer && self.guard == InferenceGuard::NoGrad;
+        let no_grad = !self.options.workload.trains() && self.guard == InferenceGuard::NoGrad;
         let mut f = Some(f);
         let mut result = Ok(());
         let mut body = || {
@@ -389,7 +388,7 @@ impl coload_timing::Step for ResNetStep {
     fn step(&mut self) -> Result<u32, WorkloadError> {
         match self.options.workload {
             Workload::Train => self.train_step()?,
-            Workload::Infer => self.infer_step()?,
+            Workload::Infer | Workload::Serve => self.infer_step()?,
         }
         if let Some(index) = self.cuda_index {
             shim::synchronize(index)?;
