@@ -42,6 +42,7 @@ bench:
     {{tl}} cargo bench -p coload-timing --bench overhead -- --noplot
     {{tl}} cargo bench -p coload-timing --bench serve -- --noplot
     cargo run --release -q -p coload-analysis --example summarize_bench
+    cargo run --release -q -p coload-analysis --example serve_summarize_bench
 
 # Build the release binaries
 build:

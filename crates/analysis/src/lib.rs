@@ -43,11 +43,13 @@
 mod colocation;
 mod compare;
 mod error;
+pub mod histogram;
 mod inputs;
 pub mod interval;
 mod render;
 mod report;
 mod scan;
+mod serve;
 pub mod stats;
 mod summarize;
 
@@ -57,4 +59,7 @@ pub use error::{AnalysisError, CohortProblem};
 pub use inputs::{discover, parse_worker_report};
 pub use render::{render_markdown, render_table};
 pub use report::{render_comparison_markdown, render_report_html, write_report};
-pub use summarize::{CAVEATS, HOST_PRESSURE_PCT, Options, summarize_dirs};
+pub use serve::{BACKLOG_BATCHES, BACKLOG_FRACTION, GROWTH_FLOOR_NS, GROWTH_RATIO};
+pub use summarize::{
+    CAVEATS, DEFAULT_SLO_QUANTILE, HOST_PRESSURE_PCT, Options, SERVE_CAVEAT, summarize_dirs,
+};

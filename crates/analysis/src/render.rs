@@ -219,6 +219,87 @@ fn tables(s: &CohortSummary) -> (Table, Table, Table) {
     (workers, groups, devices)
 }
 
+fn opt_ms(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_owned(), f3)
+}
+
+/// The serve workers' request figures, when the cohort has any.
+fn serve_table(s: &CohortSummary) -> Option<Table> {
+    let mut t = Table::new(&[
+        "replica",
+        "requests",
+        "offered/s",
+        "completed/s",
+        "not done",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "max ms",
+        "queue p99 ms",
+        "service p99 ms",
+        "mean batch",
+        "SLO",
+        "verdict",
+    ]);
+    let mut any = false;
+    for w in &s.workers {
+        let Some(v) = &w.serve else { continue };
+        any = true;
+        let slo = v.slo.map_or_else(
+            || "-".to_owned(),
+            |a| {
+                format!(
+                    "{} ms at p{}: {:.2} % ({})",
+                    a.slo_ms,
+                    a.quantile * 100.0,
+                    a.attainment * 100.0,
+                    if a.meets { "met" } else { "missed" }
+                )
+            },
+        );
+        t.row(vec![
+            w.replica.to_string(),
+            v.requests.to_string(),
+            f2(v.offered_per_s),
+            f2(v.completed_per_s),
+            v.not_completed.to_string(),
+            opt_ms(v.latency_ms.p50),
+            opt_ms(v.latency_ms.p90),
+            opt_ms(v.latency_ms.p99),
+            opt_ms(v.latency_ms.p999),
+            opt_ms(v.latency_ms.max),
+            opt_ms(v.queueing_ms.p99),
+            opt_ms(v.service_ms.p99),
+            f2(v.mean_batch_size),
+            slo,
+            if v.overloaded {
+                "OVERLOADED (percentiles are lower bounds)".to_owned()
+            } else {
+                "ok".to_owned()
+            },
+        ]);
+    }
+    any.then_some(t)
+}
+
+/// Why each overloaded serve worker is judged so.
+fn overload_lines(s: &CohortSummary) -> Vec<String> {
+    s.workers
+        .iter()
+        .filter_map(|w| w.serve.as_ref().map(|v| (w.replica, v)))
+        .flat_map(|(r, v)| {
+            v.overload_reasons
+                .iter()
+                .map(move |reason| format!("replica {r} overloaded: {reason}"))
+        })
+        .collect()
+}
+
+/// What the request columns mean, printed under the table.
+const SERVE_NOTE: &str = "request latency = completion - scheduled arrival (queueing + \
+     service); - = the percentile falls on a request still queued or running at the end";
+
 fn mix(s: &CohortSummary) -> String {
     s.workload_mix
         .iter()
@@ -254,6 +335,14 @@ pub fn render_table(s: &CohortSummary) -> String {
     let _ = writeln!(out, "{}", placement_line(s));
     out.push('\n');
     out.push_str(&workers.plain());
+    if let Some(serve) = serve_table(s) {
+        out.push_str("\nrequests (serve workers):\n");
+        out.push_str(&serve.plain());
+        let _ = writeln!(out, "{SERVE_NOTE}");
+        for line in overload_lines(s) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     out.push('\n');
     out.push_str(&groups.plain());
     if !s.colocation.devices.is_empty() {
@@ -290,6 +379,14 @@ pub fn render_markdown(s: &CohortSummary) -> String {
     let _ = writeln!(out, "{}\n", placement_line(s));
     out.push_str("## Workers\n\n");
     out.push_str(&workers.markdown());
+    if let Some(serve) = serve_table(s) {
+        out.push_str("\n## Requests (serve workers)\n\n");
+        out.push_str(&serve.markdown());
+        let _ = writeln!(out, "\n{SERVE_NOTE}.");
+        for line in overload_lines(s) {
+            let _ = writeln!(out, "\n- {line}");
+        }
+    }
     out.push_str("\n## Groups\n\nTraining and inference are never added together.\n\n");
     out.push_str(&groups.markdown());
     if !s.colocation.devices.is_empty() {
