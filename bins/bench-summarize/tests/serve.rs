@@ -36,10 +36,9 @@ fn an_slo_is_judged_on_serve_workers() {
     );
     let s: CohortSummary = serde_json::from_slice(&o.stdout).unwrap();
     let slo = s.workers[0].serve.as_ref().unwrap().slo.unwrap();
-    assert_eq!(
-        (slo.slo_ms, slo.quantile, slo.met, slo.meets),
-        (12.0, 0.9, 900, true)
-    );
+    assert_eq!((slo.slo_ms, slo.quantile, slo.met), (12.0, 0.9, 900));
+    // The observed p90 is within 12 ms, but 1000 requests are too few for LoadGen's test.
+    assert!(slo.percentile_met && !slo.early_stopping_pass && !slo.meets);
     let table = String::from_utf8(run(&["serve-mixed"]).stdout).unwrap();
     assert!(table.contains("10 ms at p99: 80.00 % (missed)"), "{table}");
 }

@@ -30,7 +30,7 @@ pub(crate) struct Args {
     #[arg(long)]
     pub(crate) count: u32,
 
-    /// What this worker runs
+    /// What this worker runs: train, infer or serve (serve takes the serve flags below)
     #[arg(long, value_parser = parse_workload)]
     pub(crate) workload: Workload,
 
@@ -101,6 +101,9 @@ pub(crate) struct Args {
     /// Progress format on stderr: text for people, json (one object per line) for log collectors
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
+
+    #[command(flatten)]
+    pub(crate) serve: crate::serve_args::ServeArgs,
 }
 
 /// Progress output format.

@@ -2,6 +2,7 @@
 
 mod cli;
 mod progress;
+mod serve_args;
 mod termination;
 mod worker;
 
@@ -15,5 +16,12 @@ fn main() -> ExitCode {
         eprintln!("error: {message}");
         return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
     }
-    ExitCode::from(worker::execute(&args))
+    let serve = match serve_args::plan(&args) {
+        Ok(plan) => plan,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
+        }
+    };
+    ExitCode::from(worker::execute(&args, serve))
 }

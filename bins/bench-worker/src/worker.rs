@@ -16,11 +16,14 @@ use coload_cohort_schema::{
 };
 use coload_device::{NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
 use coload_timing::{BatchBuffer, Clock, TimingError, run_window_cancellable, warmup_observed};
-use coload_workload::{DeviceChoice, ResNetStep, WorkloadError, WorkloadOptions};
+use coload_workload::{DeviceChoice, ResNetStep, WorkloadError, WorkloadInfo, WorkloadOptions};
 
 use crate::cli::Args;
 use crate::progress::Progress;
+use crate::serve_args::ServePlan;
 use crate::termination::Termination;
+
+mod serve;
 
 /// A failure: where, what kind, why, and the exit code it maps to.
 #[derive(Debug)]
@@ -56,10 +59,12 @@ struct Run {
     target: Option<NvmlTarget>,
     batches: Vec<BatchRecord>,
     telemetry: Vec<TelemetrySample>,
+    /// A serve worker's batches and schedule, written as `requests.jsonl`.
+    serve_records: Option<serve::ServeRecords>,
 }
 
 /// Runs the worker and returns the process exit code.
-pub(crate) fn execute(args: &Args) -> u8 {
+pub(crate) fn execute(args: &Args, serve: Option<ServePlan>) -> u8 {
     let progress = Progress::new(args.log_format, args.quiet, args.replica);
     if let Err(message) = prepare_out(&args.out) {
         progress.error("setup", &message);
@@ -67,7 +72,8 @@ pub(crate) fn execute(args: &Args) -> u8 {
     }
     let clock = Clock::anchor();
     let termination = Termination::install();
-    let report = initial_report(args);
+    let mut report = initial_report(args);
+    report.config.serve = serve.as_ref().map(|p| p.config.clone());
     termination.checkpoint(&report, Stage::Preflight, &args.out);
     let mut run = Run {
         report,
@@ -76,8 +82,9 @@ pub(crate) fn execute(args: &Args) -> u8 {
         target: None,
         batches: Vec::new(),
         telemetry: Vec::new(),
+        serve_records: None,
     };
-    let result = run.measure(args, &clock, &progress);
+    let result = run.measure(args, &clock, &progress, serve);
     let mut code = match &result {
         Ok(()) => {
             run.report.status = Status::Complete;
@@ -159,9 +166,18 @@ fn initial_report(args: &Args) -> WorkerReport {
 }
 
 impl Run {
-    fn measure(&mut self, args: &Args, clock: &Clock, progress: &Progress) -> Result<(), Failed> {
+    fn measure(
+        &mut self,
+        args: &Args,
+        clock: &Clock,
+        progress: &Progress,
+        serve: Option<ServePlan>,
+    ) -> Result<(), Failed> {
         let mut barrier = self.preflight(args, clock, progress)?;
         self.checkpoint(Stage::Warmup);
+        if let Some(plan) = serve {
+            return self.measure_serve(barrier, plan, args, clock, progress);
+        }
         let (step, buffer) = match self.build_and_warm(args, clock, progress) {
             Ok(v) => v,
             Err(f) => {
@@ -348,7 +364,46 @@ impl Run {
         };
         let mut step =
             ResNetStep::new(&options).map_err(|e| Failed::workload(Stage::Warmup, &e))?;
-        let info = step.info();
+        self.record_device(args, &step.info(), build_start, clock, progress)?;
+        let total = args.warmup_batches;
+        let stats = warmup_observed(&mut step, total, |done, d| {
+            progress.live(&format!(
+                "warmup {done}/{total} ({:.1} ms)",
+                d.as_secs_f64() * 1e3
+            ));
+        })
+        .map_err(|e| Failed::workload(Stage::Warmup, &e))?;
+        progress.phase(
+            "warmup",
+            &format!(
+                "done: {} batches in {:.2} s (median {:.2} ms, fastest {:.2} ms)",
+                stats.batches,
+                stats.total.as_secs_f64(),
+                stats.median.as_secs_f64() * 1e3,
+                stats.fastest.as_secs_f64() * 1e3
+            ),
+        );
+        let fastest_s = if stats.batches == 0 {
+            // No warmup: size for a very fast step rather than guess low.
+            1e-4
+        } else {
+            stats.fastest.as_secs_f64()
+        };
+        let buffer =
+            BatchBuffer::with_capacity(BatchBuffer::capacity_for(args.window_s, fastest_s));
+        Ok((step, buffer))
+    }
+
+    /// Identifies the device the workload runs on, checks it against the mode, and records it
+    /// (with the runtime facts) in the report.
+    fn record_device(
+        &mut self,
+        args: &Args,
+        info: &WorkloadInfo,
+        build_start: u64,
+        clock: &Clock,
+        progress: &Progress,
+    ) -> Result<(), Failed> {
         if args.device == DeviceChoice::Auto && info.device_kind == DeviceKind::Cpu {
             refuse_silent_cpu_fallback()?;
         }
@@ -401,33 +456,7 @@ impl Run {
                 args.warmup_batches
             ),
         );
-        let total = args.warmup_batches;
-        let stats = warmup_observed(&mut step, total, |done, d| {
-            progress.live(&format!(
-                "warmup {done}/{total} ({:.1} ms)",
-                d.as_secs_f64() * 1e3
-            ));
-        })
-        .map_err(|e| Failed::workload(Stage::Warmup, &e))?;
-        progress.phase(
-            "warmup",
-            &format!(
-                "done: {} batches in {:.2} s (median {:.2} ms, fastest {:.2} ms)",
-                stats.batches,
-                stats.total.as_secs_f64(),
-                stats.median.as_secs_f64() * 1e3,
-                stats.fastest.as_secs_f64() * 1e3
-            ),
-        );
-        let fastest_s = if stats.batches == 0 {
-            // No warmup: size for a very fast step rather than guess low.
-            1e-4
-        } else {
-            stats.fastest.as_secs_f64()
-        };
-        let buffer =
-            BatchBuffer::with_capacity(BatchBuffer::capacity_for(args.window_s, fastest_s));
-        Ok((step, buffer))
+        Ok(())
     }
 
     /// Lets the signal handler write what is known so far if the worker is stopped in `stage`.
@@ -480,6 +509,12 @@ impl Run {
     /// Writes batches.jsonl, telemetry.jsonl, then worker.json last (atomically).
     fn write(&self, out: &Path) -> Result<(), String> {
         write_lines(&out.join(files::BATCHES), &self.batches)?;
+        if let Some(r) = &self.serve_records {
+            write_lines(
+                &out.join(files::REQUESTS),
+                coload_timing::request_lines(&r.buffer, &r.plan.schedule, r.start_unix_ns),
+            )?;
+        }
         if !self.telemetry.is_empty() {
             write_lines(&out.join(files::TELEMETRY), &self.telemetry)?;
         }
@@ -550,12 +585,15 @@ fn describe_device(report: &WorkerReport) -> String {
     }
 }
 
-fn write_lines<T: serde::Serialize>(path: &Path, items: &[T]) -> Result<(), String> {
+fn write_lines<T: serde::Serialize>(
+    path: &Path,
+    items: impl IntoIterator<Item = T>,
+) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", path.display());
     let file = File::create(path).map_err(|e| err(&e))?;
     let mut w = BufWriter::with_capacity(1 << 16, file);
     for item in items {
-        serde_json::to_writer(&mut w, item).map_err(|e| err(&e))?;
+        serde_json::to_writer(&mut w, &item).map_err(|e| err(&e))?;
         w.write_all(b"\n").map_err(|e| err(&e))?;
     }
     let file = w.into_inner().map_err(|e| err(&e))?;

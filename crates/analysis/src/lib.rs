@@ -59,7 +59,10 @@ pub use error::{AnalysisError, CohortProblem};
 pub use inputs::{discover, parse_worker_report};
 pub use render::{render_markdown, render_table};
 pub use report::{render_comparison_markdown, render_report_html, write_report};
-pub use serve::{BACKLOG_BATCHES, BACKLOG_FRACTION, GROWTH_FLOOR_NS, GROWTH_RATIO};
+pub use serve::{
+    BACKLOG_BATCHES, BACKLOG_FRACTION, EARLY_STOPPING_CONFIDENCE, GROWTH_FLOOR_NS, GROWTH_RATIO,
+    early_stopping_min_met, early_stopping_odds,
+};
 pub use summarize::{
     CAVEATS, DEFAULT_SLO_QUANTILE, HOST_PRESSURE_PCT, Options, SERVE_CAVEAT, summarize_dirs,
 };

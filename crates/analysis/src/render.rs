@@ -249,12 +249,23 @@ fn serve_table(s: &CohortSummary) -> Option<Table> {
         let slo = v.slo.map_or_else(
             || "-".to_owned(),
             |a| {
+                let verdict = if a.meets {
+                    "met".to_owned()
+                } else if !a.percentile_met {
+                    "missed".to_owned()
+                } else if v.overloaded {
+                    "missed: overloaded".to_owned()
+                } else {
+                    format!(
+                        "not shown: needs {} requests",
+                        a.early_stopping_requests_needed
+                    )
+                };
                 format!(
-                    "{} ms at p{}: {:.2} % ({})",
+                    "{} ms at p{}: {:.2} % ({verdict})",
                     a.slo_ms,
                     a.quantile * 100.0,
                     a.attainment * 100.0,
-                    if a.meets { "met" } else { "missed" }
                 )
             },
         );

@@ -18,6 +18,8 @@ use coload_cohort_schema::{
     RequestLatencyMs, RequestReader, SchemaError, ServeSummary, SloAttainment,
 };
 
+use statrs::function::beta::checked_beta_reg;
+
 use crate::histogram::{LogHistogram, RELATIVE_ERROR};
 use crate::interval::Span;
 use crate::stats::{P50, P90, P99, P999, nearest_rank};
@@ -45,6 +47,49 @@ pub const GROWTH_RATIO: f64 = 2.0;
 /// mistaken for growth. A stable queue's mean wait is the same in both quarters up to noise; an
 /// overloaded one grows linearly, so its last quarter waits about seven times its first.
 pub const GROWTH_FLOOR_NS: u64 = 1_000_000;
+
+/// The confidence of the early-stopping test, as in MLPerf LoadGen (`loadgen/results.cc`).
+pub const EARLY_STOPPING_CONFIDENCE: f64 = 0.99;
+
+/// The probability of `misses` or fewer misses in `met + misses` independent requests that
+/// each meet the objective with probability `p`: the binomial CDF, written as the regularized
+/// incomplete beta `I_p(met, misses + 1)` as LoadGen's `early_stopping.cc` does.
+#[must_use]
+pub fn early_stopping_odds(met: u64, misses: u64, p: f64) -> f64 {
+    if met == 0 {
+        return 1.0;
+    }
+    checked_beta_reg(met as f64, (misses + 1) as f64, p).unwrap_or(1.0)
+}
+
+/// The fewest requests meeting the objective that, with `misses` misses, pass LoadGen's early
+/// stopping test for quantile `p`: the least `met` with
+/// `early_stopping_odds(met, misses, p) <= 1 - EARLY_STOPPING_CONFIDENCE` (459 for p99 without a
+/// miss, as in LoadGen). The odds fall as `met` grows, so a doubling then a bisection finds it.
+#[must_use]
+pub fn early_stopping_min_met(misses: u64, p: f64) -> u64 {
+    let limit = 1.0 - EARLY_STOPPING_CONFIDENCE;
+    let mut hi = 1u64;
+    while early_stopping_odds(hi, misses, p) > limit {
+        if hi > 1 << 40 {
+            return u64::MAX;
+        }
+        hi *= 2;
+    }
+    let mut lo = hi / 2 + 1;
+    if hi == 1 {
+        return 1;
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if early_stopping_odds(mid, misses, p) <= limit {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    lo
+}
 
 /// What one serve worker's `requests.jsonl` reduces to.
 #[derive(Debug, Clone)]
@@ -221,12 +266,19 @@ pub(crate) fn serve_summary(
         } else {
             nearest_rank(scan.requests, (slo.quantile * 1000.0).round() as u32)
         };
+        let percentile_met = scan.requests > 0 && scan.slo_met >= needed;
+        let misses = scan.requests - scan.slo_met;
+        let min_met = early_stopping_min_met(misses, slo.quantile);
+        let early_stopping_pass = scan.slo_met >= min_met;
         SloAttainment {
             slo_ms: slo.ms,
             quantile: slo.quantile,
             met: scan.slo_met,
             attainment: scan.slo_met as f64 / scan.requests.max(1) as f64,
-            meets: scan.requests > 0 && scan.slo_met >= needed && !overloaded,
+            percentile_met,
+            early_stopping_pass,
+            early_stopping_requests_needed: min_met.saturating_add(misses),
+            meets: percentile_met && early_stopping_pass && !overloaded,
         }
     });
     ServeSummary {
@@ -340,7 +392,11 @@ mod tests {
         assert_eq!(s.mean_batch_size, 1.5);
         // SLO 9 ms: only the 8 ms request meets it; 1 of 4 < the 2 needed for p50.
         let slo = s.slo.unwrap();
-        assert_eq!((slo.met, slo.attainment, slo.meets), (1, 0.25, false));
+        assert_eq!(
+            (slo.met, slo.attainment, slo.percentile_met),
+            (1, 0.25, false)
+        );
+        assert!(!slo.meets);
         // 2 unfinished of 4 exceeds the allowance of max(1, 2 * 1).
         assert!(!s.overloaded, "{:?}", s.overload_reasons);
     }
@@ -399,5 +455,22 @@ mod tests {
         // An objective 1 ns tighter is missed by every request.
         let scan = scan_requests(&p, span(0, 400), Some(5 * MS - 1)).unwrap();
         assert_eq!(scan.slo_met, 0);
+    }
+
+    #[test]
+    fn early_stopping_matches_loadgen() {
+        // LoadGen's reference value: 459 requests without a miss for p99
+        // (ceil(ln 0.01 / ln 0.99)); the rest by direct binomial sums (Python, exact).
+        assert_eq!(early_stopping_min_met(0, 0.99), 459);
+        assert_eq!(early_stopping_min_met(1, 0.99), 661);
+        assert_eq!(early_stopping_min_met(10, 0.99), 2000);
+        assert_eq!(early_stopping_min_met(0, 0.9), 44);
+        assert_eq!(early_stopping_min_met(5, 0.9), 122);
+        assert_eq!(early_stopping_min_met(100, 0.9), 1146);
+        assert_eq!(early_stopping_min_met(0, 0.5), 7);
+        // 0.99^459 <= 0.01 < 0.99^458.
+        assert!(early_stopping_odds(459, 0, 0.99) <= 0.01);
+        assert!(early_stopping_odds(458, 0, 0.99) > 0.01);
+        assert!((early_stopping_odds(10, 0, 0.5) - 0.5f64.powi(10)).abs() < 1e-12);
     }
 }

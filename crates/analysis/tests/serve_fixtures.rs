@@ -85,15 +85,24 @@ fn serve_mixed_by_hand() {
 
 #[test]
 fn serve_mixed_slo_overrides() {
-    // 15 ms at p99: every request meets it.
+    // 15 ms at p99: every request meets it, and 1000 >= the 459 LoadGen needs without a miss.
     let a = serve_of("serve-mixed", &slo(15.0, 0.99)).slo.unwrap();
-    assert_eq!((a.met, a.meets), (1000, true));
-    // 12 ms at p90: 900 of 1000 meet it, exactly the ceil(0.9 * 1000) needed.
+    assert_eq!(
+        (a.met, a.percentile_met, a.early_stopping_pass, a.meets),
+        (1000, true, true, true)
+    );
+    assert_eq!(a.early_stopping_requests_needed, 459);
+    // 12 ms at p90: 900 of 1000 meet it, exactly the ceil(0.9 * 1000) needed; but with 100
+    // misses LoadGen's test needs 1146 met (1246 requests): not confident, so not met.
     let a = serve_of("serve-mixed", &slo(12.0, 0.9)).slo.unwrap();
-    assert_eq!((a.met, a.meets), (900, true));
+    assert_eq!(
+        (a.met, a.percentile_met, a.early_stopping_pass, a.meets),
+        (900, true, false, false)
+    );
+    assert_eq!(a.early_stopping_requests_needed, 1246);
     // 11.999 ms at p90: 800, not enough.
     let a = serve_of("serve-mixed", &slo(11.999, 0.9)).slo.unwrap();
-    assert_eq!((a.met, a.meets), (800, false));
+    assert_eq!((a.met, a.percentile_met), (800, false));
 }
 
 #[test]

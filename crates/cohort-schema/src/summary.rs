@@ -189,7 +189,7 @@ pub struct RequestLatencyMs {
     pub max: Option<f64>,
 }
 
-/// How many requests met the latency objective.
+/// How many requests met the latency objective, and whether the objective is met.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SloAttainment {
     /// The objective: completion within this many milliseconds of the scheduled arrival.
@@ -200,8 +200,17 @@ pub struct SloAttainment {
     pub met: u64,
     /// `met / requests` (not-completed requests count as misses).
     pub attainment: f64,
-    /// Whether `met >= ceil(quantile * requests)` (the nearest-rank `quantile` latency is within
-    /// the objective) and the server was not overloaded.
+    /// Whether the observed nearest-rank `quantile` latency is within the objective:
+    /// `met >= ceil(quantile * requests)`.
+    pub percentile_met: bool,
+    /// MLPerf LoadGen's early-stopping test at 99 % confidence: with `requests - met` misses,
+    /// a server whose true `quantile` latency sat exactly at the objective would show this
+    /// few misses in this many requests with probability at most 1 %.
+    pub early_stopping_pass: bool,
+    /// The requests that test needs with this many misses (it passes when `requests` reaches
+    /// it and every extra request meets the objective).
+    pub early_stopping_requests_needed: u64,
+    /// The verdict: `percentile_met`, `early_stopping_pass`, and the server not overloaded.
     pub meets: bool,
 }
 

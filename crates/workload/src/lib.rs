@@ -8,6 +8,10 @@
 //! `InferenceMode` guard, bf16 autocast, the foreach SGD update PyTorch uses by default, device
 //! synchronize without panics, and the caching allocator's peak.
 //!
+//! [`ServeStep`] is the `serve` workload: the inference forward at a fixed set of padded batch
+//! sizes, each a view of one synthetic batch, for the dynamic batcher of
+//! `coload_timing::run_serve`; it implements [`coload_timing::BatchStep`].
+//!
 //! Every libtorch failure becomes a [`WorkloadError`] carrying libtorch's message, CUDA
 //! out-of-memory included; nothing panics out of this crate. This is the only library that links
 //! libtorch.
@@ -35,11 +39,13 @@
 
 mod error;
 mod options;
+mod serve;
 mod shim;
 mod step;
 
 pub use error::WorkloadError;
 pub use options::{DeviceChoice, WorkloadOptions};
+pub use serve::ServeStep;
 pub use step::{
     InferenceGuard, LEARNING_RATE, MOMENTUM, NUM_CLASSES, OutputProbe, ResNetStep, WorkloadInfo,
 };

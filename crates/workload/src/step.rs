@@ -373,6 +373,25 @@ impl ResNetStep {
         Ok(())
     }
 
+    /// The synthetic input batch (`batch_size` images), for views of a smaller batch.
+    pub(crate) fn inputs(&self) -> &Tensor {
+        &self.inputs
+    }
+
+    /// One inference forward on `inputs` (a view of the first rows of the batch), ending with a
+    /// device synchronize: the serve workload's batch.
+    pub(crate) fn infer_on(&self, inputs: &Tensor) -> Result<(), WorkloadError> {
+        let model = &self.model;
+        self.run_guarded(self.infer_flags(), || {
+            let _out = model.forward_t(inputs, false);
+            Ok(())
+        })?;
+        if let Some(index) = self.cuda_index {
+            shim::synchronize(index)?;
+        }
+        Ok(())
+    }
+
     fn infer_step(&mut self) -> Result<(), WorkloadError> {
         let (model, inputs) = (&self.model, &self.inputs);
         self.run_guarded(self.infer_flags(), || {
