@@ -17,6 +17,10 @@ provision:
 demo:
     scripts/demo.sh
 
+# Run a serve worker beside trainers (GPU when present, else CPU) and print its request latency
+demo-serve:
+    scripts/demo-serve.sh
+
 # Run every test of the workspace (provisions libtorch first)
 test:
     {{tl}} cargo test --workspace --all-targets

@@ -7,7 +7,9 @@ use coload_cohort_schema::Mode;
 
 /// Run a cohort of bench-worker processes on this node with a fresh experiment id and a private
 /// barrier directory, then print the cohort's summary. Example:
-/// `bench-cohort --workers infer=1,train=6 --mode timeslice --out runs/mixed`
+/// `bench-cohort --workers infer=1,train=6 --mode timeslice --out runs/mixed`; a serve worker
+/// beside six trainers: `--workers serve=1,train=6 --rate 500 --slo-ms 10`; its capacity at that
+/// objective: `--workers serve=1,train=6 --find-capacity --slo-ms 10 --slo-quantile 0.99`
 #[derive(Debug, Parser)]
 #[command(
     name = "bench-cohort",
@@ -17,7 +19,8 @@ use coload_cohort_schema::Mode;
     args_override_self = true
 )]
 pub(crate) struct Args {
-    /// Workload mix in replica order, e.g. `infer=1,train=6` (replica 0 infers, 1-6 train)
+    /// Workload mix in replica order, e.g. `infer=1,train=6` or `serve=1,train=6` (replica 0
+    /// infers or serves, 1-6 train)
     #[arg(long, conflicts_with_all = ["count", "workload"])]
     pub(crate) workers: Option<String>,
 
@@ -25,7 +28,7 @@ pub(crate) struct Args {
     #[arg(long, requires = "workload")]
     pub(crate) count: Option<u32>,
 
-    /// The workload of every worker (with --count): train or infer
+    /// The workload of every worker (with --count): train, infer or serve
     #[arg(long, requires = "count")]
     pub(crate) workload: Option<String>,
 
@@ -90,6 +93,9 @@ pub(crate) struct Args {
     /// Only print the summary and errors
     #[arg(long, short)]
     pub(crate) quiet: bool,
+
+    #[command(flatten)]
+    pub(crate) serve: crate::serve::ServeArgs,
 }
 
 fn parse_mode(s: &str) -> Result<Mode, String> {

@@ -36,6 +36,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<u8> {
             "say which workers to run: --workers infer=1,train=6, or --count N --workload train|infer"
         ),
     };
+    args.serve.check(&mix)?;
     if !args.visible_devices.is_empty() && args.visible_devices.len() != mix.len() {
         bail!(
             "--visible-devices lists {} devices for {} workers; give one per worker",
@@ -65,6 +66,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<u8> {
             .context("cannot install the Ctrl-C handler")?;
     }
 
+    if args.serve.find_capacity {
+        return crate::capacity::run(args, &mix, &worker_bin, &interrupted);
+    }
     let mut code = exit::COMPLETE;
     for k in 1..=args.repeat {
         let dir = if args.repeat == 1 {
@@ -72,7 +76,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<u8> {
         } else {
             args.out.join(format!("rep-{k}"))
         };
-        let result = run_one(args, &mix, &worker_bin, &dir, &interrupted)?;
+        let (result, _) = run_one(args, &mix, &worker_bin, &dir, &interrupted, None)?;
         if result != exit::COMPLETE && code == exit::COMPLETE {
             code = result;
         }
@@ -105,13 +109,16 @@ struct Worker {
     status: Option<ExitStatus>,
 }
 
-fn run_one(
+/// Runs one cohort into `dir` (serve workers at `rate` when given, else at --rate); returns its
+/// exit code and experiment id.
+pub(crate) fn run_one(
     args: &Args,
     mix: &[Workload],
     worker_bin: &Path,
     dir: &Path,
     interrupted: &AtomicBool,
-) -> anyhow::Result<u8> {
+    rate: Option<f64>,
+) -> anyhow::Result<(u8, String)> {
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let experiment = experiment_id(args.mode, mix);
     let sync = dir.join("sync");
@@ -163,6 +170,9 @@ fn run_one(
         if args.strict {
             cmd.arg("--strict-device");
         }
+        if *workload == Workload::Serve {
+            cmd.args(args.serve.worker_args(rate));
+        }
         if let Some(dev) = args.visible_devices.get(replica as usize) {
             cmd.env("CUDA_VISIBLE_DEVICES", dev);
         }
@@ -188,12 +198,12 @@ fn run_one(
 
     if let Some(first) = failed {
         report_failure(dir, &workers, first);
-        return Ok(exit::INCOMPLETE_COHORT);
+        return Ok((exit::INCOMPLETE_COHORT, experiment));
     }
     if !args.quiet {
         eprintln!("cohort {experiment}: all {count} workers complete; summarizing");
     }
-    summarize(args, dir, count)
+    Ok((summarize(args, dir, count)?, experiment))
 }
 
 /// Waits for every worker. On the first failure (or Ctrl-C), publishes `abort.json` so workers
@@ -328,6 +338,8 @@ fn summarize(args: &Args, dir: &Path, count: u32) -> anyhow::Result<u8> {
         .collect();
     let options = coload_analysis::Options {
         strict: args.strict,
+        slo_ms: args.serve.slo_ms,
+        slo_quantile: args.serve.slo_quantile,
         ..coload_analysis::Options::default()
     };
     match coload_analysis::summarize_dirs(&dirs, &options) {

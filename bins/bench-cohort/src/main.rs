@@ -1,9 +1,11 @@
 //! bench-cohort: run a whole cohort of bench-worker processes on this machine, then summarize.
 
+mod capacity;
 mod cli;
 mod cohort;
 mod mix;
 mod mps;
+mod serve;
 
 use std::process::ExitCode;
 

@@ -40,6 +40,7 @@
 //! assert_eq!(percentile(&sorted, P99), Some(198)); // ceil(0.99 * 200) = 198th smallest
 //! ```
 
+pub mod capacity;
 mod colocation;
 mod compare;
 mod error;

@@ -451,7 +451,13 @@ mod tests {
         assert_eq!(s.completed, 40);
         assert_eq!(s.latency_ms.p99, Some(5.0));
         let slo = s.slo.unwrap();
-        assert_eq!((slo.met, slo.attainment, slo.meets), (40, 1.0, true));
+        assert_eq!(
+            (slo.met, slo.attainment, slo.percentile_met),
+            (40, 1.0, true)
+        );
+        // 40 requests cannot show p99 with 99 % confidence (LoadGen needs 459).
+        assert!(!slo.early_stopping_pass && !slo.meets);
+        assert_eq!(slo.early_stopping_requests_needed, 459);
         // An objective 1 ns tighter is missed by every request.
         let scan = scan_requests(&p, span(0, 400), Some(5 * MS - 1)).unwrap();
         assert_eq!(scan.slo_met, 0);

@@ -414,3 +414,71 @@ pub struct Estimate {
     /// Upper end of that interval.
     pub ci95_high: Option<f64>,
 }
+
+/// `capacity.json` (`bench-cohort --find-capacity`): the highest offered rate at which the serve
+/// workers met the objective, with the co-located workers running, and every probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    /// Always [`crate::SCHEMA_VERSION`] when written by this crate.
+    pub schema_version: u32,
+    /// The sharing mode of every probe.
+    pub mode: Mode,
+    /// Workers per workload in every probe.
+    pub workload_mix: BTreeMap<Workload, u32>,
+    /// The objective, milliseconds.
+    pub slo_ms: f64,
+    /// The quantile that must meet it.
+    pub quantile: f64,
+    /// The highest rate that passed below every rate that failed, requests per second per serve
+    /// worker (null when none passed).
+    pub capacity_per_s: Option<f64>,
+    /// The lowest rate that failed above it (null when none failed): the capacity lies in
+    /// `[capacity_per_s, failed_above_per_s)`.
+    pub failed_above_per_s: Option<f64>,
+    /// `converged`, `probes_exhausted`, `max_rate_passes`, `min_rate_fails`, or `probe_failed`
+    /// (a cohort did not complete; its folder says why).
+    pub stop: String,
+    /// The search's settings.
+    pub tolerance: f64,
+    /// The most probes allowed.
+    pub max_probes: u32,
+    /// Every probe, in the order run.
+    pub probes: Vec<CapacityProbe>,
+}
+
+/// One cohort of a capacity search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityProbe {
+    /// The rate asked of each serve worker, requests per second.
+    pub rate_per_s: f64,
+    /// The cohort's experiment id (fresh for every probe).
+    pub experiment: String,
+    /// Its folder.
+    pub dir: String,
+    /// Whether every serve worker met the objective (null when the cohort did not complete).
+    pub passed: Option<bool>,
+    /// Per serve worker: offered and completed rate, the latency at the quantile (null when it
+    /// falls on an unfinished request), attainment, and the verdict's parts.
+    pub serve: Vec<CapacityProbeWorker>,
+}
+
+/// One serve worker in one probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityProbeWorker {
+    /// Replica id.
+    pub replica: u32,
+    /// Requests offered per second over the common interval.
+    pub offered_per_s: f64,
+    /// Requests completed per second.
+    pub completed_per_s: f64,
+    /// The request latency p99, milliseconds.
+    pub p99_ms: Option<f64>,
+    /// Fraction of requests within the objective.
+    pub attainment: f64,
+    /// The observed percentile was within the objective.
+    pub percentile_met: bool,
+    /// LoadGen's early-stopping test passed.
+    pub early_stopping_pass: bool,
+    /// The server was judged overloaded.
+    pub overloaded: bool,
+}
