@@ -5,13 +5,16 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use coload_cohort_schema::Workload;
-use coload_cohort_schema::cli::WorkerFlags;
+use coload_cohort_schema::cli::{ServeFlags, WorkerFlags};
 
 use crate::mix::Mix;
+use crate::serve::CapacityArgs;
 
 /// Run a cohort of bench-worker processes on this node with a fresh experiment id and a private
 /// barrier directory, then print the cohort's summary. Example:
-/// `bench-cohort --workers infer=1,train=6 --mode timeslice --out runs/mixed`
+/// `bench-cohort --workers infer=1,train=6 --mode timeslice --out runs/mixed`; a serve worker
+/// beside six trainers: `--workers serve=1,train=6 --rate 500 --slo-ms 10`; its capacity at that
+/// objective: `--workers serve=1,train=6 --find-capacity --slo-ms 10 --slo-quantile 0.99`
 #[derive(Debug, Parser)]
 #[command(
     name = "bench-cohort",
@@ -21,7 +24,8 @@ use crate::mix::Mix;
     args_override_self = true
 )]
 pub(crate) struct Args {
-    /// Workload mix in replica order, e.g. `infer=1,train=6` (replica 0 infers, 1-6 train)
+    /// Workload mix in replica order, e.g. `infer=1,train=6` or `serve=1,train=6` (replica 0
+    /// infers or serves, 1-6 train)
     #[arg(long, value_parser = Mix::parse, conflicts_with_all = ["count", "workload"])]
     pub(crate) workers: Option<Mix>,
 
@@ -29,7 +33,7 @@ pub(crate) struct Args {
     #[arg(long, requires = "workload", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub(crate) count: Option<u32>,
 
-    /// The workload of every worker (with --count): train or infer
+    /// The workload of every worker (with --count): train, infer or serve
     #[arg(long, requires = "count")]
     pub(crate) workload: Option<Workload>,
 
@@ -62,6 +66,14 @@ pub(crate) struct Args {
     /// Only print the summary and errors
     #[arg(long, short)]
     pub(crate) quiet: bool,
+
+    /// The serve workers' flags (given to serve workers only).
+    #[command(flatten)]
+    pub(crate) serve: ServeFlags,
+
+    /// The SLO's quantile and the capacity search.
+    #[command(flatten)]
+    pub(crate) capacity: CapacityArgs,
 }
 
 impl Args {
@@ -81,6 +93,7 @@ impl Args {
     pub(crate) fn validate(&self) -> Result<Mix, String> {
         self.flags.validate()?;
         let mix = self.mix()?;
+        crate::serve::check(&self.serve, &self.capacity, mix.workloads())?;
         if let Some(model) = &self.flags.model {
             // A per-workload declaration must name a model for every workload of the mix.
             for w in mix.workloads() {

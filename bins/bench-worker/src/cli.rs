@@ -2,7 +2,7 @@
 //! them on), plus this worker's own output settings.
 
 use clap::{Parser, ValueEnum};
-use coload_cohort_schema::cli::{WorkerFlags, WorkerPlace};
+use coload_cohort_schema::cli::{ServeFlags, WorkerFlags, WorkerPlace};
 use coload_cohort_schema::{InputShape, TORCHSCRIPT_MODEL};
 use coload_workload::{ModelSource, TorchScriptSpec, ZooModel};
 
@@ -25,6 +25,10 @@ pub(crate) struct Args {
     /// What every worker of the cohort measures, and how.
     #[command(flatten)]
     pub(crate) flags: WorkerFlags,
+
+    /// A serve worker's arrivals, batching and objective.
+    #[command(flatten)]
+    pub(crate) serve: ServeFlags,
 
     /// Kubernetes node name, recorded in worker.json (default: $NODE_NAME)
     #[arg(long, env = "NODE_NAME")]

@@ -8,6 +8,7 @@
 mod cli;
 mod error;
 mod progress;
+mod serve_args;
 mod termination;
 mod worker;
 
@@ -21,5 +22,12 @@ fn main() -> ExitCode {
         eprintln!("error: {message}");
         return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
     }
-    ExitCode::from(worker::execute(&args))
+    let serve = match serve_args::plan(&args) {
+        Ok(plan) => plan,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
+        }
+    };
+    ExitCode::from(worker::execute(&args, serve))
 }

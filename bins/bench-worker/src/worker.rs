@@ -18,12 +18,15 @@ use coload_device::{
     ActivityOptions, MigTarget, NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler,
 };
 use coload_timing::{BatchBuffer, Clock, run_window_cancellable, warmup_observed};
-use coload_workload::{ModelStep, WorkloadError, WorkloadOptions};
+use coload_workload::{ModelStep, WorkloadError, WorkloadInfo, WorkloadOptions};
 
 use crate::cli::Args;
 use crate::error::{WorkerError, chain};
 use crate::progress::Progress;
+use crate::serve_args::ServePlan;
 use crate::termination::Termination;
+
+mod serve;
 
 /// Everything measured so far; written whatever happens.
 struct Run {
@@ -39,10 +42,12 @@ struct Run {
     mig: Option<MigTarget>,
     /// Raw GPM readings (`gpm.jsonl`).
     gpm: Vec<GpmRecord>,
+    /// A serve worker's batches and schedule, written as `requests.jsonl`.
+    serve_records: Option<serve::ServeRecords>,
 }
 
 /// Runs the worker and returns the process exit code.
-pub(crate) fn execute(args: &Args) -> u8 {
+pub(crate) fn execute(args: &Args, serve: Option<ServePlan>) -> u8 {
     let progress = Progress::new(args.log_format, args.quiet, args.place.replica);
     if let Err(e) = prepare_out(&args.place.out) {
         progress.error("setup", &chain(&e));
@@ -50,7 +55,8 @@ pub(crate) fn execute(args: &Args) -> u8 {
     }
     let clock = Clock::anchor();
     let termination = Termination::install();
-    let report = initial_report(args);
+    let mut report = initial_report(args);
+    report.config.serve = serve.as_ref().map(|p| p.config.clone());
     termination.checkpoint(&report, Stage::Preflight, &args.place.out);
     let mut run = Run {
         report,
@@ -61,8 +67,9 @@ pub(crate) fn execute(args: &Args) -> u8 {
         telemetry: Vec::new(),
         mig: None,
         gpm: Vec::new(),
+        serve_records: None,
     };
-    let result = run.measure(args, &clock, &progress);
+    let result = run.measure(args, &clock, &progress, serve);
     let mut code = match &result {
         Ok(()) => {
             run.report.status = Status::Complete;
@@ -140,6 +147,7 @@ fn initial_report(args: &Args) -> WorkerReport {
                 .then(|| args.flags.model_declaration().per_workload().cloned())
                 .flatten(),
             model_file: None,
+            serve: None,
         },
         identity: coload_device::scheduler_identity(args.node_name.clone()),
         device: None,
@@ -152,6 +160,7 @@ fn initial_report(args: &Args) -> WorkerReport {
         gpm: None,
         energy: None,
         warnings: Vec::new(),
+        serve: None,
     }
 }
 
@@ -161,23 +170,19 @@ impl Run {
         args: &Args,
         clock: &Clock,
         progress: &Progress,
+        serve: Option<ServePlan>,
     ) -> Result<(), WorkerError> {
         let mut barrier = self.preflight(args, clock, progress)?;
         self.checkpoint(Stage::Warmup);
+        if let Some(plan) = serve {
+            return self.measure_serve(barrier, plan, args, clock, progress);
+        }
+        if let Some(plan) = serve {
+            return self.measure_serve(barrier, plan, args, clock, progress);
+        }
         let (step, buffer) = match self.build_and_warm(args, clock, progress) {
             Ok(v) => v,
-            Err(e) => {
-                // Tell the peers now rather than let them wait out their join timeout.
-                let reason = format!(
-                    "replica {} failed in {} ({}): {}",
-                    args.place.replica,
-                    e.stage(),
-                    e.kind(),
-                    chain(&e)
-                );
-                let _ = barrier.abort(FailureKind::PeerFailed, &reason, clock);
-                return Err(e);
-            }
+            Err(e) => return Err(tell_peers(&barrier, args, e, clock)),
         };
         let start_unix_ns = self.rendezvous(&mut barrier, args, clock, progress)?;
         let late_margin = barrier.options().late_margin;
@@ -329,17 +334,12 @@ impl Run {
         self.termination.leave_window();
 
         // After the window.
-        if let Some(sampler) = sampler {
-            let out = sampler.stop_all();
-            let (start, end) = (outcome.actual_start_unix_ns, outcome.end_unix_ns);
-            self.report.gpm = Some(out.activity.gpm_report(start, end));
-            self.report.energy = Some(out.activity.energy_report(&out.samples, start, end));
-            self.telemetry = out.samples;
-            self.report.telemetry = out.summary;
-            self.gpm = out.activity.gpm;
-        }
-        let host_end = coload_device::host_snapshot();
-        self.report.host = Some(coload_device::host_info(&host_start, &host_end));
+        self.after_window(
+            sampler,
+            &host_start,
+            outcome.actual_start_unix_ns,
+            outcome.end_unix_ns,
+        );
         self.report.memory = step.peak_memory();
         self.batches = buffer.records(clock);
         let timing = self
@@ -357,13 +357,7 @@ impl Run {
         if let Some(error) = outcome.error {
             return Err(WorkerError::Window(error));
         }
-        if outcome.lateness_ns > i64::try_from(late_margin.as_nanos()).unwrap_or(i64::MAX) {
-            return Err(WorkerError::LateStart {
-                lateness_ns: outcome.lateness_ns,
-                margin: late_margin,
-                batches: outcome.batches,
-            });
-        }
+        check_lateness(outcome.lateness_ns, late_margin, outcome.batches)?;
         let rate = outcome.samples as f64 / args.flags.window_s;
         progress.phase(
             "window",
@@ -407,6 +401,46 @@ impl Run {
         // What only the built model knows, in the configuration the barrier compares.
         self.report.config.parameter_count = Some(info.parameter_count);
         self.report.config.model_file.clone_from(&info.model_file);
+        self.record_device(args, &info, build_start, clock, progress)?;
+        let total = f.warmup_batches;
+        let stats = warmup_observed(&mut step, total, |done, d| {
+            progress.live(&format!(
+                "warmup {done}/{total} ({:.1} ms)",
+                d.as_secs_f64() * 1e3
+            ));
+        })
+        .map_err(in_warmup)?;
+        progress.phase(
+            "warmup",
+            &format!(
+                "done: {} batches in {:.2} s (median {:.2} ms, fastest {:.2} ms)",
+                stats.batches,
+                stats.total.as_secs_f64(),
+                stats.median.as_secs_f64() * 1e3,
+                stats.fastest.as_secs_f64() * 1e3
+            ),
+        );
+        let fastest_s = if stats.batches == 0 {
+            // No warmup: size for a very fast step rather than guess low.
+            1e-4
+        } else {
+            stats.fastest.as_secs_f64()
+        };
+        let buffer = BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s, fastest_s));
+        Ok((step, buffer))
+    }
+
+    /// Identifies the device the workload runs on, checks it against the mode, and records it
+    /// (with the runtime facts) in the report. Shared by the batch and the serve paths.
+    fn record_device(
+        &mut self,
+        args: &Args,
+        info: &WorkloadInfo,
+        build_start: u64,
+        clock: &Clock,
+        progress: &Progress,
+    ) -> Result<(), WorkerError> {
+        let f = &args.flags;
         if f.device == DeviceChoice::Auto && info.device_kind == DeviceKind::Cpu {
             refuse_silent_cpu_fallback()?;
         }
@@ -453,32 +487,29 @@ impl Run {
                 f.warmup_batches
             ),
         );
-        let total = f.warmup_batches;
-        let stats = warmup_observed(&mut step, total, |done, d| {
-            progress.live(&format!(
-                "warmup {done}/{total} ({:.1} ms)",
-                d.as_secs_f64() * 1e3
-            ));
-        })
-        .map_err(in_warmup)?;
-        progress.phase(
-            "warmup",
-            &format!(
-                "done: {} batches in {:.2} s (median {:.2} ms, fastest {:.2} ms)",
-                stats.batches,
-                stats.total.as_secs_f64(),
-                stats.median.as_secs_f64() * 1e3,
-                stats.fastest.as_secs_f64() * 1e3
-            ),
-        );
-        let fastest_s = if stats.batches == 0 {
-            // No warmup: size for a very fast step rather than guess low.
-            1e-4
-        } else {
-            stats.fastest.as_secs_f64()
-        };
-        let buffer = BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s, fastest_s));
-        Ok((step, buffer))
+        Ok(())
+    }
+
+    /// Stops the sampler and records its telemetry, GPM and energy over `[start, end]`, and the
+    /// host's facts across the window.
+    fn after_window(
+        &mut self,
+        sampler: Option<TelemetrySampler>,
+        host_start: &coload_device::HostSnapshot,
+        start_unix_ns: u64,
+        end_unix_ns: u64,
+    ) {
+        if let Some(sampler) = sampler {
+            let out = sampler.stop_all();
+            let (start, end) = (start_unix_ns, end_unix_ns);
+            self.report.gpm = Some(out.activity.gpm_report(start, end));
+            self.report.energy = Some(out.activity.energy_report(&out.samples, start, end));
+            self.telemetry = out.samples;
+            self.report.telemetry = out.summary;
+            self.gpm = out.activity.gpm;
+        }
+        let host_end = coload_device::host_snapshot();
+        self.report.host = Some(coload_device::host_info(host_start, &host_end));
     }
 
     /// Lets the signal handler write what is known so far if the worker is stopped in `stage`.
@@ -541,6 +572,13 @@ impl Run {
     /// Writes batches.jsonl, telemetry.jsonl, gpm.jsonl, then worker.json last (atomically).
     fn write(&self, out: &Path) -> Result<(), WorkerError> {
         write_lines(&out.join(files::BATCHES), &self.batches).map_err(WorkerError::Write)?;
+        if let Some(r) = &self.serve_records {
+            write_lines(
+                &out.join(files::REQUESTS),
+                coload_timing::request_lines(&r.buffer, &r.plan.schedule, r.start_unix_ns),
+            )
+            .map_err(WorkerError::Write)?;
+        }
         if !self.telemetry.is_empty() {
             write_lines(&out.join(files::TELEMETRY), &self.telemetry)
                 .map_err(WorkerError::Write)?;
@@ -551,6 +589,33 @@ impl Run {
         write_json_atomic(&out.join(files::WORKER_REPORT), &self.report)
             .map_err(|e| WorkerError::Write(e.to_string()))
     }
+}
+
+/// A window that began more than `late_margin` after the common start fails as a late start:
+/// it does not overlap its peers' windows, whatever it measured.
+fn check_lateness(lateness_ns: i64, late_margin: Duration, batches: usize) -> Result<(), WorkerError> {
+    if lateness_ns > i64::try_from(late_margin.as_nanos()).unwrap_or(i64::MAX) {
+        return Err(WorkerError::LateStart {
+            lateness_ns,
+            margin: late_margin,
+            batches,
+        });
+    }
+    Ok(())
+}
+
+/// A failure before the barrier: tells the peers at once (an abort of kind `peer_failed`) rather
+/// than let them wait out their join timeout, and returns the failure.
+fn tell_peers(barrier: &Barrier, args: &Args, e: WorkerError, clock: &Clock) -> WorkerError {
+    let reason = format!(
+        "replica {} failed in {} ({}): {}",
+        args.place.replica,
+        e.stage(),
+        e.kind(),
+        chain(&e)
+    );
+    let _ = barrier.abort(FailureKind::PeerFailed, &reason, clock);
+    e
 }
 
 /// `--device auto` picks the CPU when libtorch sees no CUDA device. On a host whose NVML lists
@@ -581,12 +646,15 @@ fn describe_device(report: &WorkerReport) -> String {
     }
 }
 
-fn write_lines<T: serde::Serialize>(path: &Path, items: &[T]) -> Result<(), String> {
+fn write_lines<T: serde::Serialize>(
+    path: &Path,
+    items: impl IntoIterator<Item = T>,
+) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", path.display());
     let file = File::create(path).map_err(|e| err(&e))?;
     let mut w = BufWriter::with_capacity(1 << 16, file);
     for item in items {
-        serde_json::to_writer(&mut w, item).map_err(|e| err(&e))?;
+        serde_json::to_writer(&mut w, &item).map_err(|e| err(&e))?;
         w.write_all(b"\n").map_err(|e| err(&e))?;
     }
     let file = w.into_inner().map_err(|e| err(&e))?;

@@ -41,13 +41,16 @@
 //! ```
 
 mod activity;
+pub mod capacity;
 mod colocation;
 mod compare;
 mod error;
+pub mod histogram;
 mod inputs;
 pub mod interval;
 mod report;
 mod scan;
+mod serve;
 pub mod stats;
 mod summarize;
 
@@ -58,4 +61,10 @@ pub use inputs::{discover, parse_worker_report};
 pub use report::{
     render_comparison_markdown, render_markdown, render_report_html, render_table, write_report,
 };
-pub use summarize::{CAVEATS, HOST_PRESSURE_PCT, Options, summarize_dirs};
+pub use serve::{
+    BACKLOG_BATCHES, BACKLOG_FRACTION, EARLY_STOPPING_CONFIDENCE, GROWTH_FLOOR_NS, GROWTH_RATIO,
+    early_stopping_min_met, early_stopping_odds,
+};
+pub use summarize::{
+    CAVEATS, DEFAULT_SLO_QUANTILE, HOST_PRESSURE_PCT, Options, SERVE_CAVEAT, summarize_dirs,
+};

@@ -154,6 +154,49 @@ impl WorkerFlags {
     }
 }
 
+/// The serve workload's flags: given to serve workers only (a launcher renders them for those;
+/// the worker refuses `--rate`, `--arrivals-file` and `--slo-ms` for other workloads).
+#[derive(Debug, Clone, PartialEq, Serialize, clap::Args)]
+#[serde(rename_all = "kebab-case")]
+pub struct ServeFlags {
+    /// serve: offered load, requests per second, arriving open-loop whatever the server does
+    #[arg(long, value_name = "PER_S")]
+    pub rate: Option<f64>,
+
+    /// serve: arrival pattern at --rate: poisson (exponential gaps, seeded by --seed) or uniform
+    #[arg(long, value_enum, default_value_t = Arrivals::Poisson)]
+    pub arrivals: Arrivals,
+
+    /// serve: replay a trace instead of --rate: one offset per line, seconds from the window's
+    /// start, non-decreasing (`#` comments allowed)
+    #[arg(long, value_name = "FILE", conflicts_with = "rate")]
+    pub arrivals_file: Option<PathBuf>,
+
+    /// serve: the most requests in one batch (batches are padded to a power of two up to it)
+    #[arg(long, default_value_t = 32)]
+    pub max_batch: u32,
+
+    /// serve: how long the oldest waiting request may wait for more before its batch leaves, ms
+    /// (0: take what has arrived)
+    #[arg(long, default_value_t = 0.0, value_name = "MS")]
+    pub max_queue_delay_ms: f64,
+
+    /// serve: the latency objective, ms, recorded with the results for the summary's SLO
+    /// attainment
+    #[arg(long, value_name = "MS")]
+    pub slo_ms: Option<f64>,
+}
+
+/// `--arrivals`: how a serve worker's requests are spaced at `--rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Exponential inter-arrival times (a Poisson process).
+    Poisson,
+    /// Evenly spaced.
+    Uniform,
+}
+
 /// Which worker of which cohort a process is, and where its files go: what the launcher sets
 /// per worker.
 #[derive(Debug, Clone, PartialEq, Serialize, clap::Args)]
@@ -279,6 +322,19 @@ mod tests {
         place: WorkerPlace,
         #[command(flatten)]
         flags: WorkerFlags,
+        #[command(flatten)]
+        serve: ServeFlags,
+    }
+
+    fn unusual_serve() -> ServeFlags {
+        ServeFlags {
+            rate: Some(250.5),
+            arrivals: Arrivals::Uniform,
+            arrivals_file: None,
+            max_batch: 8,
+            max_queue_delay_ms: 1.5,
+            slo_ms: Some(10.0),
+        }
     }
 
     /// Every field away from its default, so that a field left out of the argv shows.
@@ -331,6 +387,15 @@ mod tests {
         argv
     }
 
+    /// The serve flags with a trace file instead of a rate (the two conflict).
+    fn unusual_serve_file() -> ServeFlags {
+        ServeFlags {
+            rate: None,
+            arrivals_file: Some("trace dir/offsets.txt".into()),
+            ..unusual_serve()
+        }
+    }
+
     fn parse(argv: Vec<OsString>) -> Both {
         let mut full: Vec<OsString> = vec!["worker".into()];
         full.extend(argv);
@@ -339,10 +404,16 @@ mod tests {
 
     #[test]
     fn rendering_then_parsing_gives_the_same_flags() {
-        for case in [unusual(), unusual_file()] {
-            let back = parse(argv_of(&case));
+        for (case, serve) in [
+            (unusual(), unusual_serve()),
+            (unusual_file(), unusual_serve_file()),
+        ] {
+            let mut argv = argv_of(&case);
+            argv.extend(to_argv(&serve).unwrap());
+            let back = parse(argv);
             assert_eq!(back.place, case.0);
             assert_eq!(back.flags, case.1);
+            assert_eq!(back.serve, serve);
         }
     }
 
@@ -350,6 +421,8 @@ mod tests {
     fn every_flag_clap_knows_is_rendered() {
         let mut argv = argv_of(&unusual());
         argv.extend(argv_of(&unusual_file()));
+        argv.extend(to_argv(&unusual_serve()).unwrap());
+        argv.extend(to_argv(&unusual_serve_file()).unwrap());
         let rendered: Vec<String> = argv
             .iter()
             .filter_map(|a| a.to_str())

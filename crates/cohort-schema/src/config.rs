@@ -73,15 +73,26 @@ pub enum Workload {
     Train,
     /// Eval-mode forward under inference mode.
     Infer,
+    /// Open-loop requests served by a dynamic batcher running the inference forward at padded
+    /// batch sizes; measured per request (`requests.jsonl`).
+    Serve,
 }
 
 impl Workload {
+    /// Whether the workload trains (a backward pass and an optimizer step); inference and
+    /// serving run the eval-mode forward only.
+    #[must_use]
+    pub fn trains(self) -> bool {
+        self == Workload::Train
+    }
+
     /// The name used on the command line and in documents.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Workload::Train => "train",
             Workload::Infer => "infer",
+            Workload::Serve => "serve",
         }
     }
 }
@@ -99,7 +110,10 @@ impl std::str::FromStr for Workload {
         match s {
             "train" => Ok(Workload::Train),
             "infer" => Ok(Workload::Infer),
-            _ => Err(format!("unknown workload `{s}` (expected train or infer)")),
+            "serve" => Ok(Workload::Serve),
+            _ => Err(format!(
+                "unknown workload `{s}` (expected train, infer or serve)"
+            )),
         }
     }
 }
@@ -438,7 +452,7 @@ pub struct WorkerConfig {
     pub window_s: f64,
     /// Time between the leader publishing the start and the start itself, seconds.
     pub start_lead_s: f64,
-    /// Seed for weights and synthetic inputs.
+    /// Seed for weights and synthetic inputs (and a serve worker's Poisson arrivals).
     pub seed: u64,
     /// How each batch is issued (`eager` in documents written before the option existed).
     #[serde(default)]
@@ -454,6 +468,34 @@ pub struct WorkerConfig {
     /// The user's TorchScript file, when `model` is [`TORCHSCRIPT_MODEL`].
     #[serde(default)]
     pub model_file: Option<ModelFile>,
+    /// A serve worker's arrivals, batching and SLO; absent for other workloads. Like
+    /// `workload`, it belongs to the worker and is not compared across the cohort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeConfig>,
+}
+
+/// How a serve worker's requests arrive and are batched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServeConfig {
+    /// Offered load, requests per second (for a file: the file's requests / window).
+    pub rate_per_s: f64,
+    /// `poisson` (seeded by `seed`), `uniform` or `file`.
+    pub arrivals: String,
+    /// The offsets file, as given, when `arrivals` is `file`.
+    #[serde(default)]
+    pub arrivals_file: Option<String>,
+    /// The most requests in one batch.
+    pub max_batch: u32,
+    /// How long the oldest waiting request may wait for more before its batch leaves,
+    /// milliseconds.
+    pub max_queue_delay_ms: f64,
+    /// The batch sizes the device runs (a batch is padded to the smallest one that fits), each
+    /// warmed up before the barrier.
+    pub padded_sizes: Vec<u32>,
+    /// The latency objective the worker was run for, milliseconds (the summarizer's `--slo-ms`
+    /// overrides it).
+    #[serde(default)]
+    pub slo_ms: Option<f64>,
 }
 
 /// One field on which two configurations differ.
@@ -494,6 +536,7 @@ impl WorkerConfig {
             parameter_count: None,
             model_by_workload: None,
             model_file: None,
+            serve: None,
         }
     }
 
@@ -510,7 +553,8 @@ impl WorkerConfig {
         }
     }
 
-    /// The fields on which `self` differs from `reference`, ignoring `workload`.
+    /// The fields on which `self` differs from `reference`, ignoring `workload` and `serve`
+    /// (the worker's own).
     ///
     /// This is the one comparison rule of the project: the barrier uses it before the start and
     /// the summarizer uses it again on the written reports. Two exceptions follow from what the

@@ -32,6 +32,7 @@ mod error;
 pub mod exit;
 mod failure;
 mod read;
+mod request;
 mod summary;
 mod telemetry;
 mod worker;
@@ -46,7 +47,7 @@ pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::BatchRecord;
 pub use config::{
     ConfigDifference, DeviceChoice, Execution, InputShape, Mode, ModelDeclaration, ModelFile,
-    Precision, TORCHSCRIPT_MODEL, WorkerConfig, Workload,
+    Precision, ServeConfig, TORCHSCRIPT_MODEL, WorkerConfig, Workload,
 };
 pub use error::SchemaError;
 pub use failure::FailureKind;
@@ -54,11 +55,12 @@ pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
     read_lines, read_worker_report, write_json_atomic,
 };
+pub use request::{MAX_REQUESTS_PER_LINE, RequestBatchRecord, RequestReader};
 pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
 pub use worker::{
     BarrierTiming, DeviceInfo, DeviceKind, Failure, HostInfo, Identity, MemoryInfo, MemorySource,
-    RuntimeInfo, Stage, Status, WindowInfo, WorkerReport, WorkerWarning,
+    RuntimeInfo, ServeWindowInfo, Stage, Status, WindowInfo, WorkerReport, WorkerWarning,
 };
 
 /// The version of every document this crate writes and the newest it reads.
@@ -74,4 +76,7 @@ pub mod files {
     pub const TELEMETRY: &str = "telemetry.jsonl";
     /// One JSON line per raw GPM reading and scope (optional).
     pub const GPM: &str = "gpm.jsonl";
+    /// A serve worker's requests: one JSON line per dispatched batch with its requests' arrivals,
+    /// then the requests never dispatched.
+    pub const REQUESTS: &str = "requests.jsonl";
 }

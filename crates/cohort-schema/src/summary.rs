@@ -173,6 +173,104 @@ pub struct WorkerSummary {
     pub peak_device_bytes: Option<u64>,
     /// How late its first batch began after the scheduled start, nanoseconds.
     pub lateness_ns: Option<i64>,
+    /// A serve worker's request-level figures (absent for other workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeSummary>,
+}
+
+/// A serve worker's requests over the common interval: those whose scheduled arrival lies in it.
+///
+/// A request is *completed* when its batch completed by the end of the common interval; the
+/// others (queued or running at the end) are *not completed* and are never dropped: they count
+/// in `requests`, they count as misses against the SLO, and the latency percentiles rank them
+/// above every completed request (a percentile that falls on one of them is null).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServeSummary {
+    /// Requests whose scheduled arrival lies in the common interval.
+    pub requests: u64,
+    /// Those of them whose batch completed by the interval's end.
+    pub completed: u64,
+    /// Those queued or running at the interval's end.
+    pub not_completed: u64,
+    /// The oldest not-completed request's age at the interval's end, milliseconds (null when
+    /// every request completed).
+    pub not_completed_max_age_ms: Option<f64>,
+    /// `requests / common seconds`: the load offered.
+    pub offered_per_s: f64,
+    /// `completed / common seconds`.
+    pub completed_per_s: f64,
+    /// Completion minus scheduled arrival: queueing plus service.
+    pub latency_ms: RequestLatencyMs,
+    /// Dispatch minus scheduled arrival (completed requests).
+    pub queueing_ms: RequestLatencyMs,
+    /// Completion minus dispatch: the batch's execution (completed requests).
+    pub service_ms: RequestLatencyMs,
+    /// Batches dispatched inside the common interval.
+    pub batches: u64,
+    /// Mean requests per batch over those batches.
+    pub mean_batch_size: f64,
+    /// Requests per batch -> batches dispatched inside the common interval.
+    pub batch_size_histogram: BTreeMap<u32, u64>,
+    /// Padded size the device ran -> batches.
+    pub padded_size_histogram: BTreeMap<u32, u64>,
+    /// Attainment of the latency objective, when one was given.
+    pub slo: Option<SloAttainment>,
+    /// The server could not keep up: see `overload_reasons`.
+    pub overloaded: bool,
+    /// Why it is judged overloaded (empty when it is not).
+    pub overload_reasons: Vec<String>,
+    /// True when `overloaded`: the backlog, and with it every latency, grows with the window's
+    /// length, so the percentiles describe this window only and are lower bounds of what a
+    /// longer run would show.
+    pub percentiles_are_lower_bounds: bool,
+    /// Percentiles come from a log-linear histogram: each is a measured value at most this
+    /// fraction above the exact nearest-rank value (exact when its bucket holds one value).
+    pub percentile_relative_error: f64,
+}
+
+/// Request latency statistics, milliseconds. Percentiles are nearest-rank over every request of
+/// the interval, the not-completed ones ranked above all completed ones: a percentile that falls
+/// among them is null (it exceeded what the window could observe). `mean` and `max` are over
+/// the completed requests.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RequestLatencyMs {
+    /// Median.
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    pub p90: Option<f64>,
+    /// 99th percentile (needs at least 100 requests).
+    pub p99: Option<f64>,
+    /// 99.9th percentile (needs at least 1000 requests).
+    pub p999: Option<f64>,
+    /// Mean over completed requests (null when none completed).
+    pub mean: Option<f64>,
+    /// Largest over completed requests (null when none completed).
+    pub max: Option<f64>,
+}
+
+/// How many requests met the latency objective, and whether the objective is met.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SloAttainment {
+    /// The objective: completion within this many milliseconds of the scheduled arrival.
+    pub slo_ms: f64,
+    /// The quantile that must meet it (0.99: p99 <= slo).
+    pub quantile: f64,
+    /// Requests that completed within the objective (counted exactly, not from a histogram).
+    pub met: u64,
+    /// `met / requests` (not-completed requests count as misses).
+    pub attainment: f64,
+    /// Whether the observed nearest-rank `quantile` latency is within the objective:
+    /// `met >= ceil(quantile * requests)`.
+    pub percentile_met: bool,
+    /// MLPerf LoadGen's early-stopping test at 99 % confidence: with `requests - met` misses,
+    /// a server whose true `quantile` latency sat exactly at the objective would show this
+    /// few misses in this many requests with probability at most 1 %.
+    pub early_stopping_pass: bool,
+    /// The requests that test needs with this many misses (it passes when `requests` reaches
+    /// it and every extra request meets the objective).
+    pub early_stopping_requests_needed: u64,
+    /// The verdict: `percentile_met`, `early_stopping_pass`, and the server not overloaded.
+    pub meets: bool,
 }
 
 /// Min, mean and max of a set of values.
@@ -411,4 +509,72 @@ pub struct Estimate {
     pub ci95_low: Option<f64>,
     /// Upper end of that interval.
     pub ci95_high: Option<f64>,
+}
+
+/// `capacity.json` (`bench-cohort --find-capacity`): the highest offered rate at which the serve
+/// workers met the objective, with the co-located workers running, and every probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    /// Always [`crate::SCHEMA_VERSION`] when written by this crate.
+    pub schema_version: u32,
+    /// The sharing mode of every probe.
+    pub mode: Mode,
+    /// Workers per workload in every probe.
+    pub workload_mix: BTreeMap<Workload, u32>,
+    /// The objective, milliseconds.
+    pub slo_ms: f64,
+    /// The quantile that must meet it.
+    pub quantile: f64,
+    /// The highest rate that passed below every rate that failed, requests per second per serve
+    /// worker (null when none passed).
+    pub capacity_per_s: Option<f64>,
+    /// The lowest rate that failed above it (null when none failed): the capacity lies in
+    /// `[capacity_per_s, failed_above_per_s)`.
+    pub failed_above_per_s: Option<f64>,
+    /// `converged`, `probes_exhausted`, `max_rate_passes`, `min_rate_fails`, or `probe_failed`
+    /// (a cohort did not complete; its folder says why).
+    pub stop: String,
+    /// The search's settings.
+    pub tolerance: f64,
+    /// The most probes allowed.
+    pub max_probes: u32,
+    /// Every probe, in the order run.
+    pub probes: Vec<CapacityProbe>,
+}
+
+/// One cohort of a capacity search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityProbe {
+    /// The rate asked of each serve worker, requests per second.
+    pub rate_per_s: f64,
+    /// The cohort's experiment id (fresh for every probe).
+    pub experiment: String,
+    /// Its folder.
+    pub dir: String,
+    /// Whether every serve worker met the objective (null when the cohort did not complete).
+    pub passed: Option<bool>,
+    /// Per serve worker: offered and completed rate, the latency at the quantile (null when it
+    /// falls on an unfinished request), attainment, and the verdict's parts.
+    pub serve: Vec<CapacityProbeWorker>,
+}
+
+/// One serve worker in one probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityProbeWorker {
+    /// Replica id.
+    pub replica: u32,
+    /// Requests offered per second over the common interval.
+    pub offered_per_s: f64,
+    /// Requests completed per second.
+    pub completed_per_s: f64,
+    /// The request latency p99, milliseconds.
+    pub p99_ms: Option<f64>,
+    /// Fraction of requests within the objective.
+    pub attainment: f64,
+    /// The observed percentile was within the objective.
+    pub percentile_met: bool,
+    /// LoadGen's early-stopping test passed.
+    pub early_stopping_pass: bool,
+    /// The server was judged overloaded.
+    pub overloaded: bool,
 }

@@ -126,6 +126,7 @@ fn report() -> WorkerReport {
             kind: "gpu_shared".into(),
             message: "mode `exclusive` but 2 other compute processes share the GPU".into(),
         }],
+        serve: None,
     }
 }
 

@@ -12,6 +12,10 @@
 //! graph capture and replay, device synchronize without panics, and the caching allocator's
 //! peak.
 //!
+//! [`ServeStep`] is the `serve` workload: the inference forward at a fixed set of padded batch
+//! sizes, each a view of one synthetic batch, for the dynamic batcher of
+//! `coload_timing::run_serve`; it implements [`coload_timing::BatchStep`].
+//!
 //! Every libtorch failure becomes a [`WorkloadError`] carrying libtorch's message, CUDA
 //! out-of-memory included; nothing panics out of this crate. This is the only library that links
 //! libtorch.
@@ -42,6 +46,7 @@
 mod error;
 mod models;
 mod options;
+mod serve;
 mod shim;
 mod step;
 mod torchscript;
@@ -50,6 +55,7 @@ pub use coload_cohort_schema::DeviceChoice;
 pub use error::{ModelFileProblem, WorkloadError};
 pub use models::{MIN_IMAGE_SIZE, ZooModel};
 pub use options::{ModelSource, TorchScriptSpec, WorkloadOptions, parse_input_shape};
+pub use serve::ServeStep;
 pub use step::{
     GRAPH_WARMUP_STEPS, InferenceGuard, LEARNING_RATE, MOMENTUM, ModelStep, NUM_CLASSES,
     OutputProbe, ResNetStep, WorkloadInfo,

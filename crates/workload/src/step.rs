@@ -313,7 +313,7 @@ impl ModelStep {
                 let mut params = vs.trainable_variables();
                 Some(shim::Sgd::new(&mut params, LEARNING_RATE, MOMENTUM)?)
             }
-            Workload::Infer => None,
+            Workload::Infer | Workload::Serve => None,
         };
         if let Some(index) = cuda_index {
             shim::synchronize(index)?;
@@ -356,11 +356,11 @@ impl ModelStep {
                 (Workload::Train, CapturePhase::Capture) => self
                     .forward_backward_update()
                     .map(|loss| captured_loss = Some(loss)),
-                (Workload::Infer, CapturePhase::Warmup) => self.infer_step(),
-                (Workload::Infer, CapturePhase::Capture) => self
+                (Workload::Infer | Workload::Serve, CapturePhase::Warmup) => self.infer_step(),
+                (Workload::Infer | Workload::Serve, CapturePhase::Capture) => self
                     .infer_logits()
                     .map(|logits| captured_logits = Some(logits)),
-                (Workload::Infer, CapturePhase::Prepare) => Ok(()),
+                (Workload::Infer | Workload::Serve, CapturePhase::Prepare) => Ok(()),
             };
             failed_in_capture = result.is_err() && phase == CapturePhase::Capture;
             result
@@ -399,7 +399,7 @@ impl ModelStep {
             libtorch_version: shim::torch_version(),
             cuda_version: cudart.map(cuda_version_text),
             cudnn_version: cudnn.map(cudnn_version_text),
-            inference_guard: (self.options.workload == Workload::Infer)
+            inference_guard: (!self.options.workload.trains())
                 .then(|| self.guard.as_str().to_owned()),
             cudnn_benchmark: self.device.is_cuda(),
             torch_threads: catch_unwind(tch::get_num_threads).map_or(0, |n| n.max(0) as u32),
@@ -523,8 +523,7 @@ impl ModelStep {
         flags: i32,
         f: impl FnOnce() -> Result<(), WorkloadError>,
     ) -> Result<(), WorkloadError> {
-        let no_grad =
-            self.options.workload == Workload::Infer && self.guard == InferenceGuard::NoGrad;
+        let no_grad = !self.options.workload.trains() && self.guard == InferenceGuard::NoGrad;
         let mut f = Some(f);
         let mut result = Ok(());
         let mut body = || {
@@ -582,6 +581,25 @@ impl ModelStep {
         Ok(())
     }
 
+    /// The synthetic input batch (`batch_size` images), for views of a smaller batch.
+    pub(crate) fn inputs(&self) -> &Tensor {
+        &self.inputs
+    }
+
+    /// One inference forward on `inputs` (a view of the first rows of the batch), ending with a
+    /// device synchronize: the serve workload's batch.
+    pub(crate) fn infer_on(&self, inputs: &Tensor) -> Result<(), WorkloadError> {
+        let net = &self.net;
+        self.run_guarded(self.infer_flags(), || {
+            let _out = net.forward(inputs, false)?;
+            Ok(())
+        })?;
+        if let Some(index) = self.cuda_index {
+            shim::synchronize(index)?;
+        }
+        Ok(())
+    }
+
     fn infer_step(&mut self) -> Result<(), WorkloadError> {
         let (net, inputs) = (&self.net, &self.inputs);
         self.run_guarded(self.infer_flags(), || {
@@ -609,7 +627,7 @@ impl coload_timing::Step for ModelStep {
         match (&mut self.graph, self.options.workload) {
             (Some(graph), _) => graph.replay()?,
             (None, Workload::Train) => self.train_step()?,
-            (None, Workload::Infer) => self.infer_step()?,
+            (None, Workload::Infer | Workload::Serve) => self.infer_step()?,
         }
         if let Some(index) = self.cuda_index {
             shim::synchronize(index)?;

@@ -186,7 +186,7 @@ pub(crate) fn figures(c: &Comparison) -> Vec<Figure> {
             ),
         });
     }
-    for workload in [Workload::Train, Workload::Infer] {
+    for workload in [Workload::Train, Workload::Infer, Workload::Serve] {
         if c.cohorts.iter().any(|k| k.groups.contains_key(&workload)) {
             out.push(Figure {
                 svg: aggregate_svg(c, workload),

@@ -17,6 +17,7 @@ mod document;
 mod html;
 mod markdown;
 mod plots;
+mod serve;
 mod summary;
 mod text;
 mod why;

@@ -7,6 +7,7 @@ use coload_cohort_schema::{CohortSummary, LatencyMs};
 
 use super::document::{Document, Table, f2, f3, gib, group_label, mix};
 use super::markdown::markdown;
+use super::serve::{SERVE_NOTE, overload_lines, serve_table};
 use super::text::columns;
 
 fn latency_cells(l: &LatencyMs) -> Vec<String> {
@@ -163,6 +164,14 @@ pub fn render_table(s: &CohortSummary) -> String {
     let _ = writeln!(out, "{}", placement_line(s));
     out.push('\n');
     out.push_str(&columns(&t.workers));
+    if let Some(serve) = serve_table(s) {
+        out.push_str("\nrequests (serve workers):\n");
+        out.push_str(&columns(&serve));
+        let _ = writeln!(out, "{SERVE_NOTE}");
+        for line in overload_lines(s) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     out.push('\n');
     out.push_str(&columns(&t.groups));
     if !s.colocation.devices.is_empty() {
@@ -208,6 +217,15 @@ fn document(s: &CohortSummary) -> Document {
     doc.para(placement_line(s));
     doc.heading(2, "Workers");
     doc.table(t.workers);
+    if let Some(serve) = serve_table(s) {
+        doc.heading(2, "Requests (serve workers)");
+        doc.table(serve);
+        doc.para(format!("{SERVE_NOTE}."));
+        let lines = overload_lines(s);
+        if !lines.is_empty() {
+            doc.list(lines);
+        }
+    }
     doc.heading(2, "Groups");
     doc.para("Training and inference are never added together.");
     doc.table(t.groups);
