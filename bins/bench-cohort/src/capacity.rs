@@ -29,7 +29,9 @@ pub(crate) fn run(
 ) -> Result<u8, LauncherError> {
     let (s, c) = (&args.serve, &args.capacity);
     let Some(slo_ms) = s.slo_ms else {
-        return Err(LauncherError::Usage("--find-capacity needs --slo-ms".into()));
+        return Err(LauncherError::Usage(
+            "--find-capacity needs --slo-ms".into(),
+        ));
     };
     let quantile = c.slo_quantile.unwrap_or(DEFAULT_SLO_QUANTILE);
     if args.repeat != 1 {

@@ -142,7 +142,13 @@ pub(crate) fn run_one(
             sync_dir: sync.clone(),
             out: dir.join(format!("worker-{replica}")),
         };
-        commands.push(worker_command(args, worker_bin, &place, mps.as_ref(), rate)?);
+        commands.push(worker_command(
+            args,
+            worker_bin,
+            &place,
+            mps.as_ref(),
+            rate,
+        )?);
     }
     let (mut workers, spawn_error) = start_all(commands.iter_mut().map(Command::spawn));
     let stop = spawn_error.as_ref().map(|(replica, e)| Stop {
@@ -205,8 +211,7 @@ fn worker_command(
     if place.workload == Workload::Serve {
         cmd.args(to_argv(&crate::serve::for_worker(&args.serve, rate))?);
     }
-    cmd
-        .env_remove("JOB_COMPLETION_INDEX")
+    cmd.env_remove("JOB_COMPLETION_INDEX")
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err);

@@ -64,9 +64,11 @@ pub(crate) fn check(
         );
     }
     if serve.rate.is_none() && serve.arrivals_file.is_none() && !capacity.find_capacity {
-        return Err("the cohort has serve workers: give --rate R (requests per second each), \
+        return Err(
+            "the cohort has serve workers: give --rate R (requests per second each), \
              --arrivals-file FILE, or --find-capacity with --slo-ms"
-            .into());
+                .into(),
+        );
     }
     Ok(())
 }

@@ -81,7 +81,9 @@ fn the_capacity_search_probes_fresh_cohorts_and_keeps_every_probe() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("capacity");
     // A lenient objective (the median within 1 s) that a tiny CPU model meets at 15 and 30
-    // requests/s: bracketing doubles to the maximum rate and stops there.
+    // requests/s on an idle machine: bracketing doubles to the maximum rate and stops there. On
+    // a loaded CI host it may miss at 15 and bisect downwards instead; either way the search's
+    // bookkeeping must hold, which is what this test checks.
     let o = cohort(
         &out,
         &[
@@ -103,17 +105,42 @@ fn the_capacity_search_probes_fresh_cohorts_and_keeps_every_probe() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     let report: CapacityReport = read_document(&out.join("capacity.json")).unwrap();
-    assert_eq!(report.probes.len(), 2, "{report:?}");
-    assert_eq!(report.stop, "max_rate_passes");
-    assert_eq!(report.capacity_per_s, Some(30.0));
-    assert_eq!(report.failed_above_per_s, None);
+    assert!(
+        (2..=3).contains(&report.probes.len()),
+        "a bracket needs two probes and the limit is three: {report:?}"
+    );
     let rates: Vec<f64> = report.probes.iter().map(|p| p.rate_per_s).collect();
-    assert_eq!(rates, [15.0, 30.0]);
-    assert_ne!(report.probes[0].experiment, report.probes[1].experiment);
+    assert!(
+        (rates[0] - 15.0).abs() < 1e-9,
+        "the search starts at --rate: {rates:?}"
+    );
+    assert!(rates.iter().all(|r| (1.0..=30.0).contains(r)), "{rates:?}");
+    // Every probe is a fresh, complete cohort with its verdict kept.
+    let mut experiments: Vec<&str> = report
+        .probes
+        .iter()
+        .map(|p| p.experiment.as_str())
+        .collect();
+    experiments.dedup();
+    assert_eq!(experiments.len(), report.probes.len());
     for p in &report.probes {
-        assert_eq!(p.passed, Some(true));
+        assert!(p.passed.is_some(), "{p:?}");
         assert!(Path::new(&p.dir).join("summary.json").exists());
         assert!(p.serve[0].offered_per_s > 0.0);
+    }
+    // The answer follows from the probes: the highest rate that passed, the lowest that failed.
+    let passed = |ok: bool| report.probes.iter().filter(move |p| p.passed == Some(ok));
+    let best = passed(true)
+        .map(|p| p.rate_per_s)
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+    assert_eq!(report.capacity_per_s, best, "{report:?}");
+    let worst = passed(false)
+        .map(|p| p.rate_per_s)
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.min(r))));
+    assert_eq!(report.failed_above_per_s, worst, "{report:?}");
+    if worst.is_none() {
+        assert_eq!(report.stop, "max_rate_passes");
+        assert_eq!(rates, [15.0, 30.0]);
     }
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("capacity at p50 <= 1000 ms"), "{text}");

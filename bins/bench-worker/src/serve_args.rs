@@ -30,7 +30,9 @@ pub(crate) fn plan(args: &Args) -> Result<Option<ServePlan>, String> {
             (s.slo_ms.is_some(), "--slo-ms"),
         ] {
             if given {
-                return Err(format!("{flag} applies to --workload serve, not {workload}"));
+                return Err(format!(
+                    "{flag} applies to --workload serve, not {workload}"
+                ));
             }
         }
         return Ok(None);

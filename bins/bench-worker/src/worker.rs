@@ -593,7 +593,11 @@ impl Run {
 
 /// A window that began more than `late_margin` after the common start fails as a late start:
 /// it does not overlap its peers' windows, whatever it measured.
-fn check_lateness(lateness_ns: i64, late_margin: Duration, batches: usize) -> Result<(), WorkerError> {
+fn check_lateness(
+    lateness_ns: i64,
+    late_margin: Duration,
+    batches: usize,
+) -> Result<(), WorkerError> {
     if lateness_ns > i64::try_from(late_margin.as_nanos()).unwrap_or(i64::MAX) {
         return Err(WorkerError::LateStart {
             lateness_ns,

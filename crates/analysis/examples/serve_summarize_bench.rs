@@ -7,6 +7,12 @@
 //! memory (`VmHWM`) covers the summary alone. Goal (issue 13): 10 M requests in seconds, with
 //! memory that does not grow with the file (run it with 1 M and 10 M and compare).
 
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a benchmark prints its figures"
+)]
+
 use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
 use std::path::Path;

@@ -76,6 +76,28 @@ fn check_slo(options: &Options) -> Result<(), AnalysisError> {
     Ok(())
 }
 
+/// The common interval and every worker's overlap with it; refuses a cohort whose overlap is
+/// below [`MIN_OVERLAP_FRACTION`], naming the worker that cut the interval short.
+fn common_and_overlaps(inputs: &[WorkerInput]) -> Result<(Span, Vec<(u32, f64)>), AnalysisError> {
+    // Every input is complete with a non-empty window here.
+    let spans: Vec<Span> = inputs.iter().map(span_of).collect();
+    let common = common_interval(&spans);
+    let overlaps: Vec<(u32, f64)> = inputs
+        .iter()
+        .zip(&spans)
+        .map(|(w, s)| (w.report.replica, overlap_fraction(*s, common)))
+        .collect();
+    match common.filter(|_| overlaps.iter().all(|(_, o)| *o >= MIN_OVERLAP_FRACTION)) {
+        Some(common) => Ok((common, overlaps)),
+        None => Err(AnalysisError::Cohort(vec![CohortProblem::LowOverlap {
+            overlaps,
+            minimum: MIN_OVERLAP_FRACTION,
+            common_interval_ns: common.map(Span::len_ns),
+            cuts: interval_cuts(inputs, &spans),
+        }])),
+    }
+}
+
 /// Summarizes the cohort in `paths` (worker folders, or folders holding `worker-*` folders).
 ///
 /// Refuses, with every problem named, a cohort that is incomplete or inconsistent: see
@@ -97,23 +119,7 @@ pub fn summarize_dirs(
         return Err(AnalysisError::Cohort(problems));
     }
     check_slo_has_serve(options, &inputs)?;
-    // Every input is complete with a non-empty window here.
-    let spans: Vec<Span> = inputs.iter().map(span_of).collect();
-    let common = common_interval(&spans);
-    let overlaps: Vec<(u32, f64)> = inputs
-        .iter()
-        .zip(&spans)
-        .map(|(w, s)| (w.report.replica, overlap_fraction(*s, common)))
-        .collect();
-    let Some(common) = common.filter(|_| overlaps.iter().all(|(_, o)| *o >= MIN_OVERLAP_FRACTION))
-    else {
-        return Err(AnalysisError::Cohort(vec![CohortProblem::LowOverlap {
-            overlaps,
-            minimum: MIN_OVERLAP_FRACTION,
-            common_interval_ns: common.map(Span::len_ns),
-            cuts: interval_cuts(&inputs, &spans),
-        }]));
-    };
+    let (common, overlaps) = common_and_overlaps(&inputs)?;
 
     let jobs: Vec<(PathBuf, u64)> = inputs
         .iter()

@@ -701,9 +701,11 @@ mod tests {
             MockBatchStep::fixed(ms(1)).simulated(c).failing_at(2)
         });
         assert_eq!(buf.batches().len(), 2);
+        let err = out.error.unwrap();
+        assert_eq!(err.to_string(), "step failed after 2 batches");
         assert_eq!(
-            out.error.unwrap().to_string(),
-            "step failed after 2 batches: mock batch failed at call 2"
+            std::error::Error::source(&err).unwrap().to_string(),
+            "mock batch failed at call 2"
         );
         assert_eq!(out.requests_not_dispatched, 2);
     }

@@ -142,8 +142,7 @@ impl BatchStep for ServeStep {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::DeviceChoice;
-    use coload_cohort_schema::Precision;
+    use coload_cohort_schema::{DeviceChoice, Execution, FailureKind, Precision};
 
     fn tiny() -> WorkloadOptions {
         WorkloadOptions {
@@ -153,6 +152,8 @@ mod tests {
             image_size: 32,
             precision: Precision::Fp32,
             seed: 3,
+            model: crate::ModelSource::default(),
+            execution: Execution::Eager,
         }
     }
 
@@ -182,7 +183,7 @@ mod tests {
         step.run_batch(3, 4).unwrap();
         step.run_batch(1, 1).unwrap();
         let e = step.run_batch(3, 3).unwrap_err();
-        assert_eq!(e.kind(), "invalid_option");
+        assert_eq!(e.kind(), FailureKind::InvalidOption);
         assert!(e.to_string().contains("padded to 3"), "{e}");
         assert!(step.run_batch(5, 4).is_err());
         assert!(step.run_batch(1, 99).is_err());
@@ -200,7 +201,7 @@ mod tests {
         o.workload = Workload::Infer;
         assert_eq!(
             ServeStep::new(&o, &[1]).unwrap_err().kind(),
-            "invalid_option"
+            FailureKind::InvalidOption
         );
     }
 }

@@ -38,7 +38,15 @@ impl Run {
         };
         let start_unix_ns = self.rendezvous(&mut barrier, args, clock, progress)?;
         let late_margin = barrier.options().late_margin;
-        self.serve_window(step, plan, start_unix_ns, late_margin, args, clock, progress)
+        self.serve_window(
+            step,
+            plan,
+            start_unix_ns,
+            late_margin,
+            args,
+            clock,
+            progress,
+        )
     }
 
     fn build_and_warm_serve(
