@@ -7,10 +7,9 @@ mod mps;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let args = cli::Args::parse();
+    // Parses like `Args::parse()`, and answers the hidden `--generate` (man page, completions).
+    let args: cli::Args = coload_cohort_schema::generate::parse(std::convert::identity);
     match cohort::run(&args) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

@@ -27,6 +27,8 @@ mod batch;
 mod config;
 mod error;
 pub mod exit;
+#[cfg(feature = "cli")]
+pub mod generate;
 mod read;
 mod summary;
 mod telemetry;
