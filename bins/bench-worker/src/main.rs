@@ -3,14 +3,14 @@
 mod cli;
 mod progress;
 mod termination;
+mod version;
 mod worker;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let args = cli::Args::parse();
+    // Parses like `Args::parse()`, with the build's version facts and the hidden `--generate`.
+    let args: cli::Args = coload_cohort_schema::generate::parse(version::apply);
     if let Err(message) = args.validate() {
         eprintln!("error: {message}");
         return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
