@@ -8,11 +8,11 @@ set -euo pipefail
 out=$1
 window=${2:-20}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin="$root/.gpu/bin"
+# The binaries come from the dist tarball (`just dist`): see scripts/gpu/use-dist.sh.
+# shellcheck source=../gpu/use-dist.sh
+. "$root/scripts/gpu/use-dist.sh"
 py="$root/scripts/perf/pytorch_step.py"
 mkdir -p "$out"
-LD_LIBRARY_PATH="$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib"
-export LD_LIBRARY_PATH
 results="$out/perf.jsonl"
 : > "$results"
 
