@@ -43,6 +43,9 @@ add_map "$root" coload
 add_map "$target" target
 add_map "$root/.venv" venv
 add_map "$(dirname "$libtorch_lib")" libtorch
+# torch-sys asks .venv's python, which names torch through the .venv path even when .venv is a
+# link; mapped too, so the same commit builds the same bytes from any clone.
+for torch_root in "$root"/.venv/lib/python*/site-packages/torch; do add_map "$torch_root" libtorch; done
 for map in "${maps[@]}"; do
   if [[ "$map" =~ [[:space:]] ]]; then
     echo "error: cannot remap a build path with white space in it: $map (CXXFLAGS split on it); build from another folder" >&2
