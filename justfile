@@ -21,11 +21,12 @@ demo:
 demo-serve:
     scripts/demo-serve.sh
 
-# Run every test of the workspace (provisions libtorch first)
+# Run every test of the workspace (provisions libtorch first), deploy/ and the dist tarball
 test:
     {{tl}} cargo test --workspace --all-targets
     {{tl}} cargo test --workspace --doc
     {{just_executable()}} test-deploy
+    {{just_executable()}} test-dist
 
 # Validate deploy/ offline (polyaxon check, kubernetes-validate, script stubs; installs .venv-tools once)
 test-deploy:
@@ -52,8 +53,34 @@ bench:
 build:
     {{tl}} cargo build --release --workspace --bins
 
-# What CI runs: lint, then the tests
-ci: lint test
+# Run bench-cohort from the release build with libtorch found, e.g. `just cohort --count 2 --workload train --mode timeslice --out runs/ts2`
+cohort *ARGS:
+    {{tl}} cargo build --release -q -p bench-worker -p bench-cohort
+    {{tl}} "$(scripts/target-dir)/release/bench-cohort" {{ARGS}}
+
+# Build the GPU-host tarball dist/coload-<version>-<rev>-<arch>-linux.tar.gz (binaries, env.sh, deploy/, man pages, completions)
+dist:
+    scripts/dist.sh
+
+# Build the dist tarball and check it: relocatable, no build paths, runs with a host PyTorch, clear errors without
+test-dist:
+    scripts/provision-tools.sh
+    scripts/dist/test.sh
+
+# Write man pages and shell completions of the release binaries under OUT (share/ layout; default <target>/share)
+completions OUT="":
+    scripts/completions.sh {{OUT}}
+
+# Install and run bench-summarize as on a laptop: no libtorch variables, no virtual environment on PATH
+check-laptop:
+    scripts/check-laptop.sh
+
+# Package the library crates that do not link libtorch (cargo package --no-verify; nothing uploaded)
+package:
+    scripts/check-package.sh
+
+# What CI runs: lint, the tests, the laptop build and packaging
+ci: lint test check-laptop package
 
 # Fuzz the worker.json / batches.jsonl readers for SECONDS each (nightly + cargo-fuzz; not in CI)
 fuzz SECONDS="60":

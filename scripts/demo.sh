@@ -6,6 +6,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# Wherever cargo puts its output: $CARGO_TARGET_DIR, a cargo config, or ./target.
+bin="$(scripts/target-dir)/release"
 scripts/with-libtorch cargo build --release -q -p bench-worker -p bench-cohort -p bench-summarize
 out="runs/demo-$(date -u +%Y%m%dT%H%M%S)"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -17,7 +19,7 @@ else
   export OMP_NUM_THREADS=1
   set -- --device cpu --batch-size 4 --image-size 64 --window-s 15 --warmup-batches 3 --start-lead-s 3
 fi
-scripts/with-libtorch target/release/bench-cohort --workers infer=1,train=2 --mode timeslice \
+scripts/with-libtorch "$bin/bench-cohort" --workers infer=1,train=2 --mode timeslice \
   --out "$out" "$@"
 echo "artifacts: $out/worker-*/ (worker.json, batches.jsonl, log); summary: $out/summary.json" >&2
-echo "summarize again or compare: target/release/bench-summarize $out/worker-* --format markdown" >&2
+echo "summarize again or compare: $bin/bench-summarize $out/worker-* --format markdown" >&2

@@ -2,8 +2,8 @@
 # GPU checks in one device call: the GPU test binaries (NVML and GPM against the real driver,
 # the workload on CUDA, CUDA-graph replay against eager), then three short cohorts that exercise
 # the paths only a GPU runs (time-slicing and MPS with GPM and energy, a serve worker beside six
-# trainers). Needs .gpu/ from `scripts/gpu/bundle.sh --tests` plus .gpu/tests/real_nvml; writes
-# $OUT/check.log and $OUT/cohorts.tar.gz.
+# trainers). Needs the dist tarball (`just dist`) and .gpu/tests (`scripts/gpu/test-binaries.sh`),
+# both carried; writes $OUT/check.log and $OUT/cohorts.tar.gz.
 #
 #   scripts/gpu/check.sh [WINDOW_S]
 set -uo pipefail
@@ -12,10 +12,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${OUT:-$root/out/check}
 mkdir -p "$out"
 log="$out/check.log"
-bin="$root/.gpu/bin"
-# The host's PyTorch libtorch first, whatever the host had set already.
-torch_lib="$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib"
-export LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The bundle's binaries, with the host's torch/lib first on LD_LIBRARY_PATH (env.sh).
+# shellcheck source=use-dist.sh
+. "$root/scripts/gpu/use-dist.sh" 2>> "$log"
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,mig.mode.current,compute_mode --format=csv
   for t in real_nvml gpu gpu_graph; do
@@ -23,7 +22,7 @@ export LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     timeout 300 "$root/.gpu/tests/$t" --test-threads=1 --nocapture 2>&1
     echo "=== test $t rc=$?"
   done
-} > "$log" 2>&1
+} >> "$log" 2>&1
 
 runs=$(mktemp -d)
 cohort() { # name, then bench-cohort flags

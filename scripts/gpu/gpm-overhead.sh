@@ -4,36 +4,28 @@
 # so that drift hits both settings alike, REPEATS runs of each; then whether the difference is
 # inside the run-to-run noise, judged from the spread of the repeats of each setting.
 #
-# Here (with Rust), once:   scripts/gpu/bundle.sh && scripts/gpu/gpm-overhead.sh --bundle-test
-#   (release binaries into .gpu/bin, plus the device crate's GPU test as .gpu/bin/real_nvml)
+# Here (with Rust), once:   just dist && scripts/gpu/test-binaries.sh
+#   (the dist tarball, plus the device crate's GPU test as .gpu/tests/real_nvml; carry both)
 # On the GPU host (PyTorch 2.11, no Rust), in one device call:
 #   scripts/gpu/gpm-overhead.sh "$OUT" [REPEATS=6] [WINDOW_S=20]
 # Settings: gpm-off = `--gpm-interval-s 0` (telemetry at 10 Hz with the energy counter, as every
 # worker samples); gpm-on = the defaults (the same plus GPM every 1 s). SETTINGS="none gpm-off
 # gpm-on" adds `none` (no sampler thread at all: `--telemetry-hz 0 --gpm-interval-s 0`).
 # WORKER_FLAGS are appended to every worker's flags (e.g. `--device cpu --image-size 32` to try
-# the script without a GPU); BIN overrides the binaries' folder (default .gpu/bin).
+# the script without a GPU); BIN overrides the binaries' folder (default: the dist tarball's).
 # Writes into OUT (5 files): overhead.txt (the verdict), overhead.json (every run), real_nvml.txt
 # (GPM and energy read through the raw NVML calls, with the cost of one reading), runs.tar.gz
 # (every run's worker folder and summary.json), log.txt.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin=${BIN:-$root/.gpu/bin}
-
-if [[ "${1:-}" == "--bundle-test" ]]; then
-  cd "$root"
-  # coload-device links no libtorch; its `gpu` feature enables tests/real_nvml.rs.
-  exe=$(cargo test --release -p coload-device --features gpu --test real_nvml --no-run 2>&1 |
-    sed -n 's/.*(\(.*real_nvml-[0-9a-f]*\)).*/\1/p' | tail -1)
-  [[ -x "$exe" ]] || { echo "error: could not find the real_nvml test binary" >&2; exit 1; }
-  mkdir -p .gpu/bin
-  cp "$exe" .gpu/bin/real_nvml
-  strip .gpu/bin/real_nvml
-  echo "copied $exe to .gpu/bin/real_nvml"
-  exit 0
+if [[ -n "${BIN:-}" ]]; then
+  bin=$BIN
+else
+  # shellcheck source=use-dist.sh
+  . "$root/scripts/gpu/use-dist.sh"
 fi
 
-out=${1:?usage: scripts/gpu/gpm-overhead.sh OUT [REPEATS] [WINDOW_S] (or --bundle-test here)}
+out=${1:?usage: scripts/gpu/gpm-overhead.sh OUT [REPEATS] [WINDOW_S] }
 repeats=${2:-6}
 window=${3:-20}
 read -r -a settings <<< "${SETTINGS:-gpm-off gpm-on}"
@@ -45,9 +37,9 @@ trap 'tar -C "$work" -czf "$out/runs.tar.gz" runs; rm -rf "$work"' EXIT
 log="$out/log.txt"
 exec > >(tee -a "$log") 2>&1
 
-if [[ -z "${LD_LIBRARY_PATH:-}" ]] || ! ls "${LD_LIBRARY_PATH%%:*}"/libtorch.so >/dev/null 2>&1; then
-  LD_LIBRARY_PATH="$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib"
-  export LD_LIBRARY_PATH
+if [[ -n "${BIN:-}" ]]; then
+  torch_lib="$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib"
+  export LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
 flags_of() {
@@ -76,12 +68,12 @@ print(f\"{s['workers'][0]['samples_per_s']:.1f} samples/s\")" "$dir/summary.json
 }
 
 nvidia-smi --query-gpu=name,uuid,driver_version,mig.mode.current,compute_mode --format=csv || true
-if [[ -x "$bin/real_nvml" ]]; then
-  "$bin/real_nvml" --nocapture --test-threads 1 > "$out/real_nvml.txt" 2>&1 ||
+if [[ -x "$root/.gpu/tests/real_nvml" ]]; then
+  "$root/.gpu/tests/real_nvml" --nocapture --test-threads 1 > "$out/real_nvml.txt" 2>&1 ||
     echo "real_nvml FAILED (see real_nvml.txt)"
   grep -E "takes|gpm|energy" "$out/real_nvml.txt" || true
 else
-  echo "no .gpu/bin/real_nvml (run --bundle-test here first): skipping the raw NVML test" |
+  echo "no .gpu/tests/real_nvml (run scripts/gpu/test-binaries.sh here first): skipping the raw NVML test" |
     tee "$out/real_nvml.txt"
 fi
 

@@ -4,17 +4,15 @@
 #   scripts/gpu/matrix.sh PLAN OUTDIR
 # Each cohort goes to OUTDIR/<name>/ with bench-cohort's stdout/stderr beside it; failures are
 # listed in OUTDIR/failed.txt (a failed cohort is reported, never dropped).
+# The binaries come from the dist tarball (`just dist`): see scripts/gpu/use-dist.sh.
 set -euo pipefail
 plan=$1
 out=$2
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin="$root/.gpu/bin"
+# shellcheck source=use-dist.sh
+. "$root/scripts/gpu/use-dist.sh"
 mkdir -p "$out"
 : > "$out/failed.txt"
-if [[ -z "${LD_LIBRARY_PATH:-}" ]] || ! ls "${LD_LIBRARY_PATH%%:*}"/libtorch.so >/dev/null 2>&1; then
-  LD_LIBRARY_PATH="$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib"
-  export LD_LIBRARY_PATH
-fi
 lanes=$(awk '!/^#/ && NF {print $1}' "$plan" | sort -u)
 for lane in $lanes; do
   (

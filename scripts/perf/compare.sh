@@ -10,7 +10,7 @@
 #
 #   scripts/perf/compare.sh [WINDOW_S]
 #
-# Binaries come from the carried .gpu/bin (scripts/gpu/bundle.sh); everything is written under
+# Binaries come from the dist tarball (`just dist`, carry dist/); everything is written under
 # $OUT (the device tool's output folder; default out/perf): perf.jsonl (one JSON line per run),
 # table.md (scripts/perf/table.py over it), perf.tar.gz (the cohorts' folders and logs).
 # Environment: MODELS (default "resnet18 resnet50 mobilenet_v2"), GRAPH_MODELS (default
@@ -18,23 +18,15 @@
 set -euo pipefail
 window=${1:-10}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bin="$root/.gpu/bin"
+# The binaries come from the dist tarball (`just dist`): see scripts/gpu/use-dist.sh.
+# shellcheck source=../gpu/use-dist.sh
+. "$root/scripts/gpu/use-dist.sh"
 py="$root/scripts/perf/pytorch_step.py"
 out=${OUT:-$root/out/perf}
 models=${MODELS:-resnet18 resnet50 mobilenet_v2}
 graph_models=${GRAPH_MODELS:-resnet18}
 runs="$out/runs"
 mkdir -p "$runs"
-for b in bench-cohort bench-worker; do
-  if [[ ! -x "$bin/$b" ]]; then
-    echo "error: $bin/$b is missing: run scripts/gpu/bundle.sh and carry .gpu" >&2
-    exit 2
-  fi
-done
-if [[ -z "${LD_LIBRARY_PATH:-}" ]] || ! ls "${LD_LIBRARY_PATH%%:*}"/libtorch.so >/dev/null 2>&1; then
-  LD_LIBRARY_PATH="$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib"
-  export LD_LIBRARY_PATH
-fi
 results="$out/perf.jsonl"
 : > "$results"
 

@@ -2,8 +2,10 @@
 """Turn recorded coload cohorts into the generated material of docs/results.md.
 
 Usage:
-    python3 scripts/results/make_results.py docs/results/data \
-        --bench-summarize target/release/bench-summarize --out docs/results
+    python3 scripts/results/make_results.py docs/results/data --out docs/results
+
+--bench-summarize defaults to the release build wherever cargo puts it (scripts/target-dir
+asks cargo, so $CARGO_TARGET_DIR is honoured).
 
 DATA holds one folder per cohort, each with summary.json (bench-summarize) and
 worker-<i>.json (each worker's worker.json). The exclusive one-worker cohorts are the
@@ -438,10 +440,16 @@ def warnings_table(cohorts, baselines, order):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", help="folder of cohort folders (summary.json + worker-<i>.json)")
-    ap.add_argument("--bench-summarize", default="target/release/bench-summarize")
+    ap.add_argument("--bench-summarize", default=None,
+                    help="bench-summarize binary (default: <cargo target dir>/release/bench-summarize)")
     ap.add_argument("--out", default="docs/results")
     ap.add_argument("--all-plots", action="store_true", help="extract every cohort's plots, not only the key ones")
     args = ap.parse_args()
+
+    if args.bench_summarize is None:
+        target_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target-dir")
+        target = subprocess.run([target_dir], check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
+        args.bench_summarize = os.path.join(target, "release", "bench-summarize")
 
     cohorts, baselines, order = discover(args.data)
     exp_to_name = {c.experiment: n for n, c in cohorts.items()}

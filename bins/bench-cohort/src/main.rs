@@ -16,10 +16,12 @@ mod serve;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let args = cli::Args::parse();
+    // Parses like `Args::parse()`, and answers the hidden `--generate` (man page, completions).
+    let args: cli::Args = match coload_cohort_schema::generate::parse(std::convert::identity) {
+        Ok(args) => args,
+        Err(generated) => return generated.finish(),
+    };
     match cohort::run(&args) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

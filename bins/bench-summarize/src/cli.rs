@@ -96,7 +96,11 @@ struct CompareArgs {
 
 /// Parses the command line and runs it.
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+    // Parses like `Cli::parse()`, and answers the hidden `--generate` (man page, completions).
+    let cli: Cli = match coload_cohort_schema::generate::parse(std::convert::identity) {
+        Ok(cli) => cli,
+        Err(generated) => return Ok(generated.finish()),
+    };
     match cli.command {
         None => summarize(&cli.summarize),
         Some(Command::Summarize(args)) => summarize(&args),

@@ -10,14 +10,17 @@ mod error;
 mod progress;
 mod serve_args;
 mod termination;
+mod version;
 mod worker;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let args = cli::Args::parse();
+    // Parses like `Args::parse()`, with the build's version facts and the hidden `--generate`.
+    let args: cli::Args = match coload_cohort_schema::generate::parse(version::apply) {
+        Ok(args) => args,
+        Err(generated) => return generated.finish(),
+    };
     if let Err(message) = args.validate() {
         eprintln!("error: {message}");
         return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);

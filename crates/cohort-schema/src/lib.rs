@@ -31,6 +31,8 @@ mod config;
 mod error;
 pub mod exit;
 mod failure;
+#[cfg(feature = "cli")]
+pub mod generate;
 mod read;
 mod request;
 mod summary;

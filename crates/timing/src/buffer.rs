@@ -34,13 +34,21 @@ impl BatchBuffer {
 
     /// A capacity for a window of `window_s` seconds whose batches take at least
     /// `fastest_batch_s` seconds (the fastest warmup batch), with a factor of four to spare for
-    /// batches that run faster once the device is warm, plus a constant for tiny windows.
+    /// batches that run faster once the device is warm, and never less than one batch per
+    /// 100 us of window: with one or two warmup batches the fastest is still cold (seen: a first
+    /// CPU batch of 4.8 ms, then 1.1 ms in the window), and a full buffer ends the window. The
+    /// floor costs 40 bytes a record, 18 MB for a 45 s window, reserved but only touched as
+    /// batches are recorded.
     #[must_use]
     pub fn capacity_for(window_s: f64, fastest_batch_s: f64) -> usize {
         const SPARE_FACTOR: f64 = 4.0;
         const MINIMUM: usize = 1024;
+        const FLOOR_PERIOD_S: f64 = 100e-6;
         let fastest = fastest_batch_s.max(1e-6);
-        let estimate = (window_s.max(0.0) / fastest * SPARE_FACTOR).ceil();
+        let window_s = window_s.max(0.0);
+        let estimate = (window_s / fastest * SPARE_FACTOR)
+            .max(window_s / FLOOR_PERIOD_S)
+            .ceil();
         // Cap at 4 Mi records (160 MiB): no real window needs more (that is a batch every
         // 43 us for 45 s), and a bogus estimate must not take the host's memory.
         (estimate.min(f64::from(1u32 << 22)) as usize).max(MINIMUM)
@@ -132,7 +140,18 @@ mod tests {
 
     #[test]
     fn capacity_estimate_has_room_and_bounds() {
-        assert_eq!(BatchBuffer::capacity_for(45.0, 0.01), 18_000);
+        // A 10 ms warmup batch: four times its rate would be 18,000, but the floor of one batch
+        // per 100 us gives more room.
+        assert_eq!(BatchBuffer::capacity_for(45.0, 0.01), 450_000);
+        // A fast step: four times its rate.
+        assert_eq!(
+            BatchBuffer::capacity_for(45.0, 20e-6),
+            9_000_000.min(1 << 22)
+        );
+        assert_eq!(BatchBuffer::capacity_for(1.0, 50e-6), 80_000);
+        // A cold single warmup batch (4.8 ms, then 1.1 ms in the window) still fits: the case
+        // that filled the buffer before the floor existed.
+        assert!(BatchBuffer::capacity_for(1.5, 0.00478) >= (1.5 / 0.0011) as usize * 4);
         assert_eq!(BatchBuffer::capacity_for(0.1, 0.01), 1024);
         assert_eq!(BatchBuffer::capacity_for(45.0, 0.0), 1 << 22);
         assert_eq!(BatchBuffer::capacity_for(f64::NAN, 0.01), 1024);
