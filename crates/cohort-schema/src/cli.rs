@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::config::{DeviceChoice, Mode, Precision, Workload};
+use crate::share::{ByteSize, DeclaredShare};
 
 /// The measurement flags every worker of a cohort takes, and that the launcher passes on
 /// unchanged.
@@ -67,6 +68,38 @@ pub struct WorkerFlags {
     #[arg(long)]
     pub strict_device: bool,
 
+    /// --mode mps: each client gets the share NVIDIA's device plugin gives at `replicas: N`:
+    /// 100/N % of the threads and 1/N of each GPU's memory (N is the node's setting, not the
+    /// cohort size)
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=100),
+        conflicts_with_all = ["mps_unlimited", "mps_threads", "mps_memory"]
+    )]
+    pub mps_replicas: Option<u32>,
+
+    /// --mode mps: no per-client limit (every client may use all SMs and all memory)
+    #[arg(long, conflicts_with_all = ["mps_threads", "mps_memory"])]
+    pub mps_unlimited: bool,
+
+    /// --mode mps: active thread percentage of each client, 1-100 (with --mps-memory)
+    #[arg(
+        long,
+        value_name = "P",
+        requires = "mps_memory",
+        value_parser = clap::value_parser!(u32).range(1..=100)
+    )]
+    pub mps_threads: Option<u32>,
+
+    /// --mode mps: pinned device memory limit of each client, e.g. 20GiB (with --mps-threads)
+    #[arg(long, value_name = "SIZE", requires = "mps_threads")]
+    pub mps_memory: Option<ByteSize>,
+
+    /// hog workload: device memory to take and hold, e.g. 120GiB (default: all CUDA grants)
+    #[arg(long, value_name = "SIZE")]
+    pub hog_bytes: Option<ByteSize>,
+
     /// Device telemetry sampling rate during the window, hertz (0 turns it off)
     #[arg(long, default_value_t = 10.0)]
     pub telemetry_hz: f64,
@@ -92,6 +125,12 @@ impl WorkerFlags {
                 self.telemetry_hz
             ));
         }
+        self.validate_share()?;
+        if self.hog_bytes.is_some_and(|b| b.bytes() == 0) {
+            return Err(
+                "--hog-bytes must be more than 0 (leave it out to take all CUDA grants)".into(),
+            );
+        }
         if self.batch_size == 0 || self.image_size < 32 {
             return Err(format!(
                 "--batch-size must be at least 1 and --image-size at least 32 (got {} and {})",
@@ -99,6 +138,59 @@ impl WorkerFlags {
             ));
         }
         Ok(())
+    }
+}
+
+impl WorkerFlags {
+    /// The MPS share flags go with `--mode mps`, and `--mode mps` needs one of them: a result
+    /// measured under MPS means little without the share each client had (issue 12).
+    fn validate_share(&self) -> Result<(), String> {
+        let given = [
+            self.mps_replicas.map(|_| "--mps-replicas"),
+            self.mps_unlimited.then_some("--mps-unlimited"),
+            self.mps_threads.map(|_| "--mps-threads"),
+            self.mps_memory.map(|_| "--mps-memory"),
+        ];
+        let given: Vec<&str> = given.into_iter().flatten().collect();
+        match (self.mode, given.first()) {
+            (Mode::Mps, None) => Err(
+                "--mode mps needs the share each MPS client runs under: --mps-replicas N (what \
+                 NVIDIA's device plugin gives at replicas: N, the node's setting), --mps-unlimited \
+                 (no per-client limit), or --mps-threads P --mps-memory SIZE"
+                    .to_owned(),
+            ),
+            (Mode::Mps, Some(_)) => {
+                if self
+                    .mps_memory
+                    .is_some_and(|m| m.bytes() < crate::share::MIB)
+                {
+                    return Err(format!(
+                        "--mps-memory {} is less than 1 MiB; MPS limits memory in whole MiB",
+                        self.mps_memory.unwrap_or_default()
+                    ));
+                }
+                Ok(())
+            }
+            (mode, Some(flag)) => Err(format!(
+                "{flag} declares an MPS share, but --mode is {mode}; use it with --mode mps"
+            )),
+            (_, None) => Ok(()),
+        }
+    }
+
+    /// The declared MPS share, for a device of `memory_total_bytes` (NVML's total, where known);
+    /// `None` outside mode `mps`.
+    #[must_use]
+    pub fn declared_share(&self, memory_total_bytes: Option<u64>) -> Option<DeclaredShare> {
+        if self.mode != Mode::Mps {
+            return None;
+        }
+        match (self.mps_replicas, self.mps_threads, self.mps_memory) {
+            (Some(n), _, _) => Some(DeclaredShare::replicas(n, memory_total_bytes)),
+            (None, Some(p), Some(m)) => Some(DeclaredShare::explicit(p, m.bytes())),
+            _ if self.mps_unlimited => Some(DeclaredShare::unlimited()),
+            _ => None,
+        }
     }
 }
 
@@ -252,9 +344,36 @@ mod tests {
                 precision: Precision::Bf16,
                 seed: 17,
                 strict_device: true,
+                mps_replicas: None,
+                mps_unlimited: false,
+                mps_threads: Some(14),
+                mps_memory: Some(ByteSize(20 << 30)),
+                hog_bytes: Some(ByteSize(120 << 30)),
                 telemetry_hz: 0.0,
             },
         )
+    }
+
+    /// The MPS share flags exclude each other: these variants of [`unusual`] render the others.
+    fn share_variants() -> Vec<(WorkerPlace, WorkerFlags)> {
+        let (place, flags) = unusual();
+        let replicas = WorkerFlags {
+            mps_replicas: Some(7),
+            mps_threads: None,
+            mps_memory: None,
+            ..flags.clone()
+        };
+        let unlimited = WorkerFlags {
+            mps_unlimited: true,
+            mps_threads: None,
+            mps_memory: None,
+            ..flags.clone()
+        };
+        vec![
+            (place.clone(), flags),
+            (place.clone(), replicas),
+            (place, unlimited),
+        ]
     }
 
     fn parse(argv: Vec<OsString>) -> Both {
@@ -265,25 +384,30 @@ mod tests {
 
     #[test]
     fn rendering_then_parsing_gives_the_same_flags() {
-        let (place, flags) = unusual();
-        let mut argv = to_argv(&place).unwrap();
-        argv.extend(to_argv(&flags).unwrap());
-        let back = parse(argv);
-        assert_eq!(back.place, place);
-        assert_eq!(back.flags, flags);
+        for (place, flags) in share_variants() {
+            let mut argv = to_argv(&place).unwrap();
+            argv.extend(to_argv(&flags).unwrap());
+            let back = parse(argv);
+            assert_eq!(back.place, place);
+            assert_eq!(back.flags, flags);
+        }
     }
 
     #[test]
     fn every_flag_clap_knows_is_rendered() {
-        let (place, flags) = unusual();
-        let mut argv = to_argv(&place).unwrap();
-        argv.extend(to_argv(&flags).unwrap());
-        let rendered: Vec<String> = argv
-            .iter()
-            .filter_map(|a| a.to_str())
-            .filter_map(|a| a.strip_prefix("--"))
-            .map(str::to_owned)
-            .collect();
+        let mut rendered: Vec<String> = Vec::new();
+        for (place, flags) in share_variants() {
+            let mut argv = to_argv(&place).unwrap();
+            argv.extend(to_argv(&flags).unwrap());
+            rendered.extend(
+                argv.iter()
+                    .filter_map(|a| a.to_str())
+                    .filter_map(|a| a.strip_prefix("--"))
+                    .map(str::to_owned),
+            );
+        }
+        rendered.sort_unstable();
+        rendered.dedup();
         let command = Both::command();
         let known: Vec<&str> = command
             .get_arguments()
@@ -342,5 +466,91 @@ mod tests {
         let mut place = unusual().0;
         place.replica = 7;
         assert!(place.validate().unwrap_err().contains("outside 0..7"));
+    }
+
+    fn parse_flags(args: &[&str]) -> Result<WorkerFlags, String> {
+        #[derive(Debug, Parser)]
+        struct Only {
+            #[command(flatten)]
+            flags: WorkerFlags,
+        }
+        let mut full = vec!["worker"];
+        full.extend_from_slice(args);
+        let only = Only::try_parse_from(full).map_err(|e| e.kind().to_string())?;
+        only.flags.validate()?;
+        Ok(only.flags)
+    }
+
+    #[test]
+    fn mode_mps_needs_exactly_one_share() {
+        let e = parse_flags(&["--mode", "mps"]).unwrap_err();
+        assert!(
+            e.starts_with(
+                "--mode mps needs the share each MPS client runs under: --mps-replicas N"
+            ),
+            "{e}"
+        );
+        let f = parse_flags(&["--mode", "mps", "--mps-replicas", "7"]).unwrap();
+        let share = f.declared_share(Some(143_771 * crate::share::MIB)).unwrap();
+        assert_eq!(share.active_thread_percentage, Some(14));
+        assert_eq!(
+            share.pinned_memory_limit_bytes,
+            Some(20_538 * crate::share::MIB)
+        );
+        let f = parse_flags(&["--mode", "mps", "--mps-unlimited"]).unwrap();
+        assert_eq!(f.declared_share(None), Some(DeclaredShare::unlimited()));
+        let f = parse_flags(&[
+            "--mode",
+            "mps",
+            "--mps-threads",
+            "50",
+            "--mps-memory",
+            "8GiB",
+        ])
+        .unwrap();
+        assert_eq!(
+            f.declared_share(None),
+            Some(DeclaredShare::explicit(50, 8 << 30))
+        );
+        // clap refuses the combinations that make no sense.
+        for bad in [
+            &["--mode", "mps", "--mps-replicas", "7", "--mps-unlimited"][..],
+            &["--mode", "mps", "--mps-threads", "50"],
+            &["--mode", "mps", "--mps-memory", "8GiB"],
+            &["--mode", "mps", "--mps-replicas", "0"],
+            &[
+                "--mode",
+                "mps",
+                "--mps-threads",
+                "101",
+                "--mps-memory",
+                "8GiB",
+            ],
+        ] {
+            assert!(parse_flags(bad).is_err(), "{bad:?} was accepted");
+        }
+        let e = parse_flags(&["--mode", "timeslice", "--mps-replicas", "7"]).unwrap_err();
+        assert_eq!(
+            e,
+            "--mps-replicas declares an MPS share, but --mode is timeslice; use it with --mode mps"
+        );
+        assert_eq!(
+            parse_flags(&["--mode", "timeslice"])
+                .unwrap()
+                .declared_share(None),
+            None
+        );
+        let e = parse_flags(&[
+            "--mode",
+            "mps",
+            "--mps-threads",
+            "5",
+            "--mps-memory",
+            "100KiB",
+        ])
+        .unwrap_err();
+        assert!(e.contains("less than 1 MiB"), "{e}");
+        let e = parse_flags(&["--mode", "exclusive", "--hog-bytes", "0"]).unwrap_err();
+        assert!(e.starts_with("--hog-bytes must be more than 0"), "{e}");
     }
 }

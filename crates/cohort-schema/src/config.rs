@@ -72,6 +72,9 @@ pub enum Workload {
     Train,
     /// Eval-mode forward under inference mode.
     Infer,
+    /// Takes device memory up to `--hog-bytes` (or until CUDA refuses) and holds it through the
+    /// window; no samples. Shows whether a sharing mode keeps one tenant's memory from the others.
+    Hog,
 }
 
 impl Workload {
@@ -81,6 +84,7 @@ impl Workload {
         match self {
             Workload::Train => "train",
             Workload::Infer => "infer",
+            Workload::Hog => "hog",
         }
     }
 }
@@ -98,7 +102,10 @@ impl std::str::FromStr for Workload {
         match s {
             "train" => Ok(Workload::Train),
             "infer" => Ok(Workload::Infer),
-            _ => Err(format!("unknown workload `{s}` (expected train or infer)")),
+            "hog" => Ok(Workload::Hog),
+            _ => Err(format!(
+                "unknown workload `{s}` (expected train, infer or hog)"
+            )),
         }
     }
 }

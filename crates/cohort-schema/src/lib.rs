@@ -30,7 +30,9 @@ mod config;
 mod error;
 pub mod exit;
 mod failure;
+mod hog;
 mod read;
+mod share;
 mod summary;
 mod telemetry;
 mod worker;
@@ -40,10 +42,12 @@ pub use batch::BatchRecord;
 pub use config::{ConfigDifference, DeviceChoice, Mode, Precision, WorkerConfig, Workload};
 pub use error::SchemaError;
 pub use failure::FailureKind;
+pub use hog::{HogReport, HogStop, HoldMarker, IsolationOutcome, IsolationResult, TenantOutcome};
 pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
     read_worker_report, write_json_atomic,
 };
+pub use share::{ByteSize, DeclaredShare, MIB, ObservedShare, SharePolicy, ShareReport};
 pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
 pub use worker::{
@@ -62,4 +66,8 @@ pub mod files {
     pub const BATCHES: &str = "batches.jsonl";
     /// One JSON line per raw device telemetry sample (optional).
     pub const TELEMETRY: &str = "telemetry.jsonl";
+    /// Written by a hog worker as soon as it holds its memory, before the barrier.
+    pub const HOLD: &str = "hold.json";
+    /// A hog cohort's memory-isolation result (beside `summary.json`).
+    pub const ISOLATION: &str = "isolation.json";
 }

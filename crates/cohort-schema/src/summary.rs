@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Mode, WorkerConfig, Workload};
+use crate::hog::{HogReport, IsolationResult};
+use crate::share::{DeclaredShare, ShareReport};
 
 /// The summary of one validated cohort (`summary.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +39,12 @@ pub struct CohortSummary {
     pub warnings: Vec<SummaryWarning>,
     /// Limits of the method that hold for every cohort.
     pub caveats: Vec<String>,
+    /// The MPS share the cohort declared (mode `mps`; absent otherwise and in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<DeclaredShare>,
+    /// The memory-isolation result, for a cohort that holds a hog worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<IsolationResult>,
 }
 
 /// A named warning attached to a summary or a comparison.
@@ -114,6 +122,13 @@ pub struct WorkerSummary {
     pub peak_device_bytes: Option<u64>,
     /// How late its first batch began after the scheduled start, nanoseconds.
     pub lateness_ns: Option<i64>,
+    /// The share it declared and what the CUDA runtime reported to it (the limits applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareReport>,
+    /// What a hog worker held. A hog's batches are hold intervals of 0 samples, so its
+    /// `latency_ms` describes those intervals, and it is in no group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hog: Option<HogReport>,
 }
 
 /// Min, mean and max of a set of values.
