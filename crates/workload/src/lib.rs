@@ -8,6 +8,10 @@
 //! `InferenceMode` guard, bf16 autocast, the foreach SGD update PyTorch uses by default, device
 //! synchronize without panics, and the caching allocator's peak.
 //!
+//! [`Hog`] is the `hog` workload: device memory taken in steps and held through the window
+//! (issue 12). [`probe_device`] asks the CUDA runtime (already loaded by libtorch) for the free
+//! and total memory and the SM count this process sees, which under MPS are its share.
+//!
 //! Every libtorch failure becomes a [`WorkloadError`] carrying libtorch's message, CUDA
 //! out-of-memory included; nothing panics out of this crate. This is the only library that links
 //! libtorch.
@@ -34,13 +38,17 @@
 //! ```
 
 mod error;
+mod hog;
 mod options;
+mod runtime;
 mod shim;
 mod step;
 
 pub use coload_cohort_schema::DeviceChoice;
 pub use error::WorkloadError;
+pub use hog::{DEFAULT_HOLD_INTERVAL, DEFAULT_MIN_STEP_BYTES, DEFAULT_STEP_BYTES, Hog, HogOptions};
 pub use options::WorkloadOptions;
+pub use runtime::{CudaFacts, RuntimeError, cuda_ordinal, probe_device, runtime_loaded};
 pub use step::{
     InferenceGuard, LEARNING_RATE, MOMENTUM, NUM_CLASSES, OutputProbe, ResNetStep, WorkloadInfo,
 };

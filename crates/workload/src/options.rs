@@ -37,6 +37,9 @@ impl Default for WorkloadOptions {
 
 /// Bytes in one input batch, refusing sizes that overflow libtorch's 64-bit sizes.
 pub(crate) fn validate(options: &WorkloadOptions) -> Result<(), WorkloadError> {
+    if options.workload == Workload::Hog {
+        return Err(not_a_resnet_step());
+    }
     if options.batch_size == 0 {
         return Err(WorkloadError::InvalidOption(
             "batch size must be at least 1".into(),
@@ -55,6 +58,13 @@ pub(crate) fn validate(options: &WorkloadOptions) -> Result<(), WorkloadError> {
         )));
     }
     Ok(())
+}
+
+/// The hog holds memory and runs no model: it is built with [`crate::Hog::allocate`].
+pub(crate) fn not_a_resnet_step() -> WorkloadError {
+    WorkloadError::InvalidOption(
+        "the hog workload runs no ResNet18 step; build it with Hog::allocate".into(),
+    )
 }
 
 #[cfg(test)]
@@ -77,6 +87,10 @@ mod tests {
             WorkloadOptions {
                 batch_size: u32::MAX,
                 image_size: u32::MAX,
+                ..ok
+            },
+            WorkloadOptions {
+                workload: Workload::Hog,
                 ..ok
             },
         ] {

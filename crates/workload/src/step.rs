@@ -196,7 +196,7 @@ impl ResNetStep {
                     let mut params = vs.trainable_variables();
                     Some(shim::Sgd::new(&mut params, LEARNING_RATE, MOMENTUM)?)
                 }
-                Workload::Infer => None,
+                Workload::Infer | Workload::Hog => None,
             };
             if let Some(index) = cuda_index {
                 shim::synchronize(index)?;
@@ -391,6 +391,7 @@ impl coload_timing::Step for ResNetStep {
         match self.options.workload {
             Workload::Train => self.train_step()?,
             Workload::Infer => self.infer_step()?,
+            Workload::Hog => return Err(crate::options::not_a_resnet_step()),
         }
         if let Some(index) = self.cuda_index {
             shim::synchronize(index)?;
