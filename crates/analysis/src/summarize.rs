@@ -5,7 +5,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use coload_cohort_schema::{
-    CohortSummary, CommonInterval, GroupSummary, MinMeanMax, SCHEMA_VERSION, Status,
+    CohortSummary, CommonInterval, GroupSummary, MinMeanMax, Mode, SCHEMA_VERSION, Status,
     SummaryWarning, WorkerSummary, Workload, files,
 };
 
@@ -109,6 +109,11 @@ pub fn summarize_dirs(
         .collect();
     let mode = reference.report.config.mode;
     let colocation = colocation(mode, &placements);
+    if mode == Mode::Exclusive && colocation.devices.iter().any(|d| d.replicas.len() > 1) {
+        return Err(AnalysisError::SharedExclusive {
+            explanation: colocation.explanation,
+        });
+    }
     if options.strict && colocation.fits_mode == Some(false) {
         return Err(AnalysisError::Placement {
             mode,
@@ -136,6 +141,16 @@ pub fn summarize_dirs(
         groups,
         warnings: Vec::new(),
         caveats: CAVEATS.iter().map(|c| (*c).to_owned()).collect(),
+        share: inputs
+            .iter()
+            .find_map(|w| w.report.share.as_ref().and_then(|s| s.declared)),
+        isolation: inputs
+            .iter()
+            .any(|w| w.report.config.workload == Workload::Hog)
+            .then(|| {
+                let reports: Vec<_> = inputs.iter().map(|w| &w.report).collect();
+                crate::isolation::isolation(&reports, 0)
+            }),
     };
     summary.warnings = warnings(&summary, &inputs);
     Ok(summary)
@@ -316,6 +331,8 @@ fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> 
         mig_uuid: device.and_then(|d| d.mig_uuid.clone()),
         peak_device_bytes: r.memory.map(|m| m.peak_device_bytes),
         lateness_ns: r.barrier.and_then(|b| b.lateness_ns),
+        share: r.share.clone(),
+        hog: r.hog.clone(),
     }
 }
 
@@ -331,11 +348,15 @@ const ZERO_LATENCY: coload_cohort_schema::LatencyMs = coload_cohort_schema::Late
 };
 
 /// One group per workload. Training and inference rates are never added together: a training
-/// sample (forward, backward, step) and an inference sample are different units of work.
+/// sample (forward, backward, step) and an inference sample are different units of work. A hog
+/// is in no group: it computes nothing, and its "batches" are hold intervals.
 fn group_summaries(workers: &[WorkerSummary], scans: &[Scan]) -> BTreeMap<Workload, GroupSummary> {
     let mut out = BTreeMap::new();
-    let workloads: std::collections::BTreeSet<Workload> =
-        workers.iter().map(|w| w.workload).collect();
+    let workloads: std::collections::BTreeSet<Workload> = workers
+        .iter()
+        .map(|w| w.workload)
+        .filter(|w| *w != Workload::Hog)
+        .collect();
     for workload in workloads {
         let members: Vec<(&WorkerSummary, &Scan)> = workers
             .iter()
@@ -426,7 +447,7 @@ fn warnings(s: &CohortSummary, inputs: &[WorkerInput]) -> Vec<SummaryWarning> {
         Some(false) => out.push(warn("placement_mismatch", s.colocation.explanation.clone())),
         None => out.push(warn("placement_unknown", s.colocation.explanation.clone())),
     }
-    for w in &s.workers {
+    for w in s.workers.iter().filter(|w| w.workload != Workload::Hog) {
         let short: Vec<String> = [(P90, "p90"), (P99, "p99"), (P999, "p99.9")]
             .iter()
             .filter(|(p, _)| w.batches < stats::min_count_for(*p))
