@@ -7,7 +7,10 @@
 
 mod cli;
 mod error;
+mod hog;
+mod load;
 mod progress;
+mod share;
 mod termination;
 mod worker;
 

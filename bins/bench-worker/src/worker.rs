@@ -12,7 +12,7 @@ use coload_barrier::{Barrier, BarrierError, BarrierOptions};
 use coload_cohort_schema::{
     BarrierTiming, BatchRecord, DeviceChoice, DeviceKind, Failure, FailureKind, ReadyRecord,
     RuntimeInfo, SCHEMA_VERSION, Stage, Status, TelemetrySample, WindowInfo, WorkerConfig,
-    WorkerReport, exit, files, write_json_atomic,
+    WorkerReport, Workload, exit, files, write_json_atomic,
 };
 use coload_device::{NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
 use coload_timing::{BatchBuffer, Clock, run_window_cancellable, warmup_observed};
@@ -20,6 +20,7 @@ use coload_workload::{ResNetStep, WorkloadOptions};
 
 use crate::cli::Args;
 use crate::error::{WorkerError, chain};
+use crate::load::Load;
 use crate::progress::Progress;
 use crate::termination::Termination;
 
@@ -132,6 +133,8 @@ fn initial_report(args: &Args) -> WorkerReport {
         host: None,
         telemetry: None,
         warnings: Vec::new(),
+        share: None,
+        hog: None,
     }
 }
 
@@ -284,7 +287,7 @@ impl Run {
     )]
     fn time_window(
         &mut self,
-        mut step: ResNetStep,
+        mut step: Load,
         mut buffer: BatchBuffer,
         start_unix_ns: u64,
         late_margin: Duration,
@@ -358,13 +361,18 @@ impl Run {
         args: &Args,
         clock: &Clock,
         progress: &Progress,
-    ) -> Result<(ResNetStep, BatchBuffer), WorkerError> {
+    ) -> Result<(Load, BatchBuffer), WorkerError> {
         let in_warmup = |source| WorkerError::Workload {
             stage: Stage::Warmup,
             source,
         };
         let build_start = clock.now_unix_ns();
         let f = &args.flags;
+        // Issue 12: the share and what the runtime reports, before anything is allocated.
+        self.report.share = crate::share::observe(f);
+        if let Some(share) = &self.report.share {
+            progress.phase("preflight", &crate::share::describe(share));
+        }
         let options = WorkloadOptions {
             workload: args.place.workload,
             device: f.device,
@@ -373,7 +381,15 @@ impl Run {
             precision: f.precision,
             seed: f.seed,
         };
-        let mut step = ResNetStep::new(&options).map_err(in_warmup)?;
+        let mut step = if args.place.workload == Workload::Hog {
+            Load::Hog(crate::hog::allocate(args, clock).map_err(in_warmup)?)
+        } else {
+            Load::ResNet(ResNetStep::new(&options).map_err(in_warmup)?)
+        };
+        if let Some(hog) = step.as_hog() {
+            self.report.hog = Some(hog.report().clone());
+            progress.phase("warmup", &crate::hog::describe(hog));
+        }
         let info = step.info();
         if f.device == DeviceChoice::Auto && info.device_kind == DeviceKind::Cpu {
             refuse_silent_cpu_fallback()?;
@@ -402,14 +418,28 @@ impl Run {
             mps_client: facts.mps_client,
             torch_threads: Some(info.torch_threads),
         });
-        match allocation {
-            Ok(warnings) => {
-                for w in &warnings {
-                    progress.phase("preflight", &format!("warning: {}", w.message));
+        let share = self.report.share.as_ref().map_or(Ok(Vec::new()), |s| {
+            coload_device::check_share(s, info.device_kind, f.strict_device)
+        });
+        for check in [allocation, share] {
+            match check {
+                Ok(warnings) => {
+                    for w in &warnings {
+                        progress.phase("preflight", &format!("warning: {}", w.message));
+                    }
+                    self.report.warnings.extend(warnings);
                 }
-                self.report.warnings.extend(warnings);
+                Err(e) => return Err(WorkerError::Allocation(e)),
             }
-            Err(e) => return Err(WorkerError::Allocation(e)),
+        }
+        if let Some(hog) = step.as_hog() {
+            // The hog holds its memory now: say so before the barrier, so that a launcher can
+            // start the other workers only after it (the hog always allocates first).
+            crate::hog::publish_hold(args, hog)?;
+            let interval_s = hog.report().hold_interval_s;
+            let buffer =
+                BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s, interval_s));
+            return Ok((step, buffer));
         }
         let built_s = (clock.now_unix_ns() - build_start) as f64 / 1e9;
         progress.phase(

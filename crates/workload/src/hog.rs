@@ -13,12 +13,15 @@
 
 use std::time::Duration;
 
-use coload_cohort_schema::{DeviceChoice, HogReport, HogStop, MemoryInfo, MemorySource};
+use coload_cohort_schema::{
+    DeviceChoice, DeviceKind, HogReport, HogStop, MemoryInfo, MemorySource,
+};
 use tch::{Device, Kind, Tensor};
 
 use crate::error::WorkloadError;
 use crate::runtime::{cuda_ordinal, probe_device};
 use crate::shim;
+use crate::step::{WorkloadInfo, cuda_version_text, cudnn_version_text};
 
 /// The default first step: 1 GiB.
 pub const DEFAULT_STEP_BYTES: u64 = 1 << 30;
@@ -165,6 +168,23 @@ impl Hog {
             },
             hold_interval: options.hold_interval,
         })
+    }
+
+    /// Device and versions, for `worker.json` (as [`crate::ResNetStep::info`] gives them).
+    #[must_use]
+    pub fn info(&self) -> WorkloadInfo {
+        let (cudart, cudnn) = shim::cuda_versions();
+        WorkloadInfo {
+            device_kind: DeviceKind::Cuda,
+            cuda_index: Some(self.cuda_index),
+            libtorch_version: shim::torch_version(),
+            cuda_version: cudart.map(cuda_version_text),
+            cudnn_version: cudnn.map(cudnn_version_text),
+            inference_guard: None,
+            cudnn_benchmark: false,
+            torch_threads: std::panic::catch_unwind(tch::get_num_threads)
+                .map_or(0, |n| n.max(0) as u32),
+        }
     }
 
     /// What the hog took and holds.

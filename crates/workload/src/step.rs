@@ -137,13 +137,13 @@ fn resolve_device(choice: DeviceChoice) -> Result<Device, WorkloadError> {
 }
 
 /// `13000` -> `13.0` (CUDA encodes major * 1000 + minor * 10).
-fn cuda_version_text(v: i64) -> String {
+pub(crate) fn cuda_version_text(v: i64) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
 /// cuDNN 9 encodes major * 10000 + minor * 100 + patch; cuDNN 8 and older major * 1000 +
 /// minor * 100 + patch.
-fn cudnn_version_text(v: i64) -> String {
+pub(crate) fn cudnn_version_text(v: i64) -> String {
     if v >= 90_000 {
         format!("{}.{}.{}", v / 10_000, (v % 10_000) / 100, v % 100)
     } else {
