@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use coload_barrier::AbortOutcome;
 use coload_cohort_schema::cli::{WorkerPlace, to_argv};
-use coload_cohort_schema::{FailureKind, Mode, exit, files, read_worker_report};
+use coload_cohort_schema::{FailureKind, Mode, Workload, exit, files, read_worker_report};
 use coload_timing::Clock;
 
 use crate::cli::Args;
@@ -120,10 +120,19 @@ fn run_one(
             dir.display()
         );
     }
-    let mut mps = if args.flags.mode == Mode::Mps {
-        Some(MpsDaemon::start(&dir.join("mps"))?)
-    } else {
-        None
+    let mut mps = match crate::share::plan_cohort(&args.flags, &args.visible_devices, mix.len())? {
+        Some(plan) => {
+            let daemon = MpsDaemon::start(&dir.join("mps"), &plan)?;
+            if !args.quiet {
+                eprintln!(
+                    "MPS share: {}; applied and read back (see {})",
+                    plan.declared.describe(),
+                    dir.join("mps").join("control.txt").display()
+                );
+            }
+            Some(daemon)
+        }
+        None => None,
     };
 
     // Everything that can go wrong before a process exists is checked for every worker first.
@@ -139,11 +148,46 @@ fn run_one(
         };
         commands.push(worker_command(args, worker_bin, &place, mps.as_ref())?);
     }
-    let (mut workers, spawn_error) = start_all(commands.iter_mut().map(Command::spawn));
-    let stop = spawn_error.as_ref().map(|(replica, e)| Stop {
-        kind: FailureKind::LauncherStopped,
-        reason: format!("replica {replica} could not be started: {e}"),
-    });
+    // Issue 12: hogs first; the others start once every hog holds its memory, so that the hog
+    // always allocates before they build their models.
+    let replicas_where = |hog: bool| -> Vec<u32> {
+        (0u32..)
+            .zip(mix.workloads())
+            .filter(|(_, w)| (**w == Workload::Hog) == hog)
+            .map(|(r, _)| r)
+            .collect()
+    };
+    let (hogs, rest) = (replicas_where(true), replicas_where(false));
+    let mut spawn = |replicas: &[u32]| {
+        start_all(
+            replicas
+                .iter()
+                .map(|r| (*r, commands[*r as usize].spawn()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (mut workers, mut spawn_error) = spawn(&hogs);
+    let mut stop = None;
+    if spawn_error.is_none() && !hogs.is_empty() {
+        let timeout = Duration::from_secs_f64(args.flags.join_timeout_s);
+        if let Err(reason) = await_holding(&mut workers, dir, timeout, interrupted, args.quiet) {
+            stop = Some(Stop {
+                kind: FailureKind::LauncherStopped,
+                reason,
+            });
+        }
+    }
+    if spawn_error.is_none() && stop.is_none() {
+        let (more, error) = spawn(&rest);
+        workers.extend(more);
+        spawn_error = error;
+    }
+    if let Some((replica, e)) = &spawn_error {
+        stop = Some(Stop {
+            kind: FailureKind::LauncherStopped,
+            reason: format!("replica {replica} could not be started: {e}"),
+        });
+    }
     let grace = Duration::from_secs_f64(args.flags.window_s + args.flags.start_lead_s + 30.0);
     let failed = watch(
         &mut workers,
@@ -156,6 +200,11 @@ fn run_one(
     if let Some(daemon) = mps.as_mut() {
         daemon.stop()?;
     }
+    let isolation = if hogs.is_empty() {
+        None
+    } else {
+        write_isolation(dir, args.quiet)
+    };
 
     if let Some((replica, source)) = spawn_error {
         report_failure(dir, &workers, None);
@@ -166,8 +215,15 @@ fn run_one(
             source,
         });
     }
-    if let Some(first) = failed {
-        report_failure(dir, &workers, Some(first));
+    if failed.is_some() || workers.len() < mix.len() {
+        // A hog that never held its memory stops the cohort before the others start.
+        report_failure(dir, &workers, failed);
+        if let Some(stop) = &stop {
+            eprintln!("  the cohort was stopped: {}", stop.reason);
+        }
+        if let Some(text) = isolation {
+            print!("{text}");
+        }
         return Ok(exit::INCOMPLETE_COHORT);
     }
     if !args.quiet {
@@ -211,13 +267,86 @@ fn worker_command(
     Ok(cmd)
 }
 
-/// Starts workers in replica order until one cannot be started; the rest are not attempted.
+/// Waits until every started hog has published `hold.json` in its folder (issue 12). Fails,
+/// with the reason, when a hog exits first, on Ctrl-C, or after `timeout`.
+fn await_holding(
+    hogs: &mut [Worker],
+    dir: &Path,
+    timeout: Duration,
+    interrupted: &AtomicBool,
+    quiet: bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut waiting = Vec::new();
+        for w in hogs.iter_mut() {
+            let marker = dir.join(format!("worker-{}", w.replica)).join(files::HOLD);
+            if marker.is_file() {
+                continue;
+            }
+            // The status is cached by the child and seen again by `watch`.
+            if let Ok(Some(status)) = w.child.try_wait() {
+                let code = status.code().unwrap_or(-1);
+                return Err(format!(
+                    "the hog (replica {}) exited with {code} ({}) before it held its memory",
+                    w.replica,
+                    exit_name(code)
+                ));
+            }
+            waiting.push(w.replica);
+        }
+        if waiting.is_empty() {
+            if !quiet {
+                eprintln!("the hog holds its memory; starting the other workers");
+            }
+            return Ok(());
+        }
+        if interrupted.load(Ordering::SeqCst) {
+            return Err("the launcher was interrupted".to_owned());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the hog (replica {}) did not hold its memory within {} s",
+                waiting[0],
+                timeout.as_secs_f64()
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The isolation result of a hog cohort, written beside the workers; returns it as text for
+/// the terminal (or `None` when it could not be made, which is said on stderr).
+fn write_isolation(dir: &Path, quiet: bool) -> Option<String> {
+    let result = match coload_analysis::isolation_dirs(&[dir.to_owned()]) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("warning: no isolation result: {e}");
+            return None;
+        }
+    };
+    let path = dir.join(files::ISOLATION);
+    if let Err(e) = coload_cohort_schema::write_json_atomic(&path, &result) {
+        eprintln!("warning: cannot write {}: {e}", path.display());
+    } else if !quiet {
+        eprintln!(
+            "memory isolation: {} (wrote {})",
+            result.outcome.as_str(),
+            path.display()
+        );
+    }
+    Some(coload_analysis::render_isolation_table(
+        std::slice::from_ref(&result),
+    ))
+}
+
+/// Starts workers in the order given until one cannot be started; the rest are not attempted.
 /// Returns the started workers and, if one failed, its replica and the error.
 fn start_all(
-    spawns: impl IntoIterator<Item = std::io::Result<Child>>,
+    spawns: impl IntoIterator<Item = (u32, std::io::Result<Child>)>,
 ) -> (Vec<Worker>, Option<(u32, std::io::Error)>) {
     let mut workers = Vec::new();
-    for (replica, spawned) in (0u32..).zip(spawns) {
+    for (replica, spawned) in spawns {
         match spawned {
             Ok(child) => workers.push(Worker {
                 replica,
@@ -402,10 +531,10 @@ mod tests {
         std::fs::create_dir(&sync).unwrap();
         let experiment = "spawn-fails";
         let spawns = vec![
-            waiting_worker(&sync, experiment),
-            waiting_worker(&sync, experiment),
-            Err(std::io::Error::other("no more processes")),
-            waiting_worker(&sync, experiment),
+            (0, waiting_worker(&sync, experiment)),
+            (1, waiting_worker(&sync, experiment)),
+            (2, Err(std::io::Error::other("no more processes"))),
+            (3, waiting_worker(&sync, experiment)),
         ];
         let (mut workers, failed) = start_all(spawns);
         let (replica, e) = failed.unwrap();

@@ -11,6 +11,7 @@ mod cohort;
 mod error;
 mod mix;
 mod mps;
+mod share;
 
 use std::process::ExitCode;
 

@@ -37,13 +37,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 pub fn isolation_dirs(paths: &[PathBuf]) -> Result<IsolationResult, AnalysisError> {
     let dirs = discover(paths)?;
     let (inputs, problems) = read_reports(&dirs)?;
-    let missing: Vec<PathBuf> = problems
-        .into_iter()
-        .filter_map(|p| match p {
-            crate::error::CohortProblem::MissingReport { dir } => Some(dir),
-            _ => None,
-        })
-        .collect();
+    let missing = problems.len();
     let reports: Vec<&WorkerReport> = inputs.iter().map(|w| &w.report).collect();
     let mut experiments: Vec<&str> = reports.iter().map(|r| r.experiment.as_str()).collect();
     experiments.sort_unstable();
@@ -59,11 +53,15 @@ pub fn isolation_dirs(paths: &[PathBuf]) -> Result<IsolationResult, AnalysisErro
         });
     }
     if !reports.iter().any(|r| r.config.workload == Workload::Hog) {
+        if missing > 0 {
+            // The hog may be among the workers that wrote nothing: say that, not "no hog".
+            return Err(AnalysisError::Cohort(problems));
+        }
         return Err(AnalysisError::NoHog {
             path: paths.first().cloned().unwrap_or_default(),
         });
     }
-    Ok(isolation(&reports, missing.len()))
+    Ok(isolation(&reports, missing))
 }
 
 /// The allocation a CUDA out-of-memory message says was refused (`20.00 MiB` of "Tried to
