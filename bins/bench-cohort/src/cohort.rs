@@ -148,46 +148,13 @@ fn run_one(
         };
         commands.push(worker_command(args, worker_bin, &place, mps.as_ref())?);
     }
-    // Issue 12: hogs first; the others start once every hog holds its memory, so that the hog
-    // always allocates before they build their models.
-    let replicas_where = |hog: bool| -> Vec<u32> {
-        (0u32..)
-            .zip(mix.workloads())
-            .filter(|(_, w)| (**w == Workload::Hog) == hog)
-            .map(|(r, _)| r)
-            .collect()
-    };
-    let (hogs, rest) = (replicas_where(true), replicas_where(false));
-    let mut spawn = |replicas: &[u32]| {
-        start_all(
-            replicas
-                .iter()
-                .map(|r| (*r, commands[*r as usize].spawn()))
-                .collect::<Vec<_>>(),
-        )
-    };
-    let (mut workers, mut spawn_error) = spawn(&hogs);
-    let mut stop = None;
-    if spawn_error.is_none() && !hogs.is_empty() {
-        let timeout = Duration::from_secs_f64(args.flags.join_timeout_s);
-        if let Err(reason) = await_holding(&mut workers, dir, timeout, interrupted, args.quiet) {
-            stop = Some(Stop {
-                kind: FailureKind::LauncherStopped,
-                reason,
-            });
-        }
-    }
-    if spawn_error.is_none() && stop.is_none() {
-        let (more, error) = spawn(&rest);
-        workers.extend(more);
-        spawn_error = error;
-    }
-    if let Some((replica, e)) = &spawn_error {
-        stop = Some(Stop {
-            kind: FailureKind::LauncherStopped,
-            reason: format!("replica {replica} could not be started: {e}"),
-        });
-    }
+    let hogs: Vec<u32> = (0u32..)
+        .zip(mix.workloads())
+        .filter(|(_, w)| **w == Workload::Hog)
+        .map(|(r, _)| r)
+        .collect();
+    let (mut workers, spawn_error, stop) =
+        start_cohort(&mut commands, &hogs, dir, args, interrupted);
     let grace = Duration::from_secs_f64(args.flags.window_s + args.flags.start_lead_s + 30.0);
     let failed = watch(
         &mut workers,
@@ -265,6 +232,53 @@ fn worker_command(
         }
     }
     Ok(cmd)
+}
+
+/// Starts the workers: the hogs first, then, once every hog holds its memory, the others (issue
+/// 12: the hog always allocates before they build their models). Returns the started workers,
+/// the spawn error if one could not be started, and why the cohort must stop, if it must.
+fn start_cohort(
+    commands: &mut [Command],
+    hogs: &[u32],
+    dir: &Path,
+    args: &Args,
+    interrupted: &AtomicBool,
+) -> (Vec<Worker>, Option<(u32, std::io::Error)>, Option<Stop>) {
+    let rest: Vec<u32> = (0u32..)
+        .take(commands.len())
+        .filter(|r| !hogs.contains(r))
+        .collect();
+    let mut spawn = |replicas: &[u32]| {
+        start_all(
+            replicas
+                .iter()
+                .map(|r| (*r, commands[*r as usize].spawn()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (mut workers, mut spawn_error) = spawn(hogs);
+    let mut stop = None;
+    if spawn_error.is_none() && !hogs.is_empty() {
+        let timeout = Duration::from_secs_f64(args.flags.join_timeout_s);
+        if let Err(reason) = await_holding(&mut workers, dir, timeout, interrupted, args.quiet) {
+            stop = Some(Stop {
+                kind: FailureKind::LauncherStopped,
+                reason,
+            });
+        }
+    }
+    if spawn_error.is_none() && stop.is_none() {
+        let (more, error) = spawn(&rest);
+        workers.extend(more);
+        spawn_error = error;
+    }
+    if let Some((replica, e)) = &spawn_error {
+        stop = Some(Stop {
+            kind: FailureKind::LauncherStopped,
+            reason: format!("replica {replica} could not be started: {e}"),
+        });
+    }
+    (workers, spawn_error, stop)
 }
 
 /// Waits until every started hog has published `hold.json` in its folder (issue 12). Fails,

@@ -62,13 +62,16 @@ impl LauncherError {
         match self {
             LauncherError::Usage(_)
             | LauncherError::WorkerMissing(_)
-            | LauncherError::Render(_) => exit::INVALID_INPUT,
+            | LauncherError::Render(_)
+            | LauncherError::Share(
+                ShareError::UnknownDevice { .. } | ShareError::MigDevice { .. },
+            ) => exit::INVALID_INPUT,
             LauncherError::Output { .. } | LauncherError::Summary(_) => exit::WRITE_FAILED,
             LauncherError::Signals(_) => exit::INTERNAL,
             LauncherError::Spawn { .. } => exit::INCOMPLETE_COHORT,
-            LauncherError::Mps(_) => exit::PREFLIGHT_FAILED,
-            LauncherError::Share(ShareError::TotalUnknown { .. }) => exit::PREFLIGHT_FAILED,
-            LauncherError::Share(_) => exit::INVALID_INPUT,
+            LauncherError::Mps(_) | LauncherError::Share(ShareError::TotalUnknown { .. }) => {
+                exit::PREFLIGHT_FAILED
+            }
         }
     }
 }

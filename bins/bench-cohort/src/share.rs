@@ -163,15 +163,13 @@ pub(crate) fn cohort_devices(
     };
     let mut entries: Vec<(String, &'static str)> = Vec::with_capacity(count);
     for i in 0..count {
-        let (list, source_name) = match visible.get(i) {
-            Some(v) => (v.as_str(), "--visible-devices"),
-            None => match launcher_visible {
-                Some(v) => (v, "CUDA_VISIBLE_DEVICES"),
-                None => {
-                    entries.push((ordinal.to_string(), "--device"));
-                    continue;
-                }
-            },
+        let (list, source_name) = match (visible.get(i), launcher_visible) {
+            (Some(v), _) => (v.as_str(), "--visible-devices"),
+            (None, Some(v)) => (v, "CUDA_VISIBLE_DEVICES"),
+            (None, None) => {
+                entries.push((ordinal.to_string(), "--device"));
+                continue;
+            }
         };
         let entry = list
             .split(',')
@@ -278,6 +276,7 @@ mod tests {
 
     const H200: u64 = 143_771 * MIB;
 
+    #[expect(clippy::unnecessary_wraps, reason = "the shape plan() takes")]
     fn h200(_: u32) -> Result<u64, String> {
         Ok(H200)
     }
@@ -354,6 +353,7 @@ mod tests {
         );
     }
 
+    #[expect(clippy::unnecessary_wraps, reason = "the shape cohort_devices() takes")]
     fn fake() -> Result<Box<dyn NvmlSource>, String> {
         Ok(Box::new(
             FakeNvml::new()

@@ -10,7 +10,10 @@ use crate::error::WorkerError;
 
 /// Takes the memory `--hog-bytes` asks for (or all CUDA grants) on the worker's device.
 pub(crate) fn allocate(args: &Args, clock: &Clock) -> Result<Hog, WorkloadError> {
-    let target = args.flags.hog_bytes.map(|b| b.bytes());
+    let target = args
+        .flags
+        .hog_bytes
+        .map(coload_cohort_schema::ByteSize::bytes);
     Hog::allocate(&HogOptions::new(args.flags.device, target), || {
         clock.now_unix_ns()
     })

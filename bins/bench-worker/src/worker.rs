@@ -421,17 +421,7 @@ impl Run {
         let share = self.report.share.as_ref().map_or(Ok(Vec::new()), |s| {
             coload_device::check_share(s, info.device_kind, f.strict_device)
         });
-        for check in [allocation, share] {
-            match check {
-                Ok(warnings) => {
-                    for w in &warnings {
-                        progress.phase("preflight", &format!("warning: {}", w.message));
-                    }
-                    self.report.warnings.extend(warnings);
-                }
-                Err(e) => return Err(WorkerError::Allocation(e)),
-            }
-        }
+        self.record_checks([allocation, share], progress)?;
         if let Some(hog) = step.as_hog() {
             // The hog holds its memory now: say so before the barrier, so that a launcher can
             // start the other workers only after it (the hog always allocates first).
@@ -476,6 +466,23 @@ impl Run {
         };
         let buffer = BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s, fastest_s));
         Ok((step, buffer))
+    }
+
+    /// Records the warnings of the allocation and share checks, or fails with the first check
+    /// that refused (under strict checking).
+    fn record_checks(
+        &mut self,
+        checks: [Result<Vec<coload_cohort_schema::WorkerWarning>, coload_device::DeviceError>; 2],
+        progress: &Progress,
+    ) -> Result<(), WorkerError> {
+        for check in checks {
+            let warnings = check.map_err(WorkerError::Allocation)?;
+            for w in &warnings {
+                progress.phase("preflight", &format!("warning: {}", w.message));
+            }
+            self.report.warnings.extend(warnings);
+        }
+        Ok(())
     }
 
     /// Lets the signal handler write what is known so far if the worker is stopped in `stage`.

@@ -21,7 +21,7 @@
 use std::path::PathBuf;
 
 use coload_cohort_schema::{
-    DeclaredShare, FailureKind, HogStop, IsolationOutcome, IsolationResult, Mode, SCHEMA_VERSION,
+    FailureKind, HogReport, HogStop, IsolationOutcome, IsolationResult, Mode, SCHEMA_VERSION,
     Status, TenantOutcome, WorkerReport, Workload,
 };
 
@@ -114,24 +114,26 @@ fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / GIB)
 }
 
-/// The isolation result of the workers in `reports` (one cohort, at least one hog), `missing`
-/// of whose reports are absent.
-pub(crate) fn isolation(reports: &[&WorkerReport], missing: usize) -> IsolationResult {
-    let mut workers: Vec<TenantOutcome> = reports.iter().map(|r| tenant(r)).collect();
-    workers.sort_by_key(|w| (w.workload != Workload::Hog, w.replica));
-    let reference = reports.first();
-    let mode = reference.map_or(Mode::Timeslice, |r| r.config.mode);
-    let share: Option<DeclaredShare> = reports
-        .iter()
-        .find_map(|r| r.share.as_ref().and_then(|s| s.declared));
-    let (hogs, others): (Vec<&TenantOutcome>, Vec<&TenantOutcome>) =
-        workers.iter().partition(|w| w.workload == Workload::Hog);
-    let held: Vec<(u32, &coload_cohort_schema::HogReport)> = hogs
-        .iter()
-        .filter_map(|h| h.hog.as_ref().map(|r| (h.replica, r)))
-        .collect();
-    let hog_text = held
-        .iter()
+fn describe_oom(w: &TenantOutcome) -> String {
+    let at = w
+        .refused_allocation
+        .as_ref()
+        .map(|a| format!(" asking for {a}"))
+        .unwrap_or_default();
+    let free = w
+        .memory_free_at_start_bytes
+        .map(|b| format!(", {} free when it started", gib(b)))
+        .unwrap_or_default();
+    format!(
+        "replica {} ({}) ran out of device memory in {}{at}{free}",
+        w.replica,
+        w.workload,
+        w.stage.map_or("?", coload_cohort_schema::Stage::as_str)
+    )
+}
+
+fn describe_hogs(held: &[(u32, &HogReport)]) -> String {
+    held.iter()
         .map(|(replica, r)| {
             let how = match r.stopped_by {
                 HogStop::Refused => "CUDA refused it more",
@@ -143,59 +145,63 @@ pub(crate) fn isolation(reports: &[&WorkerReport], missing: usize) -> IsolationR
             )
         })
         .collect::<Vec<_>>()
-        .join("; ");
+        .join("; ")
+}
+
+/// The outcome and its explanation, from the hogs and the other workers.
+fn judge(
+    hogs: &[&TenantOutcome],
+    others: &[&TenantOutcome],
+    missing: usize,
+) -> (IsolationOutcome, String) {
+    let held: Vec<(u32, &HogReport)> = hogs
+        .iter()
+        .filter_map(|h| h.hog.as_ref().map(|r| (h.replica, r)))
+        .collect();
+    let hog_text = describe_hogs(&held);
+    let all_held = !hogs.is_empty() && held.len() == hogs.len();
     let oom: Vec<&&TenantOutcome> = others
         .iter()
         .filter(|w| w.kind == Some(FailureKind::OutOfMemory))
         .collect();
-    let other_failures: Vec<&&TenantOutcome> = others
+    let other_failures: Vec<String> = others
         .iter()
         .filter(|w| w.status == Status::Failed)
         .filter(|w| w.kind != Some(FailureKind::OutOfMemory))
         .filter(|w| !w.kind.as_ref().is_some_and(is_consequence))
+        .map(|w| {
+            format!(
+                "replica {} ({}) failed in {} with {}",
+                w.replica,
+                w.workload,
+                w.stage.map_or("?", coload_cohort_schema::Stage::as_str),
+                w.kind.as_ref().map_or("?", FailureKind::as_str)
+            )
+        })
         .collect();
     let complete = others
         .iter()
         .filter(|w| w.status == Status::Complete)
         .count();
-    let all_held = !hogs.is_empty() && held.len() == hogs.len();
-
-    let describe_oom = |w: &TenantOutcome| {
-        let at = w
-            .refused_allocation
-            .as_ref()
-            .map(|a| format!(" asking for {a}"))
-            .unwrap_or_default();
-        let free = w
-            .memory_free_at_start_bytes
-            .map(|b| format!(", {} free when it started", gib(b)))
-            .unwrap_or_default();
-        format!(
-            "replica {} ({}) ran out of device memory in {}{at}{free}",
-            w.replica,
-            w.workload,
-            w.stage.map_or("?", coload_cohort_schema::Stage::as_str)
-        )
-    };
-    let (outcome, explanation) = if all_held && !oom.is_empty() {
-        (
+    let n = others.len();
+    if all_held && !oom.is_empty() {
+        let named: Vec<String> = oom.iter().map(|w| describe_oom(w)).collect();
+        return (
             IsolationOutcome::NotContained,
             format!(
-                "{hog_text}; {} of the {} other workers failed with out_of_memory: {}",
+                "{hog_text}; {} of the {n} other workers failed with out_of_memory: {}",
                 oom.len(),
-                others.len(),
-                oom.iter()
-                    .map(|w| describe_oom(w))
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                named.join("; ")
             ),
-        )
-    } else if missing > 0 {
-        (
-            IsolationOutcome::Inconclusive,
-            format!("{missing} worker report(s) are missing, so the cohort cannot be judged"),
-        )
-    } else if !all_held {
+        );
+    }
+    let inconclusive = |why: String| (IsolationOutcome::Inconclusive, why);
+    if missing > 0 {
+        return inconclusive(format!(
+            "{missing} worker report(s) are missing, so the cohort cannot be judged"
+        ));
+    }
+    if !all_held {
         let why: Vec<String> = hogs
             .iter()
             .filter(|h| h.hog.is_none())
@@ -209,61 +215,50 @@ pub(crate) fn isolation(reports: &[&WorkerReport], missing: usize) -> IsolationR
                 )
             })
             .collect();
-        (IsolationOutcome::Inconclusive, why.join("; "))
-    } else if !other_failures.is_empty() {
-        let why: Vec<String> = other_failures
-            .iter()
-            .map(|w| {
-                format!(
-                    "replica {} ({}) failed in {} with {}",
-                    w.replica,
-                    w.workload,
-                    w.stage.map_or("?", coload_cohort_schema::Stage::as_str),
-                    w.kind.as_ref().map_or("?", FailureKind::as_str)
-                )
-            })
-            .collect();
-        (
-            IsolationOutcome::Inconclusive,
-            format!(
-                "{hog_text}; other workers failed for reasons other than memory: {}",
-                why.join("; ")
-            ),
-        )
-    } else if complete == others.len() && held.iter().all(|(_, r)| r.stopped_by == HogStop::Refused)
-    {
-        (
+        return inconclusive(why.join("; "));
+    }
+    if !other_failures.is_empty() {
+        return inconclusive(format!(
+            "{hog_text}; other workers failed for reasons other than memory: {}",
+            other_failures.join("; ")
+        ));
+    }
+    if complete < n {
+        return inconclusive(format!(
+            "{hog_text}; {complete} of the {n} other workers completed"
+        ));
+    }
+    if held.iter().all(|(_, r)| r.stopped_by == HogStop::Refused) {
+        return (
             IsolationOutcome::Contained,
             format!(
-                "{hog_text}, and all {} other workers completed their windows: the hog met a \
-                 limit that kept the others' memory from it",
-                others.len()
+                "{hog_text}, and all {n} other workers completed their windows: the hog met a \
+                 limit that kept the others' memory from it"
             ),
-        )
-    } else if complete == others.len() {
-        (
-            IsolationOutcome::Inconclusive,
-            format!(
-                "{hog_text}, and all {} other workers completed: the hog met no limit, so this \
-                 shows only that what it took left room for the others",
-                others.len()
-            ),
-        )
-    } else {
-        (
-            IsolationOutcome::Inconclusive,
-            format!(
-                "{hog_text}; {} of the {} other workers completed",
-                complete,
-                others.len()
-            ),
-        )
-    };
+        );
+    }
+    inconclusive(format!(
+        "{hog_text}, and all {n} other workers completed: the hog met no limit, so this shows \
+         only that what it took left room for the others"
+    ))
+}
+
+/// The isolation result of the workers in `reports` (one cohort, at least one hog), `missing`
+/// of whose reports are absent.
+pub(crate) fn isolation(reports: &[&WorkerReport], missing: usize) -> IsolationResult {
+    let mut workers: Vec<TenantOutcome> = reports.iter().map(|r| tenant(r)).collect();
+    workers.sort_by_key(|w| (w.workload != Workload::Hog, w.replica));
+    let reference = reports.first();
+    let (hogs, others): (Vec<&TenantOutcome>, Vec<&TenantOutcome>) =
+        workers.iter().partition(|w| w.workload == Workload::Hog);
+    let (outcome, explanation) = judge(&hogs, &others, missing);
     IsolationResult {
         schema_version: SCHEMA_VERSION,
         experiment: reference.map_or_else(String::new, |r| r.experiment.clone()),
-        mode,
-        share,
+        mode: reference.map_or(Mode::Timeslice, |r| r.config.mode),
+        share: reports
+            .iter()
+            .find_map(|r| r.share.as_ref().and_then(|s| s.declared)),
         outcome,
         explanation,
         workers,
@@ -273,7 +268,7 @@ pub(crate) fn isolation(reports: &[&WorkerReport], missing: usize) -> IsolationR
 #[cfg(test)]
 mod tests {
     use coload_cohort_schema::{
-        Failure, HogReport, Identity, ObservedShare, ShareReport, Stage, WorkerConfig,
+        DeclaredShare, Failure, Identity, ObservedShare, ShareReport, Stage, WorkerConfig,
     };
 
     use super::*;

@@ -144,16 +144,21 @@ pub fn summarize_dirs(
         share: inputs
             .iter()
             .find_map(|w| w.report.share.as_ref().and_then(|s| s.declared)),
-        isolation: inputs
-            .iter()
-            .any(|w| w.report.config.workload == Workload::Hog)
-            .then(|| {
-                let reports: Vec<_> = inputs.iter().map(|w| &w.report).collect();
-                crate::isolation::isolation(&reports, 0)
-            }),
+        isolation: hog_isolation(&inputs),
     };
     summary.warnings = warnings(&summary, &inputs);
     Ok(summary)
+}
+
+/// The isolation result of a cohort that holds a hog (issue 12).
+fn hog_isolation(inputs: &[WorkerInput]) -> Option<coload_cohort_schema::IsolationResult> {
+    inputs
+        .iter()
+        .any(|w| w.report.config.workload == Workload::Hog)
+        .then(|| {
+            let reports: Vec<_> = inputs.iter().map(|w| &w.report).collect();
+            crate::isolation::isolation(&reports, 0)
+        })
 }
 
 /// Every worker's file must hold what its report declares, and some batch inside the interval.

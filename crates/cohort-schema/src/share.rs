@@ -93,7 +93,7 @@ impl std::str::FromStr for ByteSize {
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (name, factor) in &UNITS[..4] {
-            if self.0 >= *factor && self.0 % factor == 0 {
+            if self.0 >= *factor && self.0.is_multiple_of(*factor) {
                 return write!(f, "{}{name}", self.0 / factor);
             }
         }
