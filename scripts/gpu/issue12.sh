@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 12 on the H200 host: runs scripts/gpu/plan-5a.txt (part a: plugin-style MPS at replicas 7
-# and the hog) or plan-5b.txt (part b: unlimited MPS, time-slicing, exclusive solos) with the
-# release binaries in .gpu/bin (scripts/gpu/bundle.sh), then tars the cohorts into $OUT.
+# Issue 12 on the H200 host: runs scripts/gpu/plan-5a.txt (part a: plugin-style MPS at replicas 7,
+# the exclusive solos and the hog) or plan-5b.txt (part b: unlimited MPS and time-slicing) with
+# the release binaries in .gpu/bin (scripts/gpu/bundle.sh), then tars the cohorts into $OUT.
 #   scripts/gpu/issue12.sh a|b
+# About 4-5 minutes per part on one H200 (13 and 14 cohorts of ~20 s each).
 # Writes $OUT/issue12-<part>.tar.gz (every cohort folder with its worker.json, batches.jsonl,
 # logs, mps/control.txt, summary.json, isolation.json) and $OUT/issue12-<part>.txt (the matrix
 # log, failed cohorts, the GPU's state before and after, and for part a the isolation results).

@@ -211,7 +211,7 @@ pub struct WorkerPlace {
     #[arg(long)]
     pub count: u32,
 
-    /// What this worker runs: train or infer
+    /// What this worker runs: train, infer, or hog (takes device memory and holds it)
     #[arg(long)]
     pub workload: Workload,
 

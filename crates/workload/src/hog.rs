@@ -124,12 +124,18 @@ impl Hog {
             ));
         }
         let Some(index) = cuda_ordinal(options.device)? else {
+            let where_ = if options.device == DeviceChoice::Cpu {
+                "on the CPU (--device cpu)".to_owned()
+            } else {
+                format!(
+                    "libtorch sees no CUDA device, so --device {} is the CPU, and",
+                    options.device
+                )
+            };
             return Err(WorkloadError::InvalidOption(format!(
                 "the hog workload takes device memory to test whether a GPU sharing mode keeps \
-                 one tenant's memory from the others; on the CPU (--device {}) there is no device \
-                 memory to take, and host memory is governed by no GPU sharing mode: run it on a \
-                 GPU (--device auto or cuda:N)",
-                options.device
+                 one tenant's memory from the others; {where_} there is no device memory to \
+                 take, and host memory is governed by no GPU sharing mode: run it on a GPU"
             )));
         };
         let device = Device::Cuda(index);

@@ -34,7 +34,11 @@ fn overview(results: &[IsolationResult]) -> Table {
             .filter_map(|w| w.hog.as_ref())
             .map(|h| h.granted_bytes)
             .sum();
-        let others: Vec<&TenantOutcome> = r.workers.iter().filter(|w| w.hog.is_none()).collect();
+        let others: Vec<&TenantOutcome> = r
+            .workers
+            .iter()
+            .filter(|w| w.workload != coload_cohort_schema::Workload::Hog)
+            .collect();
         let complete = others
             .iter()
             .filter(|w| w.status == Status::Complete)
