@@ -17,6 +17,10 @@ provision:
 demo:
     scripts/demo.sh
 
+# Run a serve worker beside trainers (GPU when present, else CPU) and print its request latency
+demo-serve:
+    scripts/demo-serve.sh
+
 # Run every test of the workspace (provisions libtorch first)
 test:
     {{tl}} cargo test --workspace --all-targets
@@ -40,7 +44,9 @@ fmt:
 # Run the micro-benchmarks (per-batch host overhead, summarize speed)
 bench:
     {{tl}} cargo bench -p coload-timing --bench overhead -- --noplot
+    {{tl}} cargo bench -p coload-timing --bench serve -- --noplot
     cargo run --release -q -p coload-analysis --example summarize_bench
+    cargo run --release -q -p coload-analysis --example serve_summarize_bench
 
 # Build the release binaries
 build:

@@ -26,6 +26,10 @@ fn main() {
     );
     let include = lib_dir.join("..").join("include");
     let abi = env::var("LIBTORCH_CXX11_ABI").unwrap_or_else(|_| "1".to_owned());
+    // CUDA graphs need libtorch_cuda.so's `at::cuda::CUDAGraph` (see shim.cpp for why it is
+    // declared there rather than included); a CPU-only libtorch builds the shim without them and
+    // `--execution cuda-graph` says so at run time.
+    let has_cuda = lib_dir.join("libtorch_cuda.so").exists();
 
     cc::Build::new()
         .cpp(true)
@@ -35,6 +39,7 @@ fn main() {
         .include(include.join("torch/csrc/api/include"))
         .define("_GLIBCXX_USE_CXX11_ABI", abi.as_str())
         .define("GLOG_USE_GLOG_EXPORT", None)
+        .define("COLOAD_CUDA_GRAPH", if has_cuda { "1" } else { "0" })
         .warnings(false)
         .file("src/shim.cpp")
         .compile("coload_shim");
@@ -44,8 +49,11 @@ fn main() {
     println!("cargo:rustc-link-search=native={}", lib_dir.display());
     println!("cargo:rustc-link-lib=dylib=torch_cpu");
     println!("cargo:rustc-link-lib=dylib=c10");
+    if has_cuda {
+        println!("cargo:rustc-link-lib=dylib=torch_cuda");
+    }
 
-    if lib_dir.join("libtorch_cuda.so").exists() {
+    if has_cuda {
         println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
         // Lets tests/gpu_linkage.rs know the library was there to keep.
         println!("cargo:rustc-env=COLOAD_LIBTORCH_CUDA_EXPECTED=1");

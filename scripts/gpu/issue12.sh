@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 12 on the H200 host: runs scripts/gpu/plan-5a.txt (part a: plugin-style MPS at replicas 7,
-# the exclusive solos and the hog) or plan-5b.txt (part b: unlimited MPS and time-slicing) with
+# Issue 12 on the H200 host: runs scripts/gpu/plan-12a.txt (part a: plugin-style MPS at replicas 7,
+# the exclusive solos and the hog) or plan-12b.txt (part b: unlimited MPS and time-slicing) with
 # the release binaries in .gpu/bin (scripts/gpu/bundle.sh), then tars the cohorts into $OUT.
 #   scripts/gpu/issue12.sh a|b
 # About 4-5 minutes per part on one H200 (13 and 14 cohorts of ~20 s each).
@@ -25,8 +25,8 @@ log="$OUT/issue12-$part.txt"
 {
   echo "== GPU before"
   nvidia-smi --query-gpu=index,name,uuid,memory.total,memory.used,compute_mode,mig.mode.current --format=csv
-  echo "== plan-5$part"
-  "$root/scripts/gpu/matrix.sh" "$root/scripts/gpu/plan-5$part.txt" "$results" || true
+  echo "== plan-12$part"
+  "$root/scripts/gpu/matrix.sh" "$root/scripts/gpu/plan-12$part.txt" "$results" || true
   if [[ $part == a ]]; then
     echo "== memory isolation (expected: hog-plugin7 contained, hog-timeslice not_contained)"
     "$bin/bench-summarize" isolation "$results/hog-plugin7" "$results/hog-timeslice" \

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""The same ResNet18 step as bench-worker, in PyTorch from Python, for a side-by-side comparison.
+"""The same step as bench-worker, in PyTorch from Python, for a side-by-side comparison.
 
   --impl eager   PyTorch's own eager loop (what a user would write in Python)
   --impl graph   the same step captured once in a CUDA graph and replayed: no kernel-launch or
                  Python overhead per batch, the floor any host-side implementation can approach
 
-Same protocol as bench-worker: ResNet18 (1000 classes), resident synthetic inputs and labels,
+Same protocol as bench-worker: the torchvision model of --model (resnet18 by default; the
+architectures bench-worker's built-in models follow, 1000 classes), resident synthetic inputs and labels,
 SGD (lr 0.01, momentum 0.9) with cross-entropy for train, eval-mode forward under
 torch.inference_mode for infer, cuDNN benchmark on, a device synchronize ending every batch,
 warmup batches first, then a timed window. Several processes can share one start instant with
 --start-at (unix seconds), which is how the time-sliced cohort of Python workers is run.
 
-Prints one JSON object: impl, workload, batches, window_s, samples_per_s, p50_ms, p99_ms, ...
+Prints one JSON object: impl, model, workload, batches, window_s, samples_per_s, p50_ms, p99_ms, ...
 """
 
 import argparse
@@ -35,7 +36,7 @@ def percentile(sorted_values, p):
 
 def build(args, device):
     torch.manual_seed(args.seed)
-    model = torchvision.models.resnet18(num_classes=1000).to(device)
+    model = getattr(torchvision.models, args.model)(num_classes=1000).to(device)
     x = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
     y = torch.randint(0, 1000, (args.batch_size,), device=device)
     return model, x, y
@@ -106,6 +107,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--impl", choices=["eager", "graph"], required=True)
     ap.add_argument("--workload", choices=["train", "infer"], required=True)
+    ap.add_argument("--model", default="resnet18", help="a torchvision.models name (resnet18, resnet50, mobilenet_v2, ...)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--warmup-batches", type=int, default=20)
@@ -145,6 +147,7 @@ def main():
     n = len(durations)
     result = {
         "impl": f"pytorch-{args.impl}",
+        "model": args.model,
         "label": args.label,
         "workload": args.workload,
         "batch_size": args.batch_size,

@@ -4,14 +4,17 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use coload_cohort_schema::cli::WorkerFlags;
+use coload_cohort_schema::cli::{ServeFlags, WorkerFlags};
 use coload_cohort_schema::{DeviceChoice, Mode, Workload};
 
 use crate::mix::Mix;
+use crate::serve::CapacityArgs;
 
 /// Run a cohort of bench-worker processes on this node with a fresh experiment id and a private
 /// barrier directory, then print the cohort's summary. Example:
-/// `bench-cohort --workers infer=1,train=6 --mode timeslice --out runs/mixed`
+/// `bench-cohort --workers infer=1,train=6 --mode timeslice --out runs/mixed`; a serve worker
+/// beside six trainers: `--workers serve=1,train=6 --rate 500 --slo-ms 10`; its capacity at that
+/// objective: `--workers serve=1,train=6 --find-capacity --slo-ms 10 --slo-quantile 0.99`
 #[derive(Debug, Parser)]
 #[command(
     name = "bench-cohort",
@@ -21,8 +24,9 @@ use crate::mix::Mix;
     args_override_self = true
 )]
 pub(crate) struct Args {
-    /// Workload mix in replica order, e.g. `infer=1,train=6` (replica 0 infers, 1-6 train), or
-    /// `hog=1,train=6`: the hog takes device memory first, and the others start once it holds it
+    /// Workload mix in replica order, e.g. `infer=1,train=6` or `serve=1,train=6` (replica 0
+    /// infers or serves, 1-6 train), or `hog=1,train=6`: the hog takes device memory first, and
+    /// the others start once it holds it
     #[arg(long, value_parser = Mix::parse, conflicts_with_all = ["count", "workload"])]
     pub(crate) workers: Option<Mix>,
 
@@ -30,7 +34,7 @@ pub(crate) struct Args {
     #[arg(long, requires = "workload", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub(crate) count: Option<u32>,
 
-    /// The workload of every worker (with --count): train or infer
+    /// The workload of every worker (with --count): train, infer or serve
     #[arg(long, requires = "count")]
     pub(crate) workload: Option<Workload>,
 
@@ -65,6 +69,14 @@ pub(crate) struct Args {
     /// Only print the summary and errors
     #[arg(long, short)]
     pub(crate) quiet: bool,
+
+    /// The serve workers' flags (given to serve workers only).
+    #[command(flatten)]
+    pub(crate) serve: ServeFlags,
+
+    /// The SLO's quantile and the capacity search.
+    #[command(flatten)]
+    pub(crate) capacity: CapacityArgs,
 }
 
 impl Args {
@@ -84,6 +96,14 @@ impl Args {
     pub(crate) fn validate(&self) -> Result<Mix, String> {
         self.flags.validate()?;
         let mix = self.mix()?;
+        crate::serve::check(&self.serve, &self.capacity, mix.workloads())?;
+        if let Some(model) = &self.flags.model {
+            // A per-workload declaration must name a model for every workload of the mix (a hog
+            // runs none).
+            for w in mix.workloads().iter().filter(|w| **w != Workload::Hog) {
+                model.model_for(*w)?;
+            }
+        }
         if !self.visible_devices.is_empty() && self.visible_devices.len() != mix.len() {
             return Err(format!(
                 "--visible-devices lists {} devices for {} workers; give one per worker",

@@ -43,7 +43,9 @@ pub(crate) fn run(args: &Args) -> Result<u8, LauncherError> {
         let flag = Arc::clone(&interrupted);
         ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
     }
-
+    if args.capacity.find_capacity {
+        return crate::capacity::run(args, &mix, &worker_bin, &interrupted);
+    }
     let mut code = exit::COMPLETE;
     for k in 1..=args.repeat {
         let dir = if args.repeat == 1 {
@@ -51,7 +53,7 @@ pub(crate) fn run(args: &Args) -> Result<u8, LauncherError> {
         } else {
             args.out.join(format!("rep-{k}"))
         };
-        let result = run_one(args, &mix, &worker_bin, &dir, &interrupted)?;
+        let (result, _) = run_one(args, &mix, &worker_bin, &dir, &interrupted, None)?;
         if result != exit::COMPLETE && code == exit::COMPLETE {
             code = result;
         }
@@ -100,13 +102,16 @@ struct Stop {
     reason: String,
 }
 
-fn run_one(
+/// Runs one cohort into `dir` (serve workers at `rate` when given, else at --rate); returns its
+/// exit code and experiment id.
+pub(crate) fn run_one(
     args: &Args,
     mix: &Mix,
     worker_bin: &Path,
     dir: &Path,
     interrupted: &AtomicBool,
-) -> Result<u8, LauncherError> {
+    rate: Option<f64>,
+) -> Result<(u8, String), LauncherError> {
     create_dir(dir)?;
     let experiment = experiment_id(args.flags.mode, mix);
     let sync = dir.join("sync");
@@ -146,7 +151,13 @@ fn run_one(
             sync_dir: sync.clone(),
             out: dir.join(format!("worker-{replica}")),
         };
-        commands.push(worker_command(args, worker_bin, &place, mps.as_ref())?);
+        commands.push(worker_command(
+            args,
+            worker_bin,
+            &place,
+            mps.as_ref(),
+            rate,
+        )?);
     }
     let hogs: Vec<u32> = (0u32..)
         .zip(mix.workloads())
@@ -191,20 +202,22 @@ fn run_one(
         if let Some(text) = isolation {
             print!("{text}");
         }
-        return Ok(exit::INCOMPLETE_COHORT);
+        return Ok((exit::INCOMPLETE_COHORT, experiment));
     }
     if !args.quiet {
         eprintln!("cohort {experiment}: all {count} workers complete; summarizing");
     }
-    summarize(args, dir, count)
+    Ok((summarize(args, dir, count)?, experiment))
 }
 
-/// The command line of one worker: its place in the cohort, then the flags every worker gets.
+/// The command line of one worker: its place in the cohort, the flags every worker gets, and
+/// a serve worker's serve flags (at `rate`, a capacity probe's, when given).
 fn worker_command(
     args: &Args,
     worker_bin: &Path,
     place: &WorkerPlace,
     mps: Option<&MpsDaemon>,
+    rate: Option<f64>,
 ) -> Result<Command, LauncherError> {
     create_dir(&place.out)?;
     let log_path = place.out.join("log");
@@ -217,9 +230,11 @@ fn worker_command(
     let mut flags = args.flags.clone();
     flags.strict_device |= args.strict;
     let mut cmd = Command::new(worker_bin);
-    cmd.args(to_argv(place)?)
-        .args(to_argv(&flags)?)
-        .env_remove("JOB_COMPLETION_INDEX")
+    cmd.args(to_argv(place)?).args(to_argv(&flags)?);
+    if place.workload == Workload::Serve {
+        cmd.args(to_argv(&crate::serve::for_worker(&args.serve, rate))?);
+    }
+    cmd.env_remove("JOB_COMPLETION_INDEX")
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err);
@@ -496,6 +511,8 @@ fn summarize(args: &Args, dir: &Path, count: u32) -> Result<u8, LauncherError> {
         .collect();
     let options = coload_analysis::Options {
         strict: args.strict,
+        slo_ms: args.serve.slo_ms,
+        slo_quantile: args.capacity.slo_quantile,
         ..coload_analysis::Options::default()
     };
     match coload_analysis::summarize_dirs(&dirs, &options) {

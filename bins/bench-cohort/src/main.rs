@@ -6,11 +6,13 @@
     reason = "a command-line tool: the summary goes to stdout, progress and errors to stderr"
 )]
 
+mod capacity;
 mod cli;
 mod cohort;
 mod error;
 mod mix;
 mod mps;
+mod serve;
 mod share;
 
 use std::process::ExitCode;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use coload_cohort_schema::{AbortRecord, FailureKind, exit, read_document};
+use coload_cohort_schema::{AbortRecord, FailureKind, Workload, exit, read_document};
 
 const COHORT: &str = env!("CARGO_BIN_EXE_bench-cohort");
 
@@ -42,6 +42,9 @@ fn a_real_cpu_cohort_completes_and_is_summarized() {
             "--join-timeout-s",
             "120",
         ])
+        // One model per workload, passed through to every worker.
+        .args(["--model", "train=squeezenet1_1,infer=resnet18"])
+        .args(["--execution", "eager"])
         .arg("--worker-bin")
         .arg(worker_bin())
         .arg("--out")
@@ -57,6 +60,13 @@ fn a_real_cpu_cohort_completes_and_is_summarized() {
         read_document(&out.join("summary.json")).unwrap();
     assert_eq!(summary.count, 2);
     assert!(summary.experiment.starts_with("timeslice-infer1-train1-"));
+    let model = |w| summary.groups[&w].model.as_deref();
+    assert_eq!(model(Workload::Train), Some("squeezenet1_1"));
+    assert_eq!(model(Workload::Infer), Some("resnet18"));
+    assert!(
+        table.contains("models train squeezenet1_1, infer resnet18, eager"),
+        "{table}"
+    );
     for i in 0..2 {
         let w = out.join(format!("worker-{i}"));
         assert!(w.join("worker.json").exists());
@@ -178,6 +188,28 @@ fn bad_arguments_are_refused() {
     let o = run(&["--mode", "timeslice"]);
     assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)));
     assert!(String::from_utf8_lossy(&o.stderr).contains("say which workers to run"));
+    let o = run(&[
+        "--workers",
+        "infer=1,train=1",
+        "--mode",
+        "timeslice",
+        "--model",
+        "train=resnet50",
+    ]);
+    assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no model for infer"));
+    let o = run(&[
+        "--count",
+        "1",
+        "--workload",
+        "train",
+        "--mode",
+        "mps",
+        "--execution",
+        "x",
+    ]);
+    assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cuda-graph"));
 }
 
 /// The stand-in MPS control program (issue 12): logs what it is sent and answers the get_*

@@ -74,6 +74,13 @@ struct SummarizeArgs {
     /// Threads reading batches.jsonl files (default: every available core).
     #[arg(long, value_name = "N")]
     threads: Option<NonZeroUsize>,
+    /// Judge serve workers' request latency against this objective, milliseconds (overrides
+    /// the one they recorded); refused when the cohort has no serve worker.
+    #[arg(long, value_name = "MS")]
+    slo_ms: Option<f64>,
+    /// The quantile that must meet --slo-ms (default 0.99: p99 <= the objective).
+    #[arg(long, value_name = "Q")]
+    slo_quantile: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +163,8 @@ fn summarize(args: &SummarizeArgs) -> anyhow::Result<ExitCode> {
     let options = Options {
         strict: args.strict,
         threads: args.threads,
+        slo_ms: args.slo_ms,
+        slo_quantile: args.slo_quantile,
     };
     let summary = summarize_dirs(&args.dirs, &options)?;
     if let Some(out) = &args.out {
@@ -177,7 +186,7 @@ fn summarize(args: &SummarizeArgs) -> anyhow::Result<ExitCode> {
 fn run_compare(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let options = Options {
         strict: args.strict,
-        threads: None,
+        ..Options::default()
     };
     let load = |paths: &[PathBuf]| -> anyhow::Result<Vec<_>> {
         paths

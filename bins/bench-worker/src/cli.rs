@@ -2,10 +2,13 @@
 //! them on), plus this worker's own output settings.
 
 use clap::{Parser, ValueEnum};
-use coload_cohort_schema::cli::{WorkerFlags, WorkerPlace};
+use coload_cohort_schema::cli::{ServeFlags, WorkerFlags, WorkerPlace};
+use coload_cohort_schema::{InputShape, TORCHSCRIPT_MODEL, Workload};
+use coload_workload::{ModelSource, TorchScriptSpec, ZooModel};
 
-/// Run one coload worker: warm up, meet the cohort at the barrier, time a window of ResNet18
-/// batches, and write worker.json, batches.jsonl and telemetry.jsonl into --out.
+/// Run one coload worker: warm up, meet the cohort at the barrier, time a window of batches of a
+/// model (ResNet18 by default), and write worker.json, batches.jsonl, telemetry.jsonl and
+/// gpm.jsonl into --out.
 #[derive(Debug, Parser)]
 #[command(
     name = "bench-worker",
@@ -22,6 +25,10 @@ pub(crate) struct Args {
     /// What every worker of the cohort measures, and how.
     #[command(flatten)]
     pub(crate) flags: WorkerFlags,
+
+    /// A serve worker's arrivals, batching and objective.
+    #[command(flatten)]
+    pub(crate) serve: ServeFlags,
 
     /// Kubernetes node name, recorded in worker.json (default: $NODE_NAME)
     #[arg(long, env = "NODE_NAME")]
@@ -50,6 +57,68 @@ impl Args {
     pub(crate) fn validate(&self) -> Result<(), String> {
         self.place.validate()?;
         self.flags.validate()?;
+        if self.flags.model_file.is_none() {
+            // Every model the declaration names, not only this worker's: a typo in another
+            // workload's entry is caught by every worker, before anything starts.
+            let declaration = self.flags.model_declaration();
+            let names: Vec<&str> = match declaration.per_workload() {
+                Some(map) => map.values().map(String::as_str).collect(),
+                None => vec![declaration.model_for(self.place.workload)?],
+            };
+            for name in names {
+                name.parse::<ZooModel>()
+                    .map_err(|e| format!("--model: {e}"))?;
+            }
+            // A hog runs no model (issue 12).
+            if self.place.workload != Workload::Hog {
+                let own: ZooModel = declaration
+                    .model_for(self.place.workload)?
+                    .parse()
+                    .map_err(|e| format!("--model: {e}"))?;
+                own.check_image_size(self.flags.image_size)
+                    .map_err(|e| format!("--image-size: {e}"))?;
+            }
+        }
         coload_barrier::validate_experiment_id(&self.place.experiment).map_err(|e| e.to_string())
+    }
+
+    /// The model this worker runs, for the workload crate.
+    pub(crate) fn model_source(&self) -> Result<ModelSource, String> {
+        let f = &self.flags;
+        match (&f.model_file, f.input_shape, f.num_classes) {
+            (Some(path), Some(input_shape), Some(num_classes)) => {
+                Ok(ModelSource::TorchScript(TorchScriptSpec {
+                    path: path.clone(),
+                    input_shape: input_shape.0,
+                    num_classes,
+                }))
+            }
+            (Some(_), _, _) => Err("--model-file needs --input-shape and --num-classes".into()),
+            (None, _, _) => f
+                .model_declaration()
+                .model_for(self.place.workload)?
+                .parse()
+                .map(ModelSource::Zoo)
+                .map_err(|e| format!("--model: {e}")),
+        }
+    }
+
+    /// `config.model`: this worker's built-in model, or `torchscript`.
+    pub(crate) fn model_name(&self) -> String {
+        if self.flags.model_file.is_some() {
+            return TORCHSCRIPT_MODEL.to_owned();
+        }
+        let declaration = self.flags.model_declaration();
+        declaration
+            .model_for(self.place.workload)
+            .map_or_else(|_| declaration.to_string(), str::to_owned)
+    }
+
+    /// `config.image_size`: `--image-size`, or the height of a TorchScript model's input.
+    pub(crate) fn recorded_image_size(&self) -> u32 {
+        match (&self.flags.model_file, self.flags.input_shape) {
+            (Some(_), Some(InputShape([_, h, _]))) => h,
+            _ => self.flags.image_size,
+        }
     }
 }

@@ -1,17 +1,17 @@
-//! What a worker runs in its window: a ResNet18 step, or the hog holding its memory (issue 12).
+//! What a worker runs in its window: a model step, or the hog holding its memory (issue 12).
 //!
 //! One enum so that the window runner, the warmup and the artifacts treat both alike; the hog's
 //! steps are hold intervals of 0 samples (`coload_workload::Hog`).
 
 use coload_cohort_schema::MemoryInfo;
 use coload_timing::Step;
-use coload_workload::{Hog, ResNetStep, WorkloadError, WorkloadInfo};
+use coload_workload::{Hog, ModelStep, WorkloadError, WorkloadInfo};
 
 /// The worker's load.
 #[derive(Debug)]
 pub(crate) enum Load {
-    /// ResNet18 training or inference.
-    ResNet(ResNetStep),
+    /// A model's training or inference step.
+    Model(ModelStep),
     /// Device memory held through the window.
     Hog(Hog),
 }
@@ -20,7 +20,7 @@ impl Load {
     /// Device, versions and guards, for `worker.json`.
     pub(crate) fn info(&self) -> WorkloadInfo {
         match self {
-            Load::ResNet(s) => s.info(),
+            Load::Model(s) => s.info(),
             Load::Hog(h) => h.info(),
         }
     }
@@ -28,7 +28,7 @@ impl Load {
     /// Peak device memory (the caching allocator's), on CUDA.
     pub(crate) fn peak_memory(&self) -> Option<MemoryInfo> {
         match self {
-            Load::ResNet(s) => s.peak_memory(),
+            Load::Model(s) => s.peak_memory(),
             Load::Hog(h) => h.peak_memory(),
         }
     }
@@ -37,7 +37,7 @@ impl Load {
     pub(crate) fn as_hog(&self) -> Option<&Hog> {
         match self {
             Load::Hog(h) => Some(h),
-            Load::ResNet(_) => None,
+            Load::Model(_) => None,
         }
     }
 }
@@ -47,7 +47,7 @@ impl Step for Load {
 
     fn step(&mut self) -> Result<u32, WorkloadError> {
         match self {
-            Load::ResNet(s) => s.step(),
+            Load::Model(s) => s.step(),
             Load::Hog(h) => h.step(),
         }
     }

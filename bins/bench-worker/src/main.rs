@@ -10,6 +10,7 @@ mod error;
 mod hog;
 mod load;
 mod progress;
+mod serve_args;
 mod share;
 mod termination;
 mod worker;
@@ -24,5 +25,12 @@ fn main() -> ExitCode {
         eprintln!("error: {message}");
         return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
     }
-    ExitCode::from(worker::execute(&args))
+    let serve = match serve_args::plan(&args) {
+        Ok(plan) => plan,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
+        }
+    };
+    ExitCode::from(worker::execute(&args, serve))
 }

@@ -10,19 +10,24 @@ use std::time::Duration;
 
 use coload_barrier::{Barrier, BarrierError, BarrierOptions};
 use coload_cohort_schema::{
-    BarrierTiming, BatchRecord, DeviceChoice, DeviceKind, Failure, FailureKind, ReadyRecord,
-    RuntimeInfo, SCHEMA_VERSION, Stage, Status, TelemetrySample, WindowInfo, WorkerConfig,
-    WorkerReport, Workload, exit, files, write_json_atomic,
+    BarrierTiming, BatchRecord, DeviceChoice, DeviceKind, Failure, FailureKind, GpmRecord,
+    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, Stage, Status, TelemetrySample, WindowInfo,
+    WorkerConfig, WorkerReport, Workload, exit, files, write_json_atomic,
 };
-use coload_device::{NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler};
+use coload_device::{
+    ActivityOptions, MigTarget, NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler,
+};
 use coload_timing::{BatchBuffer, Clock, run_window_cancellable, warmup_observed};
-use coload_workload::{ResNetStep, WorkloadOptions};
+use coload_workload::{ModelStep, WorkloadError, WorkloadInfo, WorkloadOptions};
 
 use crate::cli::Args;
 use crate::error::{WorkerError, chain};
 use crate::load::Load;
 use crate::progress::Progress;
+use crate::serve_args::ServePlan;
 use crate::termination::Termination;
+
+mod serve;
 
 /// Everything measured so far; written whatever happens.
 struct Run {
@@ -34,10 +39,16 @@ struct Run {
     target: Option<NvmlTarget>,
     batches: Vec<BatchRecord>,
     telemetry: Vec<TelemetrySample>,
+    /// The MIG device the worker runs on, for per-instance GPM and energy.
+    mig: Option<MigTarget>,
+    /// Raw GPM readings (`gpm.jsonl`).
+    gpm: Vec<GpmRecord>,
+    /// A serve worker's batches and schedule, written as `requests.jsonl`.
+    serve_records: Option<serve::ServeRecords>,
 }
 
 /// Runs the worker and returns the process exit code.
-pub(crate) fn execute(args: &Args) -> u8 {
+pub(crate) fn execute(args: &Args, serve: Option<ServePlan>) -> u8 {
     let progress = Progress::new(args.log_format, args.quiet, args.place.replica);
     if let Err(e) = prepare_out(&args.place.out) {
         progress.error("setup", &chain(&e));
@@ -45,7 +56,8 @@ pub(crate) fn execute(args: &Args) -> u8 {
     }
     let clock = Clock::anchor();
     let termination = Termination::install();
-    let report = initial_report(args);
+    let mut report = initial_report(args);
+    report.config.serve = serve.as_ref().map(|p| p.config.clone());
     termination.checkpoint(&report, Stage::Preflight, &args.place.out);
     let mut run = Run {
         report,
@@ -54,8 +66,11 @@ pub(crate) fn execute(args: &Args) -> u8 {
         target: None,
         batches: Vec::new(),
         telemetry: Vec::new(),
+        mig: None,
+        gpm: Vec::new(),
+        serve_records: None,
     };
-    let result = run.measure(args, &clock, &progress);
+    let result = run.measure(args, &clock, &progress, serve);
     let mut code = match &result {
         Ok(()) => {
             run.report.status = Status::Complete;
@@ -115,14 +130,25 @@ fn initial_report(args: &Args) -> WorkerReport {
             mode: args.flags.mode,
             workload: args.place.workload,
             count: args.place.count,
-            model: "resnet18".to_owned(),
+            model: args.model_name(),
             batch_size: args.flags.batch_size,
-            image_size: args.flags.image_size,
+            image_size: args.recorded_image_size(),
             precision: args.flags.precision,
             warmup_batches: args.flags.warmup_batches,
             window_s: args.flags.window_s,
             start_lead_s: args.flags.start_lead_s,
             seed: args.flags.seed,
+            execution: args.flags.execution,
+            // Known once the model is built (see build_and_warm).
+            parameter_count: None,
+            model_by_workload: args
+                .flags
+                .model_file
+                .is_none()
+                .then(|| args.flags.model_declaration().per_workload().cloned())
+                .flatten(),
+            model_file: None,
+            serve: None,
         },
         identity: coload_device::scheduler_identity(args.node_name.clone()),
         device: None,
@@ -132,9 +158,12 @@ fn initial_report(args: &Args) -> WorkerReport {
         memory: None,
         host: None,
         telemetry: None,
+        gpm: None,
+        energy: None,
         warnings: Vec::new(),
         share: None,
         hog: None,
+        serve: None,
     }
 }
 
@@ -144,23 +173,19 @@ impl Run {
         args: &Args,
         clock: &Clock,
         progress: &Progress,
+        serve: Option<ServePlan>,
     ) -> Result<(), WorkerError> {
         let mut barrier = self.preflight(args, clock, progress)?;
         self.checkpoint(Stage::Warmup);
+        if let Some(plan) = serve {
+            return self.measure_serve(barrier, plan, args, clock, progress);
+        }
+        if let Some(plan) = serve {
+            return self.measure_serve(barrier, plan, args, clock, progress);
+        }
         let (step, buffer) = match self.build_and_warm(args, clock, progress) {
             Ok(v) => v,
-            Err(e) => {
-                // Tell the peers now rather than let them wait out their join timeout.
-                let reason = format!(
-                    "replica {} failed in {} ({}): {}",
-                    args.place.replica,
-                    e.stage(),
-                    e.kind(),
-                    chain(&e)
-                );
-                let _ = barrier.abort(FailureKind::PeerFailed, &reason, clock);
-                return Err(e);
-            }
+            Err(e) => return Err(tell_peers(&barrier, args, e, clock)),
         };
         let start_unix_ns = self.rendezvous(&mut barrier, args, clock, progress)?;
         let late_margin = barrier.options().late_margin;
@@ -312,13 +337,12 @@ impl Run {
         self.termination.leave_window();
 
         // After the window.
-        if let Some(sampler) = sampler {
-            let (raw, summary) = sampler.stop();
-            self.telemetry = raw;
-            self.report.telemetry = summary;
-        }
-        let host_end = coload_device::host_snapshot();
-        self.report.host = Some(coload_device::host_info(&host_start, &host_end));
+        self.after_window(
+            sampler,
+            &host_start,
+            outcome.actual_start_unix_ns,
+            outcome.end_unix_ns,
+        );
         self.report.memory = step.peak_memory();
         self.batches = buffer.records(clock);
         let timing = self
@@ -336,13 +360,7 @@ impl Run {
         if let Some(error) = outcome.error {
             return Err(WorkerError::Window(error));
         }
-        if outcome.lateness_ns > i64::try_from(late_margin.as_nanos()).unwrap_or(i64::MAX) {
-            return Err(WorkerError::LateStart {
-                lateness_ns: outcome.lateness_ns,
-                margin: late_margin,
-                batches: outcome.batches,
-            });
-        }
+        check_lateness(outcome.lateness_ns, late_margin, outcome.batches)?;
         let rate = outcome.samples as f64 / args.flags.window_s;
         progress.phase(
             "window",
@@ -373,6 +391,13 @@ impl Run {
         if let Some(share) = &self.report.share {
             progress.phase("preflight", &crate::share::describe(share));
         }
+        // A hog runs no model: a per-workload --model need not name one for it.
+        let model = if args.place.workload == Workload::Hog {
+            coload_workload::ModelSource::default()
+        } else {
+            args.model_source()
+                .map_err(|message| in_warmup(WorkloadError::InvalidOption(message)))?
+        };
         let options = WorkloadOptions {
             workload: args.place.workload,
             device: f.device,
@@ -380,48 +405,24 @@ impl Run {
             image_size: f.image_size,
             precision: f.precision,
             seed: f.seed,
+            model,
+            execution: f.execution,
         };
         let mut step = if args.place.workload == Workload::Hog {
             Load::Hog(crate::hog::allocate(args, clock).map_err(in_warmup)?)
         } else {
-            Load::ResNet(ResNetStep::new(&options).map_err(in_warmup)?)
+            Load::Model(ModelStep::new(&options).map_err(in_warmup)?)
         };
+        let info = step.info();
         if let Some(hog) = step.as_hog() {
             self.report.hog = Some(hog.report().clone());
             progress.phase("warmup", &crate::hog::describe(hog));
+        } else {
+            // What only the built model knows, in the configuration the barrier compares.
+            self.report.config.parameter_count = Some(info.parameter_count);
+            self.report.config.model_file.clone_from(&info.model_file);
         }
-        let info = step.info();
-        if f.device == DeviceChoice::Auto && info.device_kind == DeviceKind::Cpu {
-            refuse_silent_cpu_fallback()?;
-        }
-        let mut device = coload_device::identify(info.device_kind, info.cuda_index);
-        device.info.libtorch_version = Some(info.libtorch_version.clone());
-        if device.info.cudnn_version.is_none() {
-            device.info.cudnn_version.clone_from(&info.cudnn_version);
-        }
-        if device.info.cuda_version.is_none() {
-            device.info.cuda_version.clone_from(&info.cuda_version);
-        }
-        let facts = SharingFacts {
-            // The model is resident, so this process holds a context on the device now.
-            other_compute_processes: coload_device::other_compute_processes(&device, true),
-            mps_client: coload_device::mps_client(),
-        };
-        let allocation =
-            coload_device::check_allocation(f.mode, &device.info, &facts, f.strict_device);
-        self.report.warnings.extend(device.warnings);
-        self.target = device.target;
-        self.report.device = Some(device.info);
-        self.report.runtime = Some(RuntimeInfo {
-            inference_guard: info.inference_guard.clone(),
-            cudnn_benchmark: Some(info.cudnn_benchmark),
-            mps_client: facts.mps_client,
-            torch_threads: Some(info.torch_threads),
-        });
-        let share = self.report.share.as_ref().map_or(Ok(Vec::new()), |s| {
-            coload_device::check_share(s, info.device_kind, f.strict_device)
-        });
-        self.record_checks([allocation, share], progress)?;
+        self.record_device(args, &info, build_start, clock, progress)?;
         if let Some(hog) = step.as_hog() {
             // The hog holds its memory now: say so before the barrier, so that a launcher can
             // start the other workers only after it (the hog always allocates first).
@@ -431,15 +432,6 @@ impl Run {
                 BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s, interval_s));
             return Ok((step, buffer));
         }
-        let built_s = (clock.now_unix_ns() - build_start) as f64 / 1e9;
-        progress.phase(
-            "warmup",
-            &format!(
-                "model ready on {} in {built_s:.2} s; running {} warmup batches",
-                describe_device(&self.report),
-                f.warmup_batches
-            ),
-        );
         let total = f.warmup_batches;
         let stats = warmup_observed(&mut step, total, |done, d| {
             progress.live(&format!(
@@ -485,12 +477,91 @@ impl Run {
         Ok(())
     }
 
+    /// Identifies the device the workload runs on, checks it against the mode, and records it
+    /// (with the runtime facts) in the report. Shared by the batch and the serve paths.
+    fn record_device(
+        &mut self,
+        args: &Args,
+        info: &WorkloadInfo,
+        build_start: u64,
+        clock: &Clock,
+        progress: &Progress,
+    ) -> Result<(), WorkerError> {
+        let f = &args.flags;
+        if f.device == DeviceChoice::Auto && info.device_kind == DeviceKind::Cpu {
+            refuse_silent_cpu_fallback()?;
+        }
+        let mut device = coload_device::identify(info.device_kind, info.cuda_index);
+        device.info.libtorch_version = Some(info.libtorch_version.clone());
+        if device.info.cudnn_version.is_none() {
+            device.info.cudnn_version.clone_from(&info.cudnn_version);
+        }
+        if device.info.cuda_version.is_none() {
+            device.info.cuda_version.clone_from(&info.cuda_version);
+        }
+        let facts = SharingFacts {
+            // The model is resident, so this process holds a context on the device now.
+            other_compute_processes: coload_device::other_compute_processes(&device, true),
+            mps_client: coload_device::mps_client(),
+        };
+        let allocation =
+            coload_device::check_allocation(f.mode, &device.info, &facts, f.strict_device);
+        self.mig = MigTarget::from_report(&device);
+        self.report.warnings.extend(device.warnings);
+        self.target = device.target;
+        self.report.device = Some(device.info);
+        self.report.runtime = Some(RuntimeInfo {
+            inference_guard: info.inference_guard.clone(),
+            cudnn_benchmark: Some(info.cudnn_benchmark),
+            mps_client: facts.mps_client,
+            torch_threads: Some(info.torch_threads),
+        });
+        // Issue 12: the MPS share the worker declared against what the runtime reported.
+        let share = self.report.share.as_ref().map_or(Ok(Vec::new()), |s| {
+            coload_device::check_share(s, info.device_kind, f.strict_device)
+        });
+        self.record_checks([allocation, share], progress)?;
+        let built_s = (clock.now_unix_ns() - build_start) as f64 / 1e9;
+        progress.phase(
+            "warmup",
+            &format!(
+                "model ready on {} in {built_s:.2} s; running {} warmup batches",
+                describe_device(&self.report),
+                f.warmup_batches
+            ),
+        );
+        Ok(())
+    }
+
+    /// Stops the sampler and records its telemetry, GPM and energy over `[start, end]`, and the
+    /// host's facts across the window.
+    fn after_window(
+        &mut self,
+        sampler: Option<TelemetrySampler>,
+        host_start: &coload_device::HostSnapshot,
+        start_unix_ns: u64,
+        end_unix_ns: u64,
+    ) {
+        if let Some(sampler) = sampler {
+            let out = sampler.stop_all();
+            let (start, end) = (start_unix_ns, end_unix_ns);
+            self.report.gpm = Some(out.activity.gpm_report(start, end));
+            self.report.energy = Some(out.activity.energy_report(&out.samples, start, end));
+            self.telemetry = out.samples;
+            self.report.telemetry = out.summary;
+            self.gpm = out.activity.gpm;
+        }
+        let host_end = coload_device::host_snapshot();
+        self.report.host = Some(coload_device::host_info(host_start, &host_end));
+    }
+
     /// Lets the signal handler write what is known so far if the worker is stopped in `stage`.
     fn checkpoint(&self, stage: Stage) {
         self.termination.checkpoint(&self.report, stage, &self.out);
     }
 
-    /// Starts device telemetry on the worker's physical GPU, timestamped on the worker's clock.
+    /// Starts device telemetry (with the energy counter) and GPM on the worker's physical GPU
+    /// (and its MIG instance), timestamped on the worker's clock, all on the sampler's thread.
     /// Telemetry is evidence, not a requirement: when it cannot start, the worker says so and
     /// goes on.
     fn start_sampler(
@@ -500,19 +571,24 @@ impl Run {
         progress: &Progress,
     ) -> Option<TelemetrySampler> {
         let f = &args.flags;
-        if f.telemetry_hz <= 0.0 {
+        let rate_hz = (f.telemetry_hz > 0.0).then_some(f.telemetry_hz);
+        let gpm_interval_s = (f.gpm_interval_s > 0.0).then_some(f.gpm_interval_s);
+        if rate_hz.is_none() && gpm_interval_s.is_none() {
             return None;
         }
         let target = self.target?;
         // Room for the window plus the lead and a margin, at the asked rate.
-        let capacity = ((f.window_s + f.start_lead_s + 10.0) * f.telemetry_hz).ceil() as usize;
+        let covered_s = f.window_s + f.start_lead_s + 10.0;
+        let capacity = (covered_s * f.telemetry_hz).ceil() as usize;
+        let activity = ActivityOptions::for_duration(gpm_interval_s, covered_s, self.mig);
         let clock = *clock;
         let started = RealNvml::open().and_then(|nvml| {
-            TelemetrySampler::start_with(
+            TelemetrySampler::start_with_activity(
                 Box::new(nvml),
                 target.gpu_index,
-                f.telemetry_hz,
+                rate_hz,
                 capacity.max(1),
+                activity,
                 move || clock.now_unix_ns(),
             )
         });
@@ -521,6 +597,10 @@ impl Run {
             Err(e) => {
                 let message = format!("device telemetry not sampled: {e}");
                 progress.phase("barrier", &message);
+                self.report.gpm = Some(coload_device::gpm_not_sampled(
+                    gpm_interval_s,
+                    message.clone(),
+                ));
                 self.report
                     .warnings
                     .push(coload_cohort_schema::WorkerWarning {
@@ -532,16 +612,57 @@ impl Run {
         }
     }
 
-    /// Writes batches.jsonl, telemetry.jsonl, then worker.json last (atomically).
+    /// Writes batches.jsonl, telemetry.jsonl, gpm.jsonl, then worker.json last (atomically).
     fn write(&self, out: &Path) -> Result<(), WorkerError> {
         write_lines(&out.join(files::BATCHES), &self.batches).map_err(WorkerError::Write)?;
+        if let Some(r) = &self.serve_records {
+            write_lines(
+                &out.join(files::REQUESTS),
+                coload_timing::request_lines(&r.buffer, &r.plan.schedule, r.start_unix_ns),
+            )
+            .map_err(WorkerError::Write)?;
+        }
         if !self.telemetry.is_empty() {
             write_lines(&out.join(files::TELEMETRY), &self.telemetry)
                 .map_err(WorkerError::Write)?;
         }
+        if !self.gpm.is_empty() {
+            write_lines(&out.join(files::GPM), &self.gpm).map_err(WorkerError::Write)?;
+        }
         write_json_atomic(&out.join(files::WORKER_REPORT), &self.report)
             .map_err(|e| WorkerError::Write(e.to_string()))
     }
+}
+
+/// A window that began more than `late_margin` after the common start fails as a late start:
+/// it does not overlap its peers' windows, whatever it measured.
+fn check_lateness(
+    lateness_ns: i64,
+    late_margin: Duration,
+    batches: usize,
+) -> Result<(), WorkerError> {
+    if lateness_ns > i64::try_from(late_margin.as_nanos()).unwrap_or(i64::MAX) {
+        return Err(WorkerError::LateStart {
+            lateness_ns,
+            margin: late_margin,
+            batches,
+        });
+    }
+    Ok(())
+}
+
+/// A failure before the barrier: tells the peers at once (an abort of kind `peer_failed`) rather
+/// than let them wait out their join timeout, and returns the failure.
+fn tell_peers(barrier: &Barrier, args: &Args, e: WorkerError, clock: &Clock) -> WorkerError {
+    let reason = format!(
+        "replica {} failed in {} ({}): {}",
+        args.place.replica,
+        e.stage(),
+        e.kind(),
+        chain(&e)
+    );
+    let _ = barrier.abort(FailureKind::PeerFailed, &reason, clock);
+    e
 }
 
 /// `--device auto` picks the CPU when libtorch sees no CUDA device. On a host whose NVML lists
@@ -572,12 +693,15 @@ fn describe_device(report: &WorkerReport) -> String {
     }
 }
 
-fn write_lines<T: serde::Serialize>(path: &Path, items: &[T]) -> Result<(), String> {
+fn write_lines<T: serde::Serialize>(
+    path: &Path,
+    items: impl IntoIterator<Item = T>,
+) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", path.display());
     let file = File::create(path).map_err(|e| err(&e))?;
     let mut w = BufWriter::with_capacity(1 << 16, file);
     for item in items {
-        serde_json::to_writer(&mut w, item).map_err(|e| err(&e))?;
+        serde_json::to_writer(&mut w, &item).map_err(|e| err(&e))?;
         w.write_all(b"\n").map_err(|e| err(&e))?;
     }
     let file = w.into_inner().map_err(|e| err(&e))?;

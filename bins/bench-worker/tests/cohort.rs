@@ -166,6 +166,9 @@ fn a_three_worker_mixed_cohort_completes_and_summarizes() {
         if i == 0 {
             assert!(runtime.inference_guard.is_some());
         }
+        // A CPU worker has no NVML device: no GPU activity or energy, and no file for them.
+        assert!(r.gpm.is_none() && r.energy.is_none());
+        assert!(!dir.join("gpm.jsonl").exists());
     }
     assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
 
@@ -269,6 +272,12 @@ fn bad_arguments_are_refused_before_anything_runs() {
     let (status, stderr) = finish(c.spawn(0, 1, "train", "w0", &["--window-s=-1"]));
     assert_eq!(status.code(), Some(i32::from(exit::INVALID_INPUT)));
     assert!(stderr.contains("--window-s"), "{stderr}");
+    let (status, stderr) = finish(c.spawn(0, 1, "train", "w0", &["--gpm-interval-s=0.01"]));
+    assert_eq!(status.code(), Some(i32::from(exit::INVALID_INPUT)));
+    assert!(
+        stderr.contains("--gpm-interval-s must be 0 (off) or between 0.1 and 3600"),
+        "{stderr}"
+    );
 }
 
 fn terminate(child: &Child) {

@@ -1,5 +1,7 @@
 //! Comparing cohorts: against solo baselines of the same workload, and across repeats of one
-//! shape.
+//! shape. Every cohort, group and baseline carries its model and execution, so a ratio between
+//! different models or executions is flagged (`baseline_config`) and repeats of one shape never
+//! mix them.
 //!
 //! - Slowdown per worker: `rate_vs_solo = samples/s / solo samples/s` (below 1 is slower) and
 //!   `p99_vs_solo = p99 / solo p99` (above 1 is slower).
@@ -14,9 +16,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use coload_cohort_schema::{
-    Baseline, CohortComparison, CohortSummary, Comparison, GroupComparison, RepeatGroup,
-    RepeatPoint, RepeatStats, SCHEMA_VERSION, SummaryWarning, WorkerComparison, Workload,
-    check_version,
+    ActivityScope, Baseline, CohortComparison, CohortSummary, Comparison, GpmStats,
+    GroupComparison, MeanMax, RepeatGroup, RepeatPoint, RepeatStats, SCHEMA_VERSION,
+    SummaryWarning, WorkerComparison, Workload, check_version,
 };
 
 use crate::error::AnalysisError;
@@ -24,8 +26,15 @@ use crate::stats;
 use crate::summarize::{CAVEATS, Options, summarize_dirs, warn};
 
 /// Configuration fields a baseline may differ in from the cohort it is compared with: a solo
-/// baseline has, by definition, its own mode and count.
-const BASELINE_FREE_FIELDS: [&str; 2] = ["mode", "count"];
+/// baseline has, by definition, its own mode and count. The model is compared group by group
+/// instead (a mixed cohort may run one model per workload, and its `config` is replica 0's).
+const BASELINE_FREE_FIELDS: [&str; 5] = [
+    "mode",
+    "count",
+    "model",
+    "parameter_count",
+    "model_by_workload",
+];
 
 /// Where a compared cohort came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +104,8 @@ pub fn compare(
                 Baseline {
                     experiment: b.experiment.clone(),
                     mode: b.mode,
+                    model: worker.model.clone(),
+                    execution: b.config.execution,
                     samples_per_s: worker.samples_per_s,
                     p99_ms: worker.latency_ms.p99,
                 },
@@ -129,13 +140,18 @@ fn compare_cohort(
     for (workload, g) in &c.groups {
         let solo = base.get(workload);
         if let Some((b, bs)) = solo {
-            let diffs: Vec<String> = c
+            let mut diffs: Vec<String> = c
                 .config
                 .differences(&bs.config)
                 .iter()
                 .filter(|d| !BASELINE_FREE_FIELDS.contains(&d.field))
                 .map(ToString::to_string)
                 .collect();
+            if let (Some(group), Some(base)) = (&g.model, &b.model)
+                && group != base
+            {
+                diffs.insert(0, format!("model {group} != {base}"));
+            }
             if !diffs.is_empty() {
                 warnings.push(warn(
                     "baseline_config",
@@ -174,11 +190,13 @@ fn compare_cohort(
         groups.insert(
             *workload,
             GroupComparison {
+                model: g.model.clone(),
                 workers: g.workers,
                 aggregate_samples_per_s: g.aggregate_samples_per_s,
                 aggregate_vs_solo: solo.map(|b| ratio(g.aggregate_samples_per_s, b.samples_per_s)),
                 jain_fairness: g.jain_fairness,
                 p99_ms: g.latency_ms.p99,
+                samples_per_device_joule: g.samples_per_device_joule,
                 per_worker,
             },
         );
@@ -187,10 +205,38 @@ fn compare_cohort(
         experiment: c.experiment.clone(),
         mode: c.mode,
         count: c.count,
+        execution: c.config.execution,
         workload_mix: c.workload_mix.clone(),
         common_s: c.common_interval.seconds,
         groups,
+        gpm: device_gpm(c),
+        joules: c.energy.as_ref().map(|e| e.joules),
     }
+}
+
+/// The cohort's device-wide GPM in one figure per metric: the mean over its physical GPUs of
+/// each metric's mean, and the largest maximum (one GPU for every shared cohort; several only
+/// for exclusive cohorts across cards).
+fn device_gpm(c: &CohortSummary) -> Option<GpmStats> {
+    let devices: Vec<&GpmStats> = c
+        .gpm
+        .iter()
+        .filter(|d| d.scope == ActivityScope::Device && d.samples > 0)
+        .map(|d| &d.metrics)
+        .collect();
+    if devices.is_empty() {
+        return None;
+    }
+    Some(GpmStats::from_fn(|i| {
+        let values: Vec<&MeanMax> = devices.iter().filter_map(|d| d.fields()[i].1).collect();
+        (!values.is_empty()).then(|| MeanMax {
+            mean: values.iter().map(|v| v.mean).sum::<f64>() / values.len() as f64,
+            max: values
+                .iter()
+                .map(|v| v.max)
+                .fold(f64::NEG_INFINITY, f64::max),
+        })
+    }))
 }
 
 /// `a / b`, with a zero baseline giving 0 rather than infinity (a solo run with no throughput
@@ -199,11 +245,21 @@ fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
 }
 
+/// Same mode, count, workload mix, configuration (execution included) and model per group.
 fn same_shape(a: &CohortSummary, b: &CohortSummary) -> bool {
     a.mode == b.mode
         && a.count == b.count
         && a.workload_mix == b.workload_mix
         && a.config.differences(&b.config).is_empty()
+        && group_models(a) == group_models(b)
+}
+
+/// The model of each workload group, where known.
+fn group_models(c: &CohortSummary) -> BTreeMap<Workload, String> {
+    c.groups
+        .iter()
+        .filter_map(|(w, g)| Some((*w, g.model.clone()?)))
+        .collect()
 }
 
 fn repeats(cohorts: &[CohortSummary]) -> Vec<RepeatGroup> {
@@ -255,6 +311,8 @@ fn repeats(cohorts: &[CohortSummary]) -> Vec<RepeatGroup> {
             RepeatGroup {
                 mode: first.mode,
                 count: first.count,
+                execution: first.config.execution,
+                models: group_models(first),
                 workload_mix: first.workload_mix.clone(),
                 experiments: members.iter().map(|c| c.experiment.clone()).collect(),
                 groups,

@@ -59,6 +59,10 @@ pub enum AnalysisError {
     /// baseline that is not a solo cohort).
     #[error("{0}")]
     Compare(String),
+    /// A latency objective that cannot be judged: not a positive number, a quantile outside
+    /// (0, 1), or a cohort without a serve worker.
+    #[error("{0}")]
+    Slo(String),
     /// An output could not be written.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -78,7 +82,8 @@ impl AnalysisError {
             | AnalysisError::BadInput { .. }
             | AnalysisError::Schema(_)
             | AnalysisError::Compare(_)
-            | AnalysisError::NoHog { .. } => exit::INVALID_INPUT,
+            | AnalysisError::NoHog { .. }
+            | AnalysisError::Slo(_) => exit::INVALID_INPUT,
             AnalysisError::Cohort(_) => exit::INCOMPLETE_COHORT,
             AnalysisError::Placement { .. } | AnalysisError::SharedExclusive { .. } => {
                 exit::ALLOCATION_MISMATCH
@@ -208,6 +213,15 @@ pub enum CohortProblem {
         lines: u64,
         /// `window.batches` in `worker.json`.
         declared: u64,
+    },
+    /// A serve worker's request records are missing or disagree with its report.
+    BadServe {
+        /// The folder.
+        dir: PathBuf,
+        /// Its replica.
+        replica: u32,
+        /// What is wrong.
+        message: String,
     },
 }
 
@@ -415,6 +429,11 @@ impl fmt::Display for CohortProblem {
                  window.batches = {declared} (a truncated or mixed-up file)",
                 dir.display()
             ),
+            CohortProblem::BadServe {
+                dir,
+                replica,
+                message,
+            } => write!(f, "{}: serve replica {replica}: {message}", dir.display()),
         }
     }
 }

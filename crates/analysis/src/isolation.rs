@@ -289,9 +289,12 @@ mod tests {
             memory: None,
             host: None,
             telemetry: None,
+            gpm: None,
+            energy: None,
             warnings: Vec::new(),
             share: None,
             hog: None,
+            serve: None,
         }
     }
 

@@ -42,14 +42,18 @@
 //! assert_eq!(percentile(&sorted, P99), Some(198)); // ceil(0.99 * 200) = 198th smallest
 //! ```
 
+mod activity;
+pub mod capacity;
 mod colocation;
 mod compare;
 mod error;
+pub mod histogram;
 mod inputs;
 pub mod interval;
 mod isolation;
 mod report;
 mod scan;
+mod serve;
 pub mod stats;
 mod summarize;
 
@@ -62,4 +66,10 @@ pub use report::{
     render_comparison_markdown, render_isolation_markdown, render_isolation_table, render_markdown,
     render_report_html, render_table, write_report,
 };
-pub use summarize::{CAVEATS, HOST_PRESSURE_PCT, Options, summarize_dirs};
+pub use serve::{
+    BACKLOG_BATCHES, BACKLOG_FRACTION, EARLY_STOPPING_CONFIDENCE, GROWTH_FLOOR_NS, GROWTH_RATIO,
+    early_stopping_min_met, early_stopping_odds,
+};
+pub use summarize::{
+    CAVEATS, DEFAULT_SLO_QUANTILE, HOST_PRESSURE_PCT, Options, SERVE_CAVEAT, summarize_dirs,
+};

@@ -14,6 +14,7 @@ use crate::error::{AnalysisError, CohortProblem, IntervalCut};
 use crate::inputs::{WorkerInput, discover, read_reports};
 use crate::interval::{MIN_OVERLAP_FRACTION, Span, common_interval, cuts, overlap_fraction};
 use crate::scan::{Scan, scan_all};
+use crate::serve::{ServeScan, Slo, scan_requests, serve_summary};
 use crate::stats::{self, P90, P99, P999};
 
 /// Nanoseconds per second.
@@ -21,13 +22,23 @@ const NS_PER_S: f64 = 1e9;
 
 /// Limits of the method that hold for every cohort, printed with every report.
 pub const CAVEATS: [&str; 3] = [
-    "device-wide figures (utilization, power, clocks) describe the whole GPU: under \
-     time-slicing they cannot be attributed to one Pod",
+    "device-wide figures (utilization, power, clocks, GPM activity, energy and samples per \
+     joule) describe the whole GPU: under time-slicing and MPS they cannot be attributed to one \
+     Pod",
     "this workload measures throughput and latency only: it measures neither MIG fault \
      containment nor security isolation",
     "p99 here is the execution latency of one batch on the device, not the latency of a \
      request (no queueing, batching or network)",
 ];
+
+/// Added to the caveats of a cohort with a serve worker.
+pub const SERVE_CAVEAT: &str = "serve workers: a request's latency runs from its scheduled \
+     (open-loop) arrival to its batch's completion; requests still queued or running at the end \
+     of the common interval count as SLO misses and rank above every completed request in the \
+     percentiles";
+
+/// The quantile an SLO is judged at when none is given: p99.
+pub const DEFAULT_SLO_QUANTILE: f64 = 0.99;
 
 /// How to summarize.
 #[derive(Debug, Clone, Default)]
@@ -36,6 +47,55 @@ pub struct Options {
     pub strict: bool,
     /// Threads to read `batches.jsonl` files with; `None` uses every available core.
     pub threads: Option<NonZeroUsize>,
+    /// Judge serve workers' requests against this latency objective, milliseconds (overrides
+    /// the `slo_ms` a serve worker recorded). Refused when the cohort has no serve worker.
+    pub slo_ms: Option<f64>,
+    /// The quantile that must meet the objective ([`DEFAULT_SLO_QUANTILE`] when `None`).
+    pub slo_quantile: Option<f64>,
+}
+
+/// Checks the SLO options: a positive objective, a quantile in (0, 1) of at most three
+/// decimals (percentiles are computed in parts per thousand).
+fn check_slo(options: &Options) -> Result<(), AnalysisError> {
+    if let Some(ms) = options.slo_ms
+        && !(ms.is_finite() && ms > 0.0)
+    {
+        return Err(AnalysisError::Slo(format!(
+            "--slo-ms must be a positive number of milliseconds, got {ms}"
+        )));
+    }
+    if let Some(q) = options.slo_quantile {
+        let permille = q * 1000.0;
+        if !(q > 0.0 && q < 1.0) || (permille - permille.round()).abs() > 1e-9 {
+            return Err(AnalysisError::Slo(format!(
+                "--slo-quantile must be between 0 and 1 with at most three decimals (0.99, \
+                 0.999), got {q}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The common interval and every worker's overlap with it; refuses a cohort whose overlap is
+/// below [`MIN_OVERLAP_FRACTION`], naming the worker that cut the interval short.
+fn common_and_overlaps(inputs: &[WorkerInput]) -> Result<(Span, Vec<(u32, f64)>), AnalysisError> {
+    // Every input is complete with a non-empty window here.
+    let spans: Vec<Span> = inputs.iter().map(span_of).collect();
+    let common = common_interval(&spans);
+    let overlaps: Vec<(u32, f64)> = inputs
+        .iter()
+        .zip(&spans)
+        .map(|(w, s)| (w.report.replica, overlap_fraction(*s, common)))
+        .collect();
+    match common.filter(|_| overlaps.iter().all(|(_, o)| *o >= MIN_OVERLAP_FRACTION)) {
+        Some(common) => Ok((common, overlaps)),
+        None => Err(AnalysisError::Cohort(vec![CohortProblem::LowOverlap {
+            overlaps,
+            minimum: MIN_OVERLAP_FRACTION,
+            common_interval_ns: common.map(Span::len_ns),
+            cuts: interval_cuts(inputs, &spans),
+        }])),
+    }
 }
 
 /// Summarizes the cohort in `paths` (worker folders, or folders holding `worker-*` folders).
@@ -46,6 +106,7 @@ pub fn summarize_dirs(
     paths: &[PathBuf],
     options: &Options,
 ) -> Result<CohortSummary, AnalysisError> {
+    check_slo(options)?;
     let dirs = discover(paths)?;
     let (mut inputs, mut problems) = read_reports(&dirs)?;
     // Stable: duplicated replicas keep the order they were given in.
@@ -57,23 +118,8 @@ pub fn summarize_dirs(
     if !problems.is_empty() {
         return Err(AnalysisError::Cohort(problems));
     }
-    // Every input is complete with a non-empty window here.
-    let spans: Vec<Span> = inputs.iter().map(span_of).collect();
-    let common = common_interval(&spans);
-    let overlaps: Vec<(u32, f64)> = inputs
-        .iter()
-        .zip(&spans)
-        .map(|(w, s)| (w.report.replica, overlap_fraction(*s, common)))
-        .collect();
-    let Some(common) = common.filter(|_| overlaps.iter().all(|(_, o)| *o >= MIN_OVERLAP_FRACTION))
-    else {
-        return Err(AnalysisError::Cohort(vec![CohortProblem::LowOverlap {
-            overlaps,
-            minimum: MIN_OVERLAP_FRACTION,
-            common_interval_ns: common.map(Span::len_ns),
-            cuts: interval_cuts(&inputs, &spans),
-        }]));
-    };
+    check_slo_has_serve(options, &inputs)?;
+    let (common, overlaps) = common_and_overlaps(&inputs)?;
 
     let jobs: Vec<(PathBuf, u64)> = inputs
         .iter()
@@ -90,15 +136,27 @@ pub fn summarize_dirs(
         worker_scans.push(result?);
     }
     check_scans(&inputs, &worker_scans)?;
+    let serve_scans = scan_serve_workers(&inputs, common, options, threads)?;
 
     let common_s = common.len_ns() as f64 / NS_PER_S;
     let workers: Vec<WorkerSummary> = inputs
         .iter()
         .zip(&worker_scans)
         .zip(&overlaps)
-        .map(|((w, scan), (_, overlap))| worker_summary(w, scan, *overlap, common_s))
+        .zip(&serve_scans)
+        .map(|(((w, scan), (_, overlap)), serve)| {
+            let mut summary = worker_summary(w, scan, *overlap, common_s);
+            summary.serve = serve
+                .as_ref()
+                .map(|(scan, max_batch, slo)| serve_summary(scan, common_s, *max_batch, *slo));
+            summary
+        })
         .collect();
-    let groups = group_summaries(&workers, &worker_scans);
+    let mut groups = group_summaries(&workers, &worker_scans);
+    let activity = crate::activity::cohort_activity(&inputs, common);
+    if let Some(energy) = &activity.energy {
+        set_samples_per_joule(&mut groups, &workers, energy.joules);
+    }
     let placements: Vec<Placement<'_>> = inputs
         .iter()
         .map(|w| Placement {
@@ -109,11 +167,7 @@ pub fn summarize_dirs(
         .collect();
     let mode = reference.report.config.mode;
     let colocation = colocation(mode, &placements);
-    if mode == Mode::Exclusive && colocation.devices.iter().any(|d| d.replicas.len() > 1) {
-        return Err(AnalysisError::SharedExclusive {
-            explanation: colocation.explanation,
-        });
-    }
+    refuse_shared_exclusive(mode, &colocation)?;
     if options.strict && colocation.fits_mode == Some(false) {
         return Err(AnalysisError::Placement {
             mode,
@@ -145,9 +199,29 @@ pub fn summarize_dirs(
             .iter()
             .find_map(|w| w.report.share.as_ref().and_then(|s| s.declared)),
         isolation: hog_isolation(&inputs),
+        gpm: activity.gpm,
+        energy: activity.energy,
     };
+    if serve_scans.iter().any(Option::is_some) {
+        summary.caveats.push(SERVE_CAVEAT.to_owned());
+    }
     summary.warnings = warnings(&summary, &inputs);
+    summary.warnings.extend(activity.warnings);
     Ok(summary)
+}
+
+/// An exclusive cohort whose workers shared a physical GPU is no baseline: refused whatever the
+/// strictness (issue 12).
+fn refuse_shared_exclusive(
+    mode: Mode,
+    colocation: &coload_cohort_schema::Colocation,
+) -> Result<(), AnalysisError> {
+    if mode == Mode::Exclusive && colocation.devices.iter().any(|d| d.replicas.len() > 1) {
+        return Err(AnalysisError::SharedExclusive {
+            explanation: colocation.explanation.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// The isolation result of a cohort that holds a hog (issue 12).
@@ -159,6 +233,148 @@ fn hog_isolation(inputs: &[WorkerInput]) -> Option<coload_cohort_schema::Isolati
             let reports: Vec<_> = inputs.iter().map(|w| &w.report).collect();
             crate::isolation::isolation(&reports, 0)
         })
+}
+
+/// Each group's kept samples over the cohort's device-wide joules.
+fn set_samples_per_joule(
+    groups: &mut BTreeMap<Workload, GroupSummary>,
+    workers: &[WorkerSummary],
+    joules: f64,
+) {
+    if joules <= 0.0 {
+        return;
+    }
+    for (workload, g) in groups.iter_mut() {
+        let samples: u64 = workers
+            .iter()
+            .filter(|w| w.workload == *workload)
+            .map(|w| w.samples)
+            .sum();
+        g.samples_per_device_joule = Some(samples as f64 / joules);
+    }
+}
+
+/// An SLO judges request latency: a cohort without a serve worker has none to judge.
+fn check_slo_has_serve(options: &Options, inputs: &[WorkerInput]) -> Result<(), AnalysisError> {
+    let Some(reference) = inputs.first() else {
+        return Ok(());
+    };
+    if options.slo_ms.is_some() && !inputs.iter().any(is_serve) {
+        return Err(AnalysisError::Slo(format!(
+            "--slo-ms judges request latency, but cohort {} has no serve worker (workloads: {}); \
+             run one with --workers serve=1,... or leave --slo-ms out",
+            reference.report.experiment,
+            inputs
+                .iter()
+                .map(|w| w.report.config.workload.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(())
+}
+
+fn is_serve(w: &WorkerInput) -> bool {
+    w.report.config.workload == Workload::Serve
+}
+
+/// One serve worker's scan, its max batch and the objective it is judged by.
+type ServeResult = (ServeScan, u32, Option<Slo>);
+
+/// Streams every serve worker's `requests.jsonl` (one thread each, up to `threads`), and checks
+/// it against the worker's report. `None` for the other workers.
+fn scan_serve_workers(
+    inputs: &[WorkerInput],
+    common: Span,
+    options: &Options,
+    threads: NonZeroUsize,
+) -> Result<Vec<Option<ServeResult>>, AnalysisError> {
+    let quantile = options.slo_quantile.unwrap_or(DEFAULT_SLO_QUANTILE);
+    let mut problems = Vec::new();
+    let mut jobs: Vec<(usize, PathBuf, u32, Option<Slo>)> = Vec::new();
+    for (i, w) in inputs.iter().enumerate().filter(|(_, w)| is_serve(w)) {
+        let bad = |message: String| CohortProblem::BadServe {
+            dir: w.dir.clone(),
+            replica: w.report.replica,
+            message,
+        };
+        let Some(config) = &w.report.config.serve else {
+            problems.push(bad("its config has no serve section".into()));
+            continue;
+        };
+        let path = w.dir.join(files::REQUESTS);
+        if !path.is_file() {
+            problems.push(bad(format!("no {}", files::REQUESTS)));
+            continue;
+        }
+        let slo = options
+            .slo_ms
+            .or(config.slo_ms)
+            .map(|ms| Slo { ms, quantile });
+        jobs.push((i, path, config.max_batch, slo));
+    }
+    if !problems.is_empty() {
+        return Err(AnalysisError::Cohort(problems));
+    }
+    let mut out: Vec<Option<ServeResult>> = inputs.iter().map(|_| None).collect();
+    for chunk in jobs.chunks(threads.get().max(1)) {
+        let results: Vec<Result<ServeScan, coload_cohort_schema::SchemaError>> =
+            std::thread::scope(|s| {
+                let handles: Vec<_> = chunk
+                    .iter()
+                    .map(|(_, path, _, slo)| {
+                        s.spawn(move || scan_requests(path, common, slo.map(Slo::ns)))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .zip(chunk)
+                    .map(|(h, (_, path, _, _))| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(coload_cohort_schema::SchemaError::Io {
+                                path: path.clone(),
+                                source: std::io::Error::other("scan thread panicked"),
+                            })
+                        })
+                    })
+                    .collect()
+            });
+        for (result, (i, _, max_batch, slo)) in results.into_iter().zip(chunk) {
+            out[*i] = Some((result?, *max_batch, *slo));
+        }
+    }
+    for (w, result) in inputs.iter().zip(&out) {
+        let (Some((scan, _, _)), Some(info)) = (result, w.report.serve) else {
+            if result.is_some() {
+                problems.push(CohortProblem::BadServe {
+                    dir: w.dir.clone(),
+                    replica: w.report.replica,
+                    message: "worker.json has no serve section".into(),
+                });
+            }
+            continue;
+        };
+        if scan.file_requests != info.requests || scan.file_batches != info.batches_dispatched {
+            problems.push(CohortProblem::BadServe {
+                dir: w.dir.clone(),
+                replica: w.report.replica,
+                message: format!(
+                    "{} lists {} requests in {} batches but worker.json says serve.requests = \
+                     {} and serve.batches_dispatched = {} (a truncated or mixed-up file)",
+                    files::REQUESTS,
+                    scan.file_requests,
+                    scan.file_batches,
+                    info.requests,
+                    info.batches_dispatched
+                ),
+            });
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(AnalysisError::Cohort(problems))
+    }
 }
 
 /// Every worker's file must hold what its report declares, and some batch inside the interval.
@@ -324,6 +540,8 @@ fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> 
     WorkerSummary {
         replica: r.replica,
         workload: r.config.workload,
+        // A hog runs no model (issue 12).
+        model: (r.config.workload != Workload::Hog).then(|| r.config.model_label()),
         batches: scan.sorted_durations_ns.len() as u64,
         samples: scan.kept_samples,
         batches_recorded: scan.recorded_batches,
@@ -338,6 +556,7 @@ fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> 
         lateness_ns: r.barrier.and_then(|b| b.lateness_ns),
         share: r.share.clone(),
         hog: r.hog.clone(),
+        serve: None,
     }
 }
 
@@ -353,7 +572,9 @@ const ZERO_LATENCY: coload_cohort_schema::LatencyMs = coload_cohort_schema::Late
 };
 
 /// One group per workload. Training and inference rates are never added together: a training
-/// sample (forward, backward, step) and an inference sample are different units of work. A hog
+/// sample (forward, backward, step) and an inference sample are different units of work. Each
+/// group is labelled with its model: the configuration check lets the workloads of a mixed
+/// cohort run different models only as declared, and never the workers of one workload. A hog
 /// is in no group: it computes nothing, and its "batches" are hold intervals.
 fn group_summaries(workers: &[WorkerSummary], scans: &[Scan]) -> BTreeMap<Workload, GroupSummary> {
     let mut out = BTreeMap::new();
@@ -377,6 +598,7 @@ fn group_summaries(workers: &[WorkerSummary], scans: &[Scan]) -> BTreeMap<Worklo
         out.insert(
             workload,
             GroupSummary {
+                model: members.first().and_then(|(w, _)| w.model.clone()),
                 workers: members.len() as u32,
                 aggregate_samples_per_s: rates.iter().sum(),
                 per_worker_samples_per_s: MinMeanMax {
@@ -386,6 +608,7 @@ fn group_summaries(workers: &[WorkerSummary], scans: &[Scan]) -> BTreeMap<Worklo
                 },
                 jain_fairness: stats::jain_fairness(&rates),
                 latency_ms: stats::latency_ms(&parts).unwrap_or(ZERO_LATENCY),
+                samples_per_device_joule: None,
             },
         );
     }

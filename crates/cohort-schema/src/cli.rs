@@ -16,8 +16,14 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::config::{DeviceChoice, Mode, Precision, Workload};
+use crate::activity::{DEFAULT_GPM_INTERVAL_S, MAX_GPM_INTERVAL_S, MIN_GPM_INTERVAL_S};
+use crate::config::{
+    DeviceChoice, Execution, InputShape, Mode, ModelDeclaration, Precision, Workload,
+};
 use crate::share::{ByteSize, DeclaredShare};
+
+/// The model a worker runs when `--model` is not given: the article's.
+pub const DEFAULT_MODEL: &str = "resnet18";
 
 /// The measurement flags every worker of a cohort takes, and that the launcher passes on
 /// unchanged.
@@ -64,6 +70,31 @@ pub struct WorkerFlags {
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
+    /// Model (default resnet18): resnet18, resnet34, resnet50, resnet101, resnet152,
+    /// mobilenet_v2, efficientnet_b0..b3, densenet121, inception_v3 or squeezenet1_1; in a mixed
+    /// cohort one per workload, e.g. train=resnet50,infer=resnet18 (every worker gets the same
+    /// value)
+    #[arg(long, conflicts_with = "model_file")]
+    pub model: Option<ModelDeclaration>,
+
+    /// A TorchScript model (torch.jit.script(model).save(path)) instead of --model; needs
+    /// --input-shape and --num-classes
+    #[arg(long, requires_all = ["input_shape", "num_classes"])]
+    pub model_file: Option<PathBuf>,
+
+    /// One input sample's shape for --model-file, C,H,W (e.g. 3,224,224)
+    #[arg(long, requires = "model_file")]
+    pub input_shape: Option<InputShape>,
+
+    /// Classes the --model-file outputs (synthetic labels are drawn from 0..N)
+    #[arg(long, requires = "model_file", value_parser = clap::value_parser!(u32).range(1..))]
+    pub num_classes: Option<u32>,
+
+    /// How batches are issued: eager (kernel by kernel), or cuda-graph (the step captured once
+    /// after warmup and replayed: no launch cost per kernel; CUDA only)
+    #[arg(long, default_value_t = Execution::Eager)]
+    pub execution: Execution,
+
     /// Fail (instead of warning) when the device does not match --mode
     #[arg(long)]
     pub strict_device: bool,
@@ -100,12 +131,26 @@ pub struct WorkerFlags {
     #[arg(long, value_name = "SIZE")]
     pub hog_bytes: Option<ByteSize>,
 
-    /// Device telemetry sampling rate during the window, hertz (0 turns it off)
+    /// Device telemetry sampling rate during the window, hertz (0 turns it off, and with it
+    /// the energy readings)
     #[arg(long, default_value_t = 10.0)]
     pub telemetry_hz: f64,
+
+    /// GPU activity (NVML GPM) sampling interval, seconds, on the telemetry thread (0 turns it
+    /// off; GPM needs a Hopper or later GPU, and where it is unsupported worker.json says why)
+    #[arg(long, default_value_t = DEFAULT_GPM_INTERVAL_S)]
+    pub gpm_interval_s: f64,
 }
 
 impl WorkerFlags {
+    /// The model declaration, `resnet18` when none was given.
+    #[must_use]
+    pub fn model_declaration(&self) -> ModelDeclaration {
+        self.model
+            .clone()
+            .unwrap_or_else(|| ModelDeclaration::One(DEFAULT_MODEL.to_owned()))
+    }
+
     /// Checks what clap cannot: ranges of the values.
     pub fn validate(&self) -> Result<(), String> {
         for (name, value) in [
@@ -130,6 +175,13 @@ impl WorkerFlags {
             return Err(
                 "--hog-bytes must be more than 0 (leave it out to take all CUDA grants)".into(),
             );
+        }
+        let (lo, hi) = (MIN_GPM_INTERVAL_S, MAX_GPM_INTERVAL_S);
+        if !(self.gpm_interval_s == 0.0 || (lo..=hi).contains(&self.gpm_interval_s)) {
+            return Err(format!(
+                "--gpm-interval-s must be 0 (off) or between {lo} and {hi} seconds, got {}",
+                self.gpm_interval_s
+            ));
         }
         if self.batch_size == 0 || self.image_size < 32 {
             return Err(format!(
@@ -192,6 +244,49 @@ impl WorkerFlags {
             _ => None,
         }
     }
+}
+
+/// The serve workload's flags: given to serve workers only (a launcher renders them for those;
+/// the worker refuses `--rate`, `--arrivals-file` and `--slo-ms` for other workloads).
+#[derive(Debug, Clone, PartialEq, Serialize, clap::Args)]
+#[serde(rename_all = "kebab-case")]
+pub struct ServeFlags {
+    /// serve: offered load, requests per second, arriving open-loop whatever the server does
+    #[arg(long, value_name = "PER_S")]
+    pub rate: Option<f64>,
+
+    /// serve: arrival pattern at --rate: poisson (exponential gaps, seeded by --seed) or uniform
+    #[arg(long, value_enum, default_value_t = Arrivals::Poisson)]
+    pub arrivals: Arrivals,
+
+    /// serve: replay a trace instead of --rate: one offset per line, seconds from the window's
+    /// start, non-decreasing (`#` comments allowed)
+    #[arg(long, value_name = "FILE", conflicts_with = "rate")]
+    pub arrivals_file: Option<PathBuf>,
+
+    /// serve: the most requests in one batch (batches are padded to a power of two up to it)
+    #[arg(long, default_value_t = 32)]
+    pub max_batch: u32,
+
+    /// serve: how long the oldest waiting request may wait for more before its batch leaves, ms
+    /// (0: take what has arrived)
+    #[arg(long, default_value_t = 0.0, value_name = "MS")]
+    pub max_queue_delay_ms: f64,
+
+    /// serve: the latency objective, ms, recorded with the results for the summary's SLO
+    /// attainment
+    #[arg(long, value_name = "MS")]
+    pub slo_ms: Option<f64>,
+}
+
+/// `--arrivals`: how a serve worker's requests are spaced at `--rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Exponential inter-arrival times (a Poisson process).
+    Poisson,
+    /// Evenly spaced.
+    Uniform,
 }
 
 /// Which worker of which cohort a process is, and where its files go: what the launcher sets
@@ -319,6 +414,19 @@ mod tests {
         place: WorkerPlace,
         #[command(flatten)]
         flags: WorkerFlags,
+        #[command(flatten)]
+        serve: ServeFlags,
+    }
+
+    fn unusual_serve() -> ServeFlags {
+        ServeFlags {
+            rate: Some(250.5),
+            arrivals: Arrivals::Uniform,
+            arrivals_file: None,
+            max_batch: 8,
+            max_queue_delay_ms: 1.5,
+            slo_ms: Some(10.0),
+        }
     }
 
     /// Every field away from its default, so that a field left out of the argv shows.
@@ -343,6 +451,11 @@ mod tests {
                 image_size: 64,
                 precision: Precision::Bf16,
                 seed: 17,
+                model: Some("train=resnet50,infer=mobilenet_v2".parse().unwrap()),
+                model_file: None,
+                input_shape: None,
+                num_classes: None,
+                execution: Execution::CudaGraph,
                 strict_device: true,
                 mps_replicas: None,
                 mps_unlimited: false,
@@ -350,30 +463,51 @@ mod tests {
                 mps_memory: Some(ByteSize(20 << 30)),
                 hog_bytes: Some(ByteSize(120 << 30)),
                 telemetry_hz: 0.0,
+                gpm_interval_s: 2.5,
             },
         )
     }
 
+    /// [`unusual`] with a TorchScript file instead of a built-in model (the two conflict).
+    fn unusual_file() -> (WorkerPlace, WorkerFlags) {
+        let (place, mut flags) = unusual();
+        flags.model = None;
+        flags.model_file = Some("model dir/m.pt".into());
+        flags.input_shape = Some(InputShape([1, 28, 28]));
+        flags.num_classes = Some(10);
+        (place, flags)
+    }
+
+    fn argv_of((place, flags): &(WorkerPlace, WorkerFlags)) -> Vec<OsString> {
+        let mut argv = to_argv(place).unwrap();
+        argv.extend(to_argv(flags).unwrap());
+        argv
+    }
+
+    /// The serve flags with a trace file instead of a rate (the two conflict).
+    fn unusual_serve_file() -> ServeFlags {
+        ServeFlags {
+            rate: None,
+            arrivals_file: Some("trace dir/offsets.txt".into()),
+            ..unusual_serve()
+        }
+    }
+
     /// The MPS share flags exclude each other: these variants of [`unusual`] render the others.
-    fn share_variants() -> Vec<(WorkerPlace, WorkerFlags)> {
-        let (place, flags) = unusual();
-        let replicas = WorkerFlags {
-            mps_replicas: Some(7),
-            mps_threads: None,
-            mps_memory: None,
-            ..flags.clone()
-        };
-        let unlimited = WorkerFlags {
-            mps_unlimited: true,
-            mps_threads: None,
-            mps_memory: None,
-            ..flags.clone()
-        };
-        vec![
-            (place.clone(), flags),
-            (place.clone(), replicas),
-            (place, unlimited),
-        ]
+    fn unusual_replicas() -> (WorkerPlace, WorkerFlags) {
+        let (place, mut flags) = unusual();
+        flags.mps_replicas = Some(7);
+        flags.mps_threads = None;
+        flags.mps_memory = None;
+        (place, flags)
+    }
+
+    fn unusual_unlimited() -> (WorkerPlace, WorkerFlags) {
+        let (place, mut flags) = unusual();
+        flags.mps_unlimited = true;
+        flags.mps_threads = None;
+        flags.mps_memory = None;
+        (place, flags)
     }
 
     fn parse(argv: Vec<OsString>) -> Both {
@@ -384,30 +518,35 @@ mod tests {
 
     #[test]
     fn rendering_then_parsing_gives_the_same_flags() {
-        for (place, flags) in share_variants() {
-            let mut argv = to_argv(&place).unwrap();
-            argv.extend(to_argv(&flags).unwrap());
+        for (case, serve) in [
+            (unusual(), unusual_serve()),
+            (unusual_file(), unusual_serve_file()),
+            (unusual_replicas(), unusual_serve()),
+            (unusual_unlimited(), unusual_serve()),
+        ] {
+            let mut argv = argv_of(&case);
+            argv.extend(to_argv(&serve).unwrap());
             let back = parse(argv);
-            assert_eq!(back.place, place);
-            assert_eq!(back.flags, flags);
+            assert_eq!(back.place, case.0);
+            assert_eq!(back.flags, case.1);
+            assert_eq!(back.serve, serve);
         }
     }
 
     #[test]
     fn every_flag_clap_knows_is_rendered() {
-        let mut rendered: Vec<String> = Vec::new();
-        for (place, flags) in share_variants() {
-            let mut argv = to_argv(&place).unwrap();
-            argv.extend(to_argv(&flags).unwrap());
-            rendered.extend(
-                argv.iter()
-                    .filter_map(|a| a.to_str())
-                    .filter_map(|a| a.strip_prefix("--"))
-                    .map(str::to_owned),
-            );
-        }
-        rendered.sort_unstable();
-        rendered.dedup();
+        let mut argv = argv_of(&unusual());
+        argv.extend(argv_of(&unusual_file()));
+        argv.extend(argv_of(&unusual_replicas()));
+        argv.extend(argv_of(&unusual_unlimited()));
+        argv.extend(to_argv(&unusual_serve()).unwrap());
+        argv.extend(to_argv(&unusual_serve_file()).unwrap());
+        let rendered: Vec<String> = argv
+            .iter()
+            .filter_map(|a| a.to_str())
+            .filter_map(|a| a.strip_prefix("--"))
+            .map(str::to_owned)
+            .collect();
         let command = Both::command();
         let known: Vec<&str> = command
             .get_arguments()
@@ -453,6 +592,21 @@ mod tests {
             "cannot render worker flag --devices: only plain values can be passed on"
         );
         assert!(matches!(to_argv(&3_u32), Err(RenderError::NotFlags)));
+    }
+
+    #[test]
+    fn a_model_and_a_model_file_conflict_and_the_default_model_is_resnet18() {
+        let mut argv = argv_of(&unusual_file());
+        argv.extend(["--model".into(), "resnet50".into()]);
+        let mut full: Vec<OsString> = vec!["worker".into()];
+        full.extend(argv);
+        assert!(Both::try_parse_from(full).is_err());
+        let mut flags = unusual().1;
+        flags.model = None;
+        assert_eq!(
+            flags.model_declaration(),
+            ModelDeclaration::One("resnet18".into())
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The cohort configuration every worker declares, and the rule for comparing two of them.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -72,18 +73,29 @@ pub enum Workload {
     Train,
     /// Eval-mode forward under inference mode.
     Infer,
+    /// Open-loop requests served by a dynamic batcher running the inference forward at padded
+    /// batch sizes; measured per request (`requests.jsonl`).
+    Serve,
     /// Takes device memory up to `--hog-bytes` (or until CUDA refuses) and holds it through the
     /// window; no samples. Shows whether a sharing mode keeps one tenant's memory from the others.
     Hog,
 }
 
 impl Workload {
+    /// Whether the workload trains (a backward pass and an optimizer step); inference and
+    /// serving run the eval-mode forward only.
+    #[must_use]
+    pub fn trains(self) -> bool {
+        self == Workload::Train
+    }
+
     /// The name used on the command line and in documents.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             Workload::Train => "train",
             Workload::Infer => "infer",
+            Workload::Serve => "serve",
             Workload::Hog => "hog",
         }
     }
@@ -102,9 +114,10 @@ impl std::str::FromStr for Workload {
         match s {
             "train" => Ok(Workload::Train),
             "infer" => Ok(Workload::Infer),
+            "serve" => Ok(Workload::Serve),
             "hog" => Ok(Workload::Hog),
             _ => Err(format!(
-                "unknown workload `{s}` (expected train, infer or hog)"
+                "unknown workload `{s}` (expected train, infer, serve or hog)"
             )),
         }
     }
@@ -172,12 +185,167 @@ impl std::str::FromStr for DeviceChoice {
     }
 }
 
+/// How each batch is issued to the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Execution {
+    /// Every batch issues its kernels one by one from the host (what a PyTorch user's loop does).
+    #[default]
+    Eager,
+    /// The whole step was captured once in a CUDA graph after warmup; every batch is one replay
+    /// and a synchronize, so no per-kernel launch cost is paid on the host.
+    CudaGraph,
+}
+
+impl Execution {
+    /// Every execution mode, in declaration order.
+    pub const ALL: [Execution; 2] = [Execution::Eager, Execution::CudaGraph];
+
+    /// The name used on the command line and in documents.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Execution::Eager => "eager",
+            Execution::CudaGraph => "cuda-graph",
+        }
+    }
+}
+
+impl fmt::Display for Execution {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Execution {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Execution::ALL
+            .into_iter()
+            .find(|e| e.as_str() == s)
+            .ok_or_else(|| format!("unknown execution `{s}` (expected eager or cuda-graph)"))
+    }
+}
+
+/// The model name a worker records for a TorchScript file (`--model-file`).
+pub const TORCHSCRIPT_MODEL: &str = "torchscript";
+
+/// What identifies a user's TorchScript model (`--model-file`): the file's content, the input
+/// it takes and the classes it outputs. The file's path is not part of it (each Pod may mount
+/// the file elsewhere); the digest proves every worker ran the same model.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ModelFile {
+    /// SHA-256 of the file, lowercase hex.
+    pub sha256: String,
+    /// One sample's shape, `[channels, height, width]`.
+    pub input_shape: [u32; 3],
+    /// Classes of the model's output (the synthetic labels are drawn from `0..num_classes`).
+    pub num_classes: u32,
+}
+
+impl ModelFile {
+    /// `C,H,W`, as on the command line.
+    #[must_use]
+    pub fn input_shape_text(&self) -> String {
+        let [c, h, w] = self.input_shape;
+        format!("{c},{h},{w}")
+    }
+}
+
+/// What `--model` declares: one model for every worker, or one per workload in a mixed cohort
+/// (`train=resnet50,infer=resnet18`). Every worker of a cohort is given the same declaration and
+/// runs the entry of its own workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelDeclaration {
+    /// Every worker runs this model.
+    One(String),
+    /// Each workload runs its own model.
+    PerWorkload(BTreeMap<Workload, String>),
+}
+
+impl ModelDeclaration {
+    /// The model a worker of `workload` runs, or why the declaration names none for it.
+    pub fn model_for(&self, workload: Workload) -> Result<&str, String> {
+        match self {
+            ModelDeclaration::One(name) => Ok(name),
+            ModelDeclaration::PerWorkload(map) => {
+                map.get(&workload).map(String::as_str).ok_or_else(|| {
+                    format!(
+                        "--model `{self}` names no model for {workload} workers; add \
+                         {workload}=NAME"
+                    )
+                })
+            }
+        }
+    }
+
+    /// The per-workload declaration, recorded in [`WorkerConfig::model_by_workload`].
+    #[must_use]
+    pub fn per_workload(&self) -> Option<&BTreeMap<Workload, String>> {
+        match self {
+            ModelDeclaration::One(_) => None,
+            ModelDeclaration::PerWorkload(map) => Some(map),
+        }
+    }
+}
+
 impl fmt::Display for DeviceChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DeviceChoice::Auto => f.write_str("auto"),
             DeviceChoice::Cpu => f.write_str("cpu"),
             DeviceChoice::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for ModelDeclaration {
+    type Err = String;
+
+    /// `NAME`, or `workload=NAME` pairs separated by commas. Names are not checked here (the
+    /// workload crate knows which models exist).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err(
+                "--model is empty (e.g. resnet18, or train=resnet50,infer=resnet18)".into(),
+            );
+        }
+        if !s.contains('=') {
+            if s.contains(',') {
+                return Err(format!(
+                    "--model `{s}` lists several models; give one, or one per workload \
+                     (train=resnet50,infer=resnet18)"
+                ));
+            }
+            return Ok(ModelDeclaration::One(s.to_owned()));
+        }
+        let mut map = BTreeMap::new();
+        for part in s.split(',').map(str::trim) {
+            let (workload, name) = part.split_once('=').ok_or_else(|| {
+                format!(
+                    "`{part}` in --model is not of the form workload=NAME (e.g. train=resnet50)"
+                )
+            })?;
+            let workload: Workload = workload.trim().parse()?;
+            let name = name.trim();
+            if name.is_empty() {
+                return Err(format!("--model names no model for {workload} (`{part}`)"));
+            }
+            if map.insert(workload, name.to_owned()).is_some() {
+                return Err(format!("--model names {workload} twice"));
+            }
+        }
+        Ok(ModelDeclaration::PerWorkload(map))
+    }
+}
+
+impl fmt::Display for ModelDeclaration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelDeclaration::One(name) => f.write_str(name),
+            ModelDeclaration::PerWorkload(map) => f.write_str(&per_workload_text(map)),
         }
     }
 }
@@ -195,8 +363,76 @@ impl<'de> Deserialize<'de> for DeviceChoice {
     }
 }
 
+impl Serialize for ModelDeclaration {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ModelDeclaration {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One input sample's shape for a TorchScript model, written `C,H,W` on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct InputShape(pub [u32; 3]);
+
+impl std::str::FromStr for InputShape {
+    type Err = String;
+
+    /// Three positive integers separated by commas (`3,224,224`).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            format!(
+                "input shape `{text}` is not C,H,W with three positive integers (e.g. 3,224,224)"
+            )
+        };
+        let dims: Vec<u32> = text
+            .split(',')
+            .map(|d| d.trim().parse::<u32>().map_err(|_| bad()))
+            .collect::<Result<_, _>>()?;
+        match dims.as_slice() {
+            [c, h, w] if *c > 0 && *h > 0 && *w > 0 => Ok(InputShape([*c, *h, *w])),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl fmt::Display for InputShape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [c, h, w] = self.0;
+        write!(f, "{c},{h},{w}")
+    }
+}
+
+impl Serialize for InputShape {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for InputShape {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// `train=resnet50,infer=resnet18`.
+fn per_workload_text(map: &BTreeMap<Workload, String>) -> String {
+    map.iter()
+        .map(|(w, m)| format!("{w}={m}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The configuration a worker declares. Every worker of a cohort must declare the same one,
-/// field by field, except `workload` (a mixed cohort differs there by design).
+/// field by field, except `workload` (a mixed cohort differs there by design) and, where the
+/// cohort declared one model per workload (`model_by_workload`), the model of a worker of
+/// another workload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerConfig {
     /// The sharing mode the cohort was launched under.
@@ -205,11 +441,13 @@ pub struct WorkerConfig {
     pub workload: Workload,
     /// Number of workers in the cohort.
     pub count: u32,
-    /// Model name; always `resnet18` today.
+    /// The model this worker runs: a built-in model's name (`resnet18`, `resnet50`, ...), or
+    /// [`TORCHSCRIPT_MODEL`] for a user's TorchScript file (see `model_file`).
     pub model: String,
     /// Images per batch.
     pub batch_size: u32,
-    /// Height and width of the square synthetic images.
+    /// Height and width of the square synthetic images (for a TorchScript model, the height of
+    /// `model_file.input_shape`).
     pub image_size: u32,
     /// Numeric precision.
     pub precision: Precision,
@@ -219,8 +457,50 @@ pub struct WorkerConfig {
     pub window_s: f64,
     /// Time between the leader publishing the start and the start itself, seconds.
     pub start_lead_s: f64,
-    /// Seed for weights and synthetic inputs.
+    /// Seed for weights and synthetic inputs (and a serve worker's Poisson arrivals).
     pub seed: u64,
+    /// How each batch is issued (`eager` in documents written before the option existed).
+    #[serde(default)]
+    pub execution: Execution,
+    /// Trainable parameters of this worker's model; `null` before the model was built, and in
+    /// documents written before it was recorded.
+    #[serde(default)]
+    pub parameter_count: Option<u64>,
+    /// A mixed cohort's one model per workload (`{"train": "resnet50", "infer": "resnet18"}`),
+    /// identical in every worker; `null` when every worker runs `model`.
+    #[serde(default)]
+    pub model_by_workload: Option<BTreeMap<Workload, String>>,
+    /// The user's TorchScript file, when `model` is [`TORCHSCRIPT_MODEL`].
+    #[serde(default)]
+    pub model_file: Option<ModelFile>,
+    /// A serve worker's arrivals, batching and SLO; absent for other workloads. Like
+    /// `workload`, it belongs to the worker and is not compared across the cohort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeConfig>,
+}
+
+/// How a serve worker's requests arrive and are batched.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServeConfig {
+    /// Offered load, requests per second (for a file: the file's requests / window).
+    pub rate_per_s: f64,
+    /// `poisson` (seeded by `seed`), `uniform` or `file`.
+    pub arrivals: String,
+    /// The offsets file, as given, when `arrivals` is `file`.
+    #[serde(default)]
+    pub arrivals_file: Option<String>,
+    /// The most requests in one batch.
+    pub max_batch: u32,
+    /// How long the oldest waiting request may wait for more before its batch leaves,
+    /// milliseconds.
+    pub max_queue_delay_ms: f64,
+    /// The batch sizes the device runs (a batch is padded to the smallest one that fits), each
+    /// warmed up before the barrier.
+    pub padded_sizes: Vec<u32>,
+    /// The latency objective the worker was run for, milliseconds (the summarizer's `--slo-ms`
+    /// overrides it).
+    #[serde(default)]
+    pub slo_ms: Option<f64>,
 }
 
 /// One field on which two configurations differ.
@@ -257,13 +537,40 @@ impl WorkerConfig {
             window_s: 45.0,
             start_lead_s: 5.0,
             seed: 0,
+            execution: Execution::Eager,
+            parameter_count: None,
+            model_by_workload: None,
+            model_file: None,
+            serve: None,
         }
     }
 
-    /// The fields on which `self` differs from `reference`, ignoring `workload`.
+    /// A short name for the model, for labels and grouping: the model's name, or
+    /// `torchscript:<first 12 hex digits of its SHA-256>` for a TorchScript file.
+    #[must_use]
+    pub fn model_label(&self) -> String {
+        match &self.model_file {
+            Some(file) if self.model == TORCHSCRIPT_MODEL => {
+                let short = file.sha256.get(..12).unwrap_or(&file.sha256);
+                format!("{TORCHSCRIPT_MODEL}:{short}")
+            }
+            _ => self.model.clone(),
+        }
+    }
+
+    /// The fields on which `self` differs from `reference`, ignoring `workload` and `serve`
+    /// (the worker's own).
     ///
     /// This is the one comparison rule of the project: the barrier uses it before the start and
-    /// the summarizer uses it again on the written reports.
+    /// the summarizer uses it again on the written reports. Two exceptions follow from what the
+    /// fields mean:
+    ///
+    /// - Where the cohort declared one model per workload (`model_by_workload`), the declaration
+    ///   itself must be identical, each worker's `model` must be the one declared for its own
+    ///   workload, and `model` and `parameter_count` are compared only between workers of the
+    ///   same workload.
+    /// - `parameter_count` follows from the model; it is compared where both sides know it
+    ///   (documents written before it was recorded do not).
     #[must_use]
     pub fn differences(&self, reference: &WorkerConfig) -> Vec<ConfigDifference> {
         let mut out = Vec::new();
@@ -278,7 +585,63 @@ impl WorkerConfig {
         };
         check("mode", self.mode.to_string(), reference.mode.to_string());
         check("count", self.count.to_string(), reference.count.to_string());
-        check("model", self.model.clone(), reference.model.clone());
+        check(
+            "model_by_workload",
+            self.model_by_workload
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), per_workload_text),
+            reference
+                .model_by_workload
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), per_workload_text),
+        );
+        let mut model_checked = false;
+        // A hog runs no model: its `model` and `parameter_count` say nothing to compare.
+        let hog = self.workload == Workload::Hog || reference.workload == Workload::Hog;
+        if let Some(declared) = &self.model_by_workload
+            && !hog
+            && declared.get(&self.workload) != Some(&self.model)
+        {
+            let expected = declared.get(&self.workload).map_or_else(
+                || format!("none declared for {}", self.workload),
+                |m| format!("{m} (declared for {})", self.workload),
+            );
+            check("model", self.model.clone(), expected);
+            model_checked = true;
+        }
+        let per_workload =
+            self.model_by_workload.is_some() || reference.model_by_workload.is_some();
+        if !hog && (!per_workload || self.workload == reference.workload) {
+            if !model_checked {
+                check("model", self.model.clone(), reference.model.clone());
+            }
+            if let (Some(a), Some(b)) = (self.parameter_count, reference.parameter_count) {
+                check("parameter_count", a.to_string(), b.to_string());
+            }
+        }
+        let file = |c: &WorkerConfig, f: fn(&ModelFile) -> String| {
+            c.model_file.as_ref().map_or_else(|| "none".to_owned(), f)
+        };
+        check(
+            "model_file.sha256",
+            file(self, |m| m.sha256.clone()),
+            file(reference, |m| m.sha256.clone()),
+        );
+        check(
+            "model_file.input_shape",
+            file(self, ModelFile::input_shape_text),
+            file(reference, ModelFile::input_shape_text),
+        );
+        check(
+            "model_file.num_classes",
+            file(self, |m| m.num_classes.to_string()),
+            file(reference, |m| m.num_classes.to_string()),
+        );
+        check(
+            "execution",
+            self.execution.to_string(),
+            reference.execution.to_string(),
+        );
         check(
             "batch_size",
             self.batch_size.to_string(),
@@ -365,6 +728,169 @@ mod tests {
         let diffs = b.differences(&a);
         let text: Vec<String> = diffs.iter().map(ToString::to_string).collect();
         assert_eq!(text, ["batch_size 64 != 32", "window_s 45.5 != 45"]);
+    }
+
+    #[test]
+    fn model_execution_and_model_file_are_named() {
+        let reference = sample();
+        let mut other = sample();
+        other.model = "resnet50".into();
+        other.execution = Execution::CudaGraph;
+        other.parameter_count = Some(25_557_032);
+        let text: Vec<String> = other
+            .differences(&reference)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        // parameter_count is unknown in `a`: not a difference by itself.
+        assert_eq!(
+            text,
+            [
+                "model resnet50 != resnet18",
+                "execution cuda-graph != eager"
+            ]
+        );
+
+        let mut known = sample();
+        known.parameter_count = Some(11_689_512);
+        let mut off_by_one = known.clone();
+        off_by_one.parameter_count = Some(11_689_513);
+        assert_eq!(
+            off_by_one.differences(&known)[0].to_string(),
+            "parameter_count 11689513 != 11689512"
+        );
+
+        let file = ModelFile {
+            sha256: "ab".repeat(32),
+            input_shape: [1, 28, 28],
+            num_classes: 10,
+        };
+        let mut script = sample();
+        script.model = TORCHSCRIPT_MODEL.into();
+        script.model_file = Some(file.clone());
+        let mut other_file = script.clone();
+        other_file.model_file = Some(ModelFile {
+            sha256: "cd".repeat(32),
+            input_shape: [3, 28, 28],
+            ..file
+        });
+        let fields: Vec<&str> = other_file
+            .differences(&script)
+            .iter()
+            .map(|d| d.field)
+            .collect();
+        assert_eq!(fields, ["model_file.sha256", "model_file.input_shape"]);
+        assert_eq!(script.model_label(), "torchscript:abababababab");
+        assert_eq!(reference.model_label(), "resnet18");
+    }
+
+    #[test]
+    fn a_per_workload_model_declaration_lets_workloads_differ_only_as_declared() {
+        let declared: ModelDeclaration = "train=resnet50,infer=resnet18".parse().unwrap();
+        let map = declared.per_workload().cloned();
+        let worker = |workload: Workload| {
+            let mut c = sample();
+            c.workload = workload;
+            c.model = declared.model_for(workload).unwrap().to_owned();
+            c.parameter_count = Some(if workload == Workload::Train {
+                25_557_032
+            } else {
+                11_689_512
+            });
+            c.model_by_workload.clone_from(&map);
+            c
+        };
+        let (train, infer) = (worker(Workload::Train), worker(Workload::Infer));
+        assert!(infer.differences(&train).is_empty());
+        assert!(train.differences(&infer).is_empty());
+
+        // A trainer that runs another model than the one declared for training.
+        let mut rogue = worker(Workload::Train);
+        rogue.model = "resnet18".into();
+        let text: Vec<String> = rogue
+            .differences(&infer)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(text, ["model resnet18 != resnet50 (declared for train)"]);
+        let text: Vec<String> = rogue
+            .differences(&train)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(text, ["model resnet18 != resnet50 (declared for train)"]);
+
+        // A worker given another declaration, or none.
+        let mut other = worker(Workload::Infer);
+        other.model_by_workload = None;
+        let fields: Vec<&str> = other.differences(&train).iter().map(|d| d.field).collect();
+        assert_eq!(fields, ["model_by_workload"]);
+        // Without a declaration, different models are a difference whatever the workloads.
+        let mut plain_train = sample();
+        plain_train.model = "resnet50".into();
+        let mut plain_infer = sample();
+        plain_infer.workload = Workload::Infer;
+        let fields: Vec<&str> = plain_infer
+            .differences(&plain_train)
+            .iter()
+            .map(|d| d.field)
+            .collect();
+        assert_eq!(fields, ["model"]);
+    }
+
+    #[test]
+    fn model_declarations_parse_and_refuse() {
+        assert_eq!(
+            "resnet50".parse::<ModelDeclaration>().unwrap(),
+            ModelDeclaration::One("resnet50".into())
+        );
+        let d: ModelDeclaration = " infer = resnet18 , train=resnet50".parse().unwrap();
+        assert_eq!(d.to_string(), "train=resnet50,infer=resnet18");
+        assert_eq!(d.model_for(Workload::Infer).unwrap(), "resnet18");
+        let only_train: ModelDeclaration = "train=resnet50".parse().unwrap();
+        let err = only_train.model_for(Workload::Infer).unwrap_err();
+        assert!(err.contains("no model for infer"), "{err}");
+        for (bad, says) in [
+            ("", "empty"),
+            ("resnet18,resnet50", "several models"),
+            ("train=resnet50,resnet18", "workload=NAME"),
+            ("fly=resnet18", "unknown workload"),
+            ("train=", "no model for train"),
+            ("train=a,train=b", "twice"),
+        ] {
+            let err = bad.parse::<ModelDeclaration>().unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+        for e in Execution::ALL {
+            assert_eq!(e.as_str().parse::<Execution>().unwrap(), e);
+            assert_eq!(
+                serde_json::to_string(&e).unwrap(),
+                format!("\"{}\"", e.as_str())
+            );
+        }
+        assert!(
+            "graph"
+                .parse::<Execution>()
+                .unwrap_err()
+                .contains("cuda-graph")
+        );
+    }
+
+    #[test]
+    fn documents_without_the_new_fields_read_as_eager_and_unknown() {
+        let mut value = serde_json::to_value(sample()).unwrap();
+        let object = value.as_object_mut().unwrap();
+        for key in [
+            "execution",
+            "parameter_count",
+            "model_by_workload",
+            "model_file",
+        ] {
+            object.remove(key);
+        }
+        let old: WorkerConfig = serde_json::from_value(value).unwrap();
+        assert_eq!(old, sample());
+        assert_eq!(old.execution, Execution::Eager);
     }
 
     #[test]

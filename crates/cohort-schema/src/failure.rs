@@ -77,6 +77,20 @@ pub enum FailureKind {
     OutOfMemory,
     /// Any other libtorch error.
     LibtorchError,
+    /// The step cannot be captured in (or replayed from) a CUDA graph.
+    CudaGraph,
+    /// `--model-file`: no file at that path.
+    ModelFileMissing,
+    /// `--model-file`: the file cannot be read.
+    ModelFileUnreadable,
+    /// `--model-file`: libtorch cannot load it as a TorchScript module.
+    ModelFileNotTorchscript,
+    /// `--model-file`: its forward refuses an input of `--input-shape`.
+    ModelFileInputShape,
+    /// `--model-file`: its forward does not return `[batch, num_classes]` logits.
+    ModelFileOutputShape,
+    /// `--model-file`: it has no trainable parameter.
+    ModelFileNoParameters,
 
     // --- the window and after it ---
     /// The preallocated batch buffer filled before the window ended.
@@ -102,7 +116,13 @@ impl FailureKind {
             FailureKind::InvalidOption
             | FailureKind::InvalidExperiment
             | FailureKind::InvalidOptions
-            | FailureKind::InvalidOutput => exit::INVALID_INPUT,
+            | FailureKind::InvalidOutput
+            | FailureKind::ModelFileMissing
+            | FailureKind::ModelFileUnreadable
+            | FailureKind::ModelFileNotTorchscript
+            | FailureKind::ModelFileInputShape
+            | FailureKind::ModelFileOutputShape
+            | FailureKind::ModelFileNoParameters => exit::INVALID_INPUT,
             FailureKind::PreflightFailed | FailureKind::StaleExperiment => exit::PREFLIGHT_FAILED,
             FailureKind::BarrierTimeout => exit::BARRIER_TIMEOUT,
             FailureKind::ConfigMismatch => exit::CONFIG_MISMATCH,
@@ -118,6 +138,7 @@ impl FailureKind {
             FailureKind::CudaUnavailable
             | FailureKind::OutOfMemory
             | FailureKind::LibtorchError
+            | FailureKind::CudaGraph
             | FailureKind::BufferExhausted => exit::WORKLOAD_FAILED,
             FailureKind::AllocationMismatch => exit::ALLOCATION_MISMATCH,
             FailureKind::WriteFailed => exit::WRITE_FAILED,
@@ -160,6 +181,13 @@ impl FailureKind {
             FailureKind::CudaUnavailable => "cuda_unavailable",
             FailureKind::OutOfMemory => "out_of_memory",
             FailureKind::LibtorchError => "libtorch_error",
+            FailureKind::CudaGraph => "cuda_graph",
+            FailureKind::ModelFileMissing => "model_file_missing",
+            FailureKind::ModelFileUnreadable => "model_file_unreadable",
+            FailureKind::ModelFileNotTorchscript => "model_file_not_torchscript",
+            FailureKind::ModelFileInputShape => "model_file_input_shape",
+            FailureKind::ModelFileOutputShape => "model_file_output_shape",
+            FailureKind::ModelFileNoParameters => "model_file_no_parameters",
             FailureKind::BufferExhausted => "buffer_exhausted",
             FailureKind::Terminated => "terminated",
             FailureKind::WriteFailed => "write_failed",
@@ -180,7 +208,7 @@ mod tests {
 
     /// Every named kind, for the round-trip test (a kind missing here is caught by the match in
     /// `every_kind_is_listed`).
-    const NAMED: [FailureKind; 29] = [
+    const NAMED: [FailureKind; 36] = [
         FailureKind::InvalidOption,
         FailureKind::InvalidExperiment,
         FailureKind::InvalidOptions,
@@ -207,6 +235,13 @@ mod tests {
         FailureKind::CudaUnavailable,
         FailureKind::OutOfMemory,
         FailureKind::LibtorchError,
+        FailureKind::CudaGraph,
+        FailureKind::ModelFileMissing,
+        FailureKind::ModelFileUnreadable,
+        FailureKind::ModelFileNotTorchscript,
+        FailureKind::ModelFileInputShape,
+        FailureKind::ModelFileOutputShape,
+        FailureKind::ModelFileNoParameters,
         FailureKind::BufferExhausted,
         FailureKind::Terminated,
         FailureKind::WriteFailed,
@@ -285,6 +320,13 @@ mod tests {
                 | FailureKind::CudaUnavailable
                 | FailureKind::OutOfMemory
                 | FailureKind::LibtorchError
+                | FailureKind::CudaGraph
+                | FailureKind::ModelFileMissing
+                | FailureKind::ModelFileUnreadable
+                | FailureKind::ModelFileNotTorchscript
+                | FailureKind::ModelFileInputShape
+                | FailureKind::ModelFileOutputShape
+                | FailureKind::ModelFileNoParameters
                 | FailureKind::BufferExhausted
                 | FailureKind::Terminated
                 | FailureKind::WriteFailed => {}

@@ -22,6 +22,7 @@
 //! assert_eq!(batches[0].duration_ns(), 15);
 //! ```
 
+mod activity;
 mod barrier;
 mod batch;
 #[cfg(feature = "cli")]
@@ -32,27 +33,38 @@ pub mod exit;
 mod failure;
 mod hog;
 mod read;
+mod request;
 mod share;
 mod summary;
 mod telemetry;
 mod worker;
 
+pub use activity::{
+    ActivityScope, BYTES_PER_MIB, DEFAULT_GPM_INTERVAL_S, EnergyReport, EnergyScopeReport,
+    EnergySpan, GPM_METRIC_NAMES, GpmMetrics, GpmRecord, GpmReport, GpmScopeReport, GpmStats,
+    GpmValues, MAX_GPM_INTERVAL_S, MIN_GPM_INTERVAL_S, device_energy_readings, energy_mj_at,
+    mig_energy_readings,
+};
 pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::BatchRecord;
-pub use config::{ConfigDifference, DeviceChoice, Mode, Precision, WorkerConfig, Workload};
+pub use config::{
+    ConfigDifference, DeviceChoice, Execution, InputShape, Mode, ModelDeclaration, ModelFile,
+    Precision, ServeConfig, TORCHSCRIPT_MODEL, WorkerConfig, Workload,
+};
 pub use error::SchemaError;
 pub use failure::FailureKind;
 pub use hog::{HogReport, HogStop, HoldMarker, IsolationOutcome, IsolationResult, TenantOutcome};
 pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
-    read_worker_report, write_json_atomic,
+    read_lines, read_worker_report, write_json_atomic,
 };
+pub use request::{MAX_REQUESTS_PER_LINE, RequestBatchRecord, RequestReader};
 pub use share::{ByteSize, DeclaredShare, MIB, ObservedShare, SharePolicy, ShareReport};
 pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
 pub use worker::{
     BarrierTiming, DeviceInfo, DeviceKind, Failure, HostInfo, Identity, MemoryInfo, MemorySource,
-    RuntimeInfo, Stage, Status, WindowInfo, WorkerReport, WorkerWarning,
+    RuntimeInfo, ServeWindowInfo, Stage, Status, WindowInfo, WorkerReport, WorkerWarning,
 };
 
 /// The version of every document this crate writes and the newest it reads.
@@ -70,4 +82,9 @@ pub mod files {
     pub const HOLD: &str = "hold.json";
     /// A hog cohort's memory-isolation result (beside `summary.json`).
     pub const ISOLATION: &str = "isolation.json";
+    /// One JSON line per raw GPM reading and scope (optional).
+    pub const GPM: &str = "gpm.jsonl";
+    /// A serve worker's requests: one JSON line per dispatched batch with its requests' arrivals,
+    /// then the requests never dispatched.
+    pub const REQUESTS: &str = "requests.jsonl";
 }

@@ -186,6 +186,30 @@ pub fn read_batches_str(
     BatchReader::new(path.as_ref(), text.as_bytes()).collect()
 }
 
+/// Reads a small JSON-lines file of `T` records (`telemetry.jsonl`, `gpm.jsonl`) whole, naming
+/// the file and the 1-based line of the first line that is not a `T`. Blank lines are skipped.
+pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, SchemaError> {
+    let text = fs::read_to_string(path).map_err(|source| SchemaError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse_lines(path, &text)
+}
+
+fn parse_lines<T: DeserializeOwned>(path: &Path, text: &str) -> Result<Vec<T>, SchemaError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| SchemaError::BadLine {
+                path: path.to_owned(),
+                line: i as u64 + 1,
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
 /// Writes `value` as pretty JSON to `path` through a temporary file in the same directory,
 /// fsynced and renamed into place, so a reader sees either nothing or the whole document.
 pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), SchemaError> {
@@ -295,6 +319,22 @@ mod tests {
         assert_eq!(err_text("\n"), "b.jsonl:1: empty line");
         assert!(err_text("\u{0}\u{1}garbage\n").starts_with("b.jsonl:1:"));
         assert!(read_batches_str("b.jsonl", "").unwrap().is_empty());
+    }
+
+    #[test]
+    fn small_jsonl_files_name_their_bad_line() {
+        let p = Path::new("t.jsonl");
+        let ok: Vec<crate::TelemetrySample> = parse_lines(
+            p,
+            "{\"t_unix_ns\":1}\n\n{\"t_unix_ns\":2,\"energy_mj\":5}\n",
+        )
+        .unwrap();
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok[1].energy_mj, Some(5));
+        let e =
+            parse_lines::<crate::TelemetrySample>(p, "{\"t_unix_ns\":1}\n{\"t_unix_ns\":\"x\"}\n")
+                .unwrap_err();
+        assert!(e.to_string().starts_with("t.jsonl:2: invalid type"), "{e}");
     }
 
     #[test]

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Mode, WorkerConfig, Workload};
+use crate::activity::{ActivityScope, GpmStats};
+use crate::config::{Execution, Mode, WorkerConfig, Workload};
 use crate::hog::{HogReport, IsolationResult};
 use crate::share::{DeclaredShare, ShareReport};
 
@@ -45,6 +46,60 @@ pub struct CohortSummary {
     /// The memory-isolation result, for a cohort that holds a hog worker.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<IsolationResult>,
+    /// GPU activity counters (NVML GPM) over the common interval: one entry per physical GPU
+    /// (scope `device`) and per MIG instance a worker ran on (scope `mig`). Empty when no worker
+    /// recorded GPM.
+    #[serde(default)]
+    pub gpm: Vec<GpmDeviceSummary>,
+    /// Device-wide energy over the common interval, summed over the cohort's physical GPUs;
+    /// `null` when a GPU's energy counter was not recorded.
+    #[serde(default)]
+    pub energy: Option<EnergySummary>,
+}
+
+/// GPM over the common interval for one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpmDeviceSummary {
+    /// The physical GPU UUID (scope `device`) or MIG UUID (scope `mig`).
+    pub device: String,
+    /// Whole GPU or MIG GPU instance.
+    pub scope: ActivityScope,
+    /// The replica whose readings these are (every worker on a GPU samples the same device-wide
+    /// counters; the lowest replica with readings is used).
+    pub replica: Option<u32>,
+    /// GPM readings lying entirely inside the common interval.
+    pub samples: u64,
+    /// The sampling interval, seconds.
+    pub interval_s: Option<f64>,
+    /// Mean (interval-weighted) and maximum of each metric over those readings.
+    pub metrics: GpmStats,
+    /// Why there are no readings, when there are none.
+    pub reason: Option<String>,
+}
+
+/// Device-wide energy over the common interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnergySummary {
+    /// Always `device`: the whole GPUs, shared by every workload group (and, under MIG, by
+    /// instances outside the cohort).
+    pub scope: ActivityScope,
+    /// Joules over the common interval, summed over the physical GPUs.
+    pub joules: f64,
+    /// `joules / common interval seconds`.
+    pub mean_power_w: f64,
+    /// Each physical GPU.
+    pub devices: Vec<DeviceEnergy>,
+}
+
+/// One physical GPU's energy over the common interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceEnergy {
+    /// The GPU UUID.
+    pub device: String,
+    /// The replica whose counter readings were used.
+    pub replica: u32,
+    /// Joules over the common interval (the counter interpolated at both ends).
+    pub joules: f64,
 }
 
 /// A named warning attached to a summary or a comparison.
@@ -97,6 +152,10 @@ pub struct WorkerSummary {
     pub replica: u32,
     /// Its workload.
     pub workload: Workload,
+    /// Its model ([`WorkerConfig::model_label`]: `resnet50`, `torchscript:<sha256 prefix>`);
+    /// `null` in summaries written before models were recorded.
+    #[serde(default)]
+    pub model: Option<String>,
     /// Batches entirely inside the common interval (the kept batches).
     pub batches: u64,
     /// Samples in those batches.
@@ -129,6 +188,104 @@ pub struct WorkerSummary {
     /// `latency_ms` describes those intervals, and it is in no group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hog: Option<HogReport>,
+    /// A serve worker's request-level figures (absent for other workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeSummary>,
+}
+
+/// A serve worker's requests over the common interval: those whose scheduled arrival lies in it.
+///
+/// A request is *completed* when its batch completed by the end of the common interval; the
+/// others (queued or running at the end) are *not completed* and are never dropped: they count
+/// in `requests`, they count as misses against the SLO, and the latency percentiles rank them
+/// above every completed request (a percentile that falls on one of them is null).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServeSummary {
+    /// Requests whose scheduled arrival lies in the common interval.
+    pub requests: u64,
+    /// Those of them whose batch completed by the interval's end.
+    pub completed: u64,
+    /// Those queued or running at the interval's end.
+    pub not_completed: u64,
+    /// The oldest not-completed request's age at the interval's end, milliseconds (null when
+    /// every request completed).
+    pub not_completed_max_age_ms: Option<f64>,
+    /// `requests / common seconds`: the load offered.
+    pub offered_per_s: f64,
+    /// `completed / common seconds`.
+    pub completed_per_s: f64,
+    /// Completion minus scheduled arrival: queueing plus service.
+    pub latency_ms: RequestLatencyMs,
+    /// Dispatch minus scheduled arrival (completed requests).
+    pub queueing_ms: RequestLatencyMs,
+    /// Completion minus dispatch: the batch's execution (completed requests).
+    pub service_ms: RequestLatencyMs,
+    /// Batches dispatched inside the common interval.
+    pub batches: u64,
+    /// Mean requests per batch over those batches.
+    pub mean_batch_size: f64,
+    /// Requests per batch -> batches dispatched inside the common interval.
+    pub batch_size_histogram: BTreeMap<u32, u64>,
+    /// Padded size the device ran -> batches.
+    pub padded_size_histogram: BTreeMap<u32, u64>,
+    /// Attainment of the latency objective, when one was given.
+    pub slo: Option<SloAttainment>,
+    /// The server could not keep up: see `overload_reasons`.
+    pub overloaded: bool,
+    /// Why it is judged overloaded (empty when it is not).
+    pub overload_reasons: Vec<String>,
+    /// True when `overloaded`: the backlog, and with it every latency, grows with the window's
+    /// length, so the percentiles describe this window only and are lower bounds of what a
+    /// longer run would show.
+    pub percentiles_are_lower_bounds: bool,
+    /// Percentiles come from a log-linear histogram: each is a measured value at most this
+    /// fraction above the exact nearest-rank value (exact when its bucket holds one value).
+    pub percentile_relative_error: f64,
+}
+
+/// Request latency statistics, milliseconds. Percentiles are nearest-rank over every request of
+/// the interval, the not-completed ones ranked above all completed ones: a percentile that falls
+/// among them is null (it exceeded what the window could observe). `mean` and `max` are over
+/// the completed requests.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RequestLatencyMs {
+    /// Median.
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    pub p90: Option<f64>,
+    /// 99th percentile (needs at least 100 requests).
+    pub p99: Option<f64>,
+    /// 99.9th percentile (needs at least 1000 requests).
+    pub p999: Option<f64>,
+    /// Mean over completed requests (null when none completed).
+    pub mean: Option<f64>,
+    /// Largest over completed requests (null when none completed).
+    pub max: Option<f64>,
+}
+
+/// How many requests met the latency objective, and whether the objective is met.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SloAttainment {
+    /// The objective: completion within this many milliseconds of the scheduled arrival.
+    pub slo_ms: f64,
+    /// The quantile that must meet it (0.99: p99 <= slo).
+    pub quantile: f64,
+    /// Requests that completed within the objective (counted exactly, not from a histogram).
+    pub met: u64,
+    /// `met / requests` (not-completed requests count as misses).
+    pub attainment: f64,
+    /// Whether the observed nearest-rank `quantile` latency is within the objective:
+    /// `met >= ceil(quantile * requests)`.
+    pub percentile_met: bool,
+    /// MLPerf LoadGen's early-stopping test at 99 % confidence: with `requests - met` misses,
+    /// a server whose true `quantile` latency sat exactly at the objective would show this
+    /// few misses in this many requests with probability at most 1 %.
+    pub early_stopping_pass: bool,
+    /// The requests that test needs with this many misses (it passes when `requests` reaches
+    /// it and every extra request meets the objective).
+    pub early_stopping_requests_needed: u64,
+    /// The verdict: `percentile_met`, `early_stopping_pass`, and the server not overloaded.
+    pub meets: bool,
 }
 
 /// Min, mean and max of a set of values.
@@ -145,6 +302,10 @@ pub struct MinMeanMax {
 /// The workers of one workload, taken together.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupSummary {
+    /// The group's model (every worker of a workload runs the same one; see
+    /// [`WorkerConfig::model_label`]); `null` in summaries written before models were recorded.
+    #[serde(default)]
+    pub model: Option<String>,
     /// Number of workers in the group.
     pub workers: u32,
     /// Sum of the workers' samples/s.
@@ -156,6 +317,11 @@ pub struct GroupSummary {
     pub jain_fairness: f64,
     /// Latency of every kept batch of the group pooled together.
     pub latency_ms: LatencyMs,
+    /// Kept samples of this group over the cohort's device-wide joules in the common interval.
+    /// Device-wide: the energy of the whole GPUs, which every group of a mixed cohort shares.
+    /// `null` without energy.
+    #[serde(default)]
+    pub samples_per_device_joule: Option<f64>,
 }
 
 /// Where the workers ran.
@@ -214,6 +380,12 @@ pub struct Baseline {
     pub experiment: String,
     /// Its mode (normally `exclusive`).
     pub mode: Mode,
+    /// The solo worker's model; `null` when unknown (older summaries).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// How the solo worker issued its batches.
+    #[serde(default)]
+    pub execution: Execution,
     /// The solo worker's samples/s.
     pub samples_per_s: f64,
     /// The solo worker's p99 batch latency, milliseconds.
@@ -229,17 +401,30 @@ pub struct CohortComparison {
     pub mode: Mode,
     /// Its number of workers.
     pub count: u32,
+    /// How its workers issued their batches.
+    #[serde(default)]
+    pub execution: Execution,
     /// Workers per workload.
     pub workload_mix: BTreeMap<Workload, u32>,
     /// The common interval's length, seconds.
     pub common_s: f64,
     /// Per workload present.
     pub groups: BTreeMap<Workload, GroupComparison>,
+    /// Device-wide GPM over the common interval: the mean over the cohort's physical GPUs of
+    /// each metric's mean, and the largest maximum. `null` without GPM.
+    #[serde(default)]
+    pub gpm: Option<GpmStats>,
+    /// Device-wide joules over the common interval. `null` without energy.
+    #[serde(default)]
+    pub joules: Option<f64>,
 }
 
 /// One workload group of a cohort against its solo baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupComparison {
+    /// The group's model; `null` when unknown (older summaries).
+    #[serde(default)]
+    pub model: Option<String>,
     /// Workers in the group.
     pub workers: u32,
     /// Sum of the workers' samples/s.
@@ -251,6 +436,9 @@ pub struct GroupComparison {
     pub jain_fairness: f64,
     /// The group's pooled p99 batch latency, milliseconds.
     pub p99_ms: f64,
+    /// See [`GroupSummary::samples_per_device_joule`].
+    #[serde(default)]
+    pub samples_per_device_joule: Option<f64>,
     /// Each worker of the group.
     pub per_worker: Vec<WorkerComparison>,
 }
@@ -279,8 +467,14 @@ pub struct RepeatGroup {
     pub mode: Mode,
     /// The shared count.
     pub count: u32,
+    /// The shared execution.
+    #[serde(default)]
+    pub execution: Execution,
     /// The shared workload mix.
     pub workload_mix: BTreeMap<Workload, u32>,
+    /// The model of each workload group (absent where unknown).
+    #[serde(default)]
+    pub models: BTreeMap<Workload, String>,
     /// The experiments grouped, in the order given.
     pub experiments: Vec<String>,
     /// Per workload present.
@@ -330,4 +524,72 @@ pub struct Estimate {
     pub ci95_low: Option<f64>,
     /// Upper end of that interval.
     pub ci95_high: Option<f64>,
+}
+
+/// `capacity.json` (`bench-cohort --find-capacity`): the highest offered rate at which the serve
+/// workers met the objective, with the co-located workers running, and every probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    /// Always [`crate::SCHEMA_VERSION`] when written by this crate.
+    pub schema_version: u32,
+    /// The sharing mode of every probe.
+    pub mode: Mode,
+    /// Workers per workload in every probe.
+    pub workload_mix: BTreeMap<Workload, u32>,
+    /// The objective, milliseconds.
+    pub slo_ms: f64,
+    /// The quantile that must meet it.
+    pub quantile: f64,
+    /// The highest rate that passed below every rate that failed, requests per second per serve
+    /// worker (null when none passed).
+    pub capacity_per_s: Option<f64>,
+    /// The lowest rate that failed above it (null when none failed): the capacity lies in
+    /// `[capacity_per_s, failed_above_per_s)`.
+    pub failed_above_per_s: Option<f64>,
+    /// `converged`, `probes_exhausted`, `max_rate_passes`, `min_rate_fails`, or `probe_failed`
+    /// (a cohort did not complete; its folder says why).
+    pub stop: String,
+    /// The search's settings.
+    pub tolerance: f64,
+    /// The most probes allowed.
+    pub max_probes: u32,
+    /// Every probe, in the order run.
+    pub probes: Vec<CapacityProbe>,
+}
+
+/// One cohort of a capacity search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityProbe {
+    /// The rate asked of each serve worker, requests per second.
+    pub rate_per_s: f64,
+    /// The cohort's experiment id (fresh for every probe).
+    pub experiment: String,
+    /// Its folder.
+    pub dir: String,
+    /// Whether every serve worker met the objective (null when the cohort did not complete).
+    pub passed: Option<bool>,
+    /// Per serve worker: offered and completed rate, the latency at the quantile (null when it
+    /// falls on an unfinished request), attainment, and the verdict's parts.
+    pub serve: Vec<CapacityProbeWorker>,
+}
+
+/// One serve worker in one probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityProbeWorker {
+    /// Replica id.
+    pub replica: u32,
+    /// Requests offered per second over the common interval.
+    pub offered_per_s: f64,
+    /// Requests completed per second.
+    pub completed_per_s: f64,
+    /// The request latency p99, milliseconds.
+    pub p99_ms: Option<f64>,
+    /// Fraction of requests within the objective.
+    pub attainment: f64,
+    /// The observed percentile was within the objective.
+    pub percentile_met: bool,
+    /// LoadGen's early-stopping test passed.
+    pub early_stopping_pass: bool,
+    /// The server was judged overloaded.
+    pub overloaded: bool,
 }

@@ -24,6 +24,12 @@ pub struct TelemetrySample {
     pub memory_util_pct: Option<u32>,
     /// NVML clock-event (throttle) reason bits.
     pub throttle_reasons: Option<u64>,
+    /// NVML's total energy counter of the physical GPU, millijoules since the driver loaded.
+    #[serde(default)]
+    pub energy_mj: Option<u64>,
+    /// The same counter of the worker's MIG device, where the driver offers one.
+    #[serde(default)]
+    pub mig_energy_mj: Option<u64>,
 }
 
 /// Mean and maximum of a series.

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::activity::{EnergyReport, GpmReport};
 use crate::config::WorkerConfig;
 use crate::failure::FailureKind;
 use crate::hog::HogReport;
@@ -274,6 +275,14 @@ pub struct WorkerReport {
     pub host: Option<HostInfo>,
     /// Device-wide telemetry summary (absent without NVML).
     pub telemetry: Option<TelemetrySummary>,
+    /// GPU activity counters (NVML GPM) over the window, or why there are none (absent without
+    /// NVML or before the window).
+    #[serde(default)]
+    pub gpm: Option<GpmReport>,
+    /// Energy over the window from NVML's total energy counter (absent without NVML or
+    /// telemetry).
+    #[serde(default)]
+    pub energy: Option<EnergyReport>,
     /// Warnings recorded by the worker.
     #[serde(default)]
     pub warnings: Vec<WorkerWarning>,
@@ -283,4 +292,28 @@ pub struct WorkerReport {
     /// What a hog worker took and held (`hog` workload only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hog: Option<HogReport>,
+    /// A serve worker's request counts (absent for other workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeWindowInfo>,
+}
+
+/// What a serve worker's window did with its requests. `requests.jsonl` lists each of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServeWindowInfo {
+    /// Requests scheduled inside the window.
+    pub requests: u64,
+    /// Requests whose batch completed inside the window.
+    pub completed: u64,
+    /// Requests of the batch still running at the window's end (it was run to completion and
+    /// its line in `requests.jsonl` has its completion, after the end).
+    pub in_flight_at_end: u64,
+    /// Requests never dispatched (queued at the end).
+    pub queued_at_end: u64,
+    /// Age at the window's end of the oldest request that did not complete inside it,
+    /// nanoseconds (null when every request completed).
+    pub oldest_unfinished_age_ns: Option<u64>,
+    /// Batches dispatched (lines of `requests.jsonl` with a batch).
+    pub batches_dispatched: u64,
+    /// Offsets of an arrivals file that fell at or past the window's end (not served).
+    pub offsets_beyond_window: u64,
 }

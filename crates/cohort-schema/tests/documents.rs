@@ -2,19 +2,29 @@
 //! change shows up in review), a round trip through JSON, and the version check on reading.
 
 use coload_cohort_schema::{
-    AbortRecord, AcceptedWorker, BarrierTiming, BatchRecord, DeclaredShare, DeviceInfo, DeviceKind,
-    Failure, FailureKind, HogReport, HogStop, HoldMarker, HostInfo, Identity, MIB, Max, MeanMax,
-    MemoryInfo, MemorySource, MinMean, Mode, ObservedShare, ReadyRecord, RuntimeInfo,
-    SCHEMA_VERSION, SchemaError, ShareReport, Stage, StartRecord, Status, TelemetrySample,
-    TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport, WorkerWarning, Workload,
-    read_worker_report, write_json_atomic,
+    AbortRecord, AcceptedWorker, ActivityScope, BarrierTiming, BatchRecord, DeclaredShare,
+    DeviceInfo, DeviceKind, EnergyReport, EnergyScopeReport, EnergySpan, Failure, FailureKind,
+    GpmRecord, GpmReport, GpmScopeReport, GpmStats, GpmValues, HogReport, HogStop, HoldMarker,
+    HostInfo, Identity, MIB, Max, MeanMax, MemoryInfo, MemorySource, MinMean, Mode, ObservedShare,
+    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, SchemaError, ShareReport, Stage, StartRecord, Status,
+    TelemetrySample, TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport, WorkerWarning,
+    Workload, read_worker_report, write_json_atomic,
 };
+use std::collections::BTreeMap;
+
+use coload_cohort_schema::{Execution, ModelFile, TORCHSCRIPT_MODEL};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 fn config() -> WorkerConfig {
     WorkerConfig {
         seed: 7,
+        execution: Execution::CudaGraph,
+        parameter_count: Some(11_689_512),
+        model_by_workload: Some(BTreeMap::from([
+            (Workload::Train, "resnet50".to_owned()),
+            (Workload::Infer, "resnet18".to_owned()),
+        ])),
         ..WorkerConfig::article(Mode::MigTimeslice, Workload::Infer, 7)
     }
 }
@@ -111,12 +121,77 @@ fn report() -> WorkerReport {
             }),
             throttle_reasons: vec![],
         }),
+        gpm: Some(gpm_report()),
+        energy: Some(energy_report()),
         warnings: vec![WorkerWarning {
             kind: "gpu_shared".into(),
             message: "mode `exclusive` but 2 other compute processes share the GPU".into(),
         }],
         share: None,
         hog: None,
+        serve: None,
+    }
+}
+
+/// A MIG worker's GPM: device-wide supported, its own instance not.
+fn gpm_report() -> GpmReport {
+    GpmReport {
+        interval_s: Some(1.0),
+        supported: true,
+        reason: None,
+        scopes: vec![
+            GpmScopeReport {
+                scope: ActivityScope::Device,
+                gpu_instance_id: None,
+                supported: true,
+                reason: None,
+                samples: 44,
+                failed_reads: 0,
+                metrics: GpmStats {
+                    sm_occupancy_pct: Some(MeanMax {
+                        mean: 24.5,
+                        max: 26.0,
+                    }),
+                    dram_bw_util_pct: Some(MeanMax {
+                        mean: 17.9,
+                        max: 19.0,
+                    }),
+                    ..GpmStats::default()
+                },
+            },
+            GpmScopeReport {
+                scope: ActivityScope::Mig,
+                gpu_instance_id: Some(7),
+                supported: false,
+                reason: Some("nvmlGpmMigSampleGet: Not Supported".into()),
+                samples: 0,
+                failed_reads: 0,
+                metrics: GpmStats::default(),
+            },
+        ],
+    }
+}
+
+/// A MIG worker's energy: device-wide known, no per-instance counter.
+fn energy_report() -> EnergyReport {
+    EnergyReport {
+        scopes: vec![
+            EnergyScopeReport {
+                scope: ActivityScope::Device,
+                window: Some(EnergySpan {
+                    start_mj: 1_000_000.0,
+                    end_mj: 17_875_000.0,
+                    joules: 16_875.0,
+                    mean_power_w: 375.0,
+                }),
+                reason: None,
+            },
+            EnergyScopeReport {
+                scope: ActivityScope::Mig,
+                window: None,
+                reason: Some("not available for a MIG device: Not Supported".into()),
+            },
+        ],
     }
 }
 
@@ -256,12 +331,55 @@ fn lines_are_pinned_and_round_trip() {
         gpu_util_pct: Some(100),
         memory_util_pct: Some(41),
         throttle_reasons: Some(0),
+        energy_mj: Some(1_234_567),
+        mig_energy_mj: None,
     };
-    // One line each, as in batches.jsonl and telemetry.jsonl.
+    let gpm = GpmRecord {
+        scope: ActivityScope::Mig,
+        gpu_instance_id: Some(7),
+        start_unix_ns: 5_000_000_000,
+        end_unix_ns: 6_000_100_000,
+        metrics: GpmValues {
+            graphics_util_pct: Some(82.0),
+            sm_occupancy_pct: Some(24.5),
+            pcie_rx_bytes_per_s: Some(1_048_576.0),
+            ..GpmValues::default()
+        },
+    };
+    // One line each, as in batches.jsonl, telemetry.jsonl and gpm.jsonl.
     insta::assert_snapshot!("batch_line", serde_json::to_string(&batch).unwrap());
     insta::assert_snapshot!("telemetry_line", serde_json::to_string(&sample).unwrap());
+    insta::assert_snapshot!("gpm_line", serde_json::to_string(&gpm).unwrap());
     round_trip(&batch);
     round_trip(&sample);
+    round_trip(&gpm);
+}
+
+#[test]
+fn documents_from_before_gpm_and_energy_still_read() {
+    // A worker.json and a telemetry line as written before issue 15: no gpm, no energy.
+    let mut old = serde_json::to_value(report()).unwrap();
+    let map = old.as_object_mut().unwrap();
+    map.remove("gpm");
+    map.remove("energy");
+    let back: WorkerReport = serde_json::from_value(old).unwrap();
+    assert_eq!(back.gpm, None);
+    assert_eq!(back.energy, None);
+    let line: TelemetrySample = serde_json::from_str(
+        "{\"t_unix_ns\":1,\"power_w\":null,\"sm_clock_mhz\":null,\"temperature_c\":null,\
+         \"memory_used_bytes\":null,\"gpu_util_pct\":null,\"memory_util_pct\":null,\
+         \"throttle_reasons\":null}",
+    )
+    .unwrap();
+    assert_eq!(line.energy_mj, None);
+    // A GPM line with a metric this reader does not know and one it misses.
+    let gpm: GpmRecord = serde_json::from_str(
+        "{\"scope\":\"device\",\"start_unix_ns\":1,\"end_unix_ns\":2,\"sm_util_pct\":50.0,\
+         \"future_metric_pct\":1.0}",
+    )
+    .unwrap();
+    assert_eq!(gpm.metrics.sm_util_pct, Some(50.0));
+    assert_eq!(gpm.metrics.dram_bw_util_pct, None);
 }
 
 #[test]
@@ -293,4 +411,23 @@ fn reading_checks_the_version_and_names_the_file() {
     std::fs::write(&path, "{\"schema_version\": 1, \"experiment\": ").unwrap();
     let text = read_worker_report(&path).unwrap_err().to_string();
     assert!(text.contains("worker.json: invalid document"), "{text}");
+}
+
+#[test]
+fn a_torchscript_config_is_pinned_and_round_trips() {
+    let config = WorkerConfig {
+        model: TORCHSCRIPT_MODEL.into(),
+        image_size: 28,
+        parameter_count: Some(1_234),
+        model_file: Some(ModelFile {
+            sha256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".into(),
+            input_shape: [1, 28, 28],
+            num_classes: 10,
+        }),
+        ..WorkerConfig::article(Mode::Exclusive, Workload::Train, 1)
+    };
+    insta::assert_json_snapshot!("torchscript_config", config);
+    let back: WorkerConfig =
+        serde_json::from_str(&serde_json::to_string(&config).unwrap()).unwrap();
+    assert_eq!(back, config);
 }

@@ -1,12 +1,23 @@
 //! A scripted [`NvmlSource`] for tests: whole GPUs, MIG-enabled GPUs with MIG devices, compute
-//! processes and telemetry, without a driver.
+//! processes and telemetry, GPM (supported, unsupported, per MIG instance) and energy counters,
+//! without a driver.
 
 use std::collections::HashMap;
 
-use coload_cohort_schema::TelemetrySample;
+use coload_cohort_schema::{BYTES_PER_MIB, GpmValues, TelemetrySample};
 
 use crate::error::DeviceError;
+use crate::gpm::GpmTarget;
 use crate::nvml::{ComputeProcess, GpuFacts, MigFacts, NvmlSource, NvmlTarget};
+
+/// Why the fake's GPM is unsupported until a test scripts it.
+const GPM_NOT_SCRIPTED: &str = "fake nvml: GPM not scripted (use with_gpm)";
+
+/// The fake's energy counter at its first reading, millijoules.
+pub(crate) const FAKE_ENERGY_START_MJ: u64 = 1_000_000;
+
+/// What the fake's energy counter adds per reading, millijoules (35 J: 350 W at 10 Hz).
+pub(crate) const FAKE_ENERGY_STEP_MJ: u64 = 35_000;
 
 /// A fake NVML. Build it with [`FakeNvml::new`] and the `with_*` methods.
 ///
@@ -23,6 +34,24 @@ pub struct FakeNvml {
     migs: HashMap<u32, Vec<MigFacts>>,
     processes: HashMap<NvmlTarget, Vec<ComputeProcess>>,
     samples_taken: u64,
+    activity: FakeActivity,
+}
+
+/// The fake's GPM and energy script and counters.
+#[derive(Debug, Clone, Default)]
+struct FakeActivity {
+    /// Device-wide GPM: `None` until scripted (then unsupported with [`GPM_NOT_SCRIPTED`]).
+    gpm_device: Option<Result<(), String>>,
+    /// Per-MIG-instance GPM: `None` follows the device-wide script.
+    gpm_mig: Option<Result<(), String>>,
+    /// Targets begun, in order.
+    gpm_begun: Vec<GpmTarget>,
+    /// GPM readings returned so far.
+    gpm_reads: u64,
+    /// Whether MIG devices have their own energy counter.
+    mig_energy: bool,
+    /// Energy readings so far, per target.
+    energy_reads: HashMap<NvmlTarget, u64>,
 }
 
 impl FakeNvml {
@@ -74,6 +103,9 @@ impl FakeNvml {
             name: Some(format!("{gpu_name} MIG {profile}")),
             profile: Some(profile.to_owned()),
             memory_total_bytes: Some(gib << 30),
+            // Distinct from the MIG index, as on real GPUs (a 1g instance of an H100 is GPU
+            // instance 7 to 14), so that a test catches one used for the other.
+            gpu_instance_id: Some(7 + list.len() as u32),
         });
         self
     }
@@ -83,6 +115,44 @@ impl FakeNvml {
     pub fn with_compute_mode(mut self, mode: &str) -> Self {
         self.last_gpu().compute_mode = Some(mode.to_owned());
         self
+    }
+
+    /// Makes GPM supported device-wide and per MIG instance (a Hopper GPU on a recent driver).
+    /// Readings are deterministic: SM occupancy cycles 24, 25, 26 %; a MIG instance reads half
+    /// the device's figures; NVLink is never answered (a PCIe card).
+    #[must_use]
+    pub fn with_gpm(mut self) -> Self {
+        self.activity.gpm_device = Some(Ok(()));
+        self
+    }
+
+    /// Makes GPM unsupported everywhere, for `reason` (a pre-Hopper GPU, an old driver, no
+    /// permission).
+    #[must_use]
+    pub fn with_gpm_unsupported(mut self, reason: &str) -> Self {
+        self.activity.gpm_device = Some(Err(reason.to_owned()));
+        self
+    }
+
+    /// Makes per-MIG-instance GPM fail with `reason` while device-wide GPM follows its script.
+    #[must_use]
+    pub fn with_mig_gpm_unsupported(mut self, reason: &str) -> Self {
+        self.activity.gpm_mig = Some(Err(reason.to_owned()));
+        self
+    }
+
+    /// Gives MIG devices an energy counter of their own (by default only whole GPUs have one,
+    /// as with the drivers seen so far).
+    #[must_use]
+    pub fn with_mig_energy(mut self) -> Self {
+        self.activity.mig_energy = true;
+        self
+    }
+
+    /// The GPM targets begun so far, in order.
+    #[must_use]
+    pub fn gpm_begun(&self) -> &[GpmTarget] {
+        &self.activity.gpm_begun
     }
 
     fn last_gpu(&mut self) -> &mut GpuFacts {
@@ -111,6 +181,33 @@ fn missing(what: String) -> DeviceError {
     DeviceError::Nvml {
         query: what,
         message: "not found (fake nvml)".into(),
+    }
+}
+
+impl FakeNvml {
+    fn gpm_script(&self, target: GpmTarget) -> Result<(), String> {
+        if target.gpu_index as usize >= self.gpus.len() {
+            return Err(format!("fake nvml: no gpu {}", target.gpu_index));
+        }
+        let device = self
+            .activity
+            .gpm_device
+            .clone()
+            .unwrap_or_else(|| Err(GPM_NOT_SCRIPTED.to_owned()));
+        let Some(id) = target.gpu_instance_id else {
+            return device;
+        };
+        let known = self
+            .migs
+            .get(&target.gpu_index)
+            .is_some_and(|l| l.iter().any(|m| m.gpu_instance_id == Some(id)));
+        if !known {
+            return Err(format!(
+                "fake nvml: gpu {} has no GPU instance {id}",
+                target.gpu_index
+            ));
+        }
+        self.activity.gpm_mig.clone().unwrap_or(device)
     }
 }
 
@@ -162,6 +259,68 @@ impl NvmlSource for FakeNvml {
             memory_util_pct: Some(40),
             // SW power cap on every fourth sample.
             throttle_reasons: Some(if n % 4 == 3 { 0x4 } else { 0 }),
+            ..TelemetrySample::default()
         }
+    }
+
+    fn energy_mj(&mut self, target: NvmlTarget) -> Result<u64, String> {
+        if target.gpu_index as usize >= self.gpus.len() {
+            return Err(format!("fake nvml: no gpu {}", target.gpu_index));
+        }
+        if let Some(m) = target.mig_index {
+            let exists = self
+                .migs
+                .get(&target.gpu_index)
+                .is_some_and(|l| l.iter().any(|f| f.index == m));
+            if !exists {
+                return Err(format!("fake nvml: no mig device {m}"));
+            }
+            if !self.activity.mig_energy {
+                return Err(
+                    "the requested operation is not available on the target device \
+                            (fake nvml: no per-MIG energy counter)"
+                        .to_owned(),
+                );
+            }
+        }
+        let reads = self.activity.energy_reads.entry(target).or_default();
+        let value = FAKE_ENERGY_START_MJ + FAKE_ENERGY_STEP_MJ * *reads;
+        *reads += 1;
+        Ok(value)
+    }
+
+    fn gpm_begin(&mut self, target: GpmTarget) -> Result<(), String> {
+        self.gpm_script(target)?;
+        self.activity.gpm_begun.retain(|t| *t != target);
+        self.activity.gpm_begun.push(target);
+        Ok(())
+    }
+
+    fn gpm_next(&mut self, target: GpmTarget) -> Result<GpmValues, String> {
+        self.gpm_script(target)?;
+        if !self.activity.gpm_begun.contains(&target) {
+            return Err("gpm_next before gpm_begin succeeded for this target".to_owned());
+        }
+        let n = self.activity.gpm_reads;
+        self.activity.gpm_reads += 1;
+        let share = if target.gpu_instance_id.is_some() {
+            0.5
+        } else {
+            1.0
+        };
+        Ok(GpmValues {
+            graphics_util_pct: Some(82.0 * share),
+            sm_util_pct: Some(56.0 * share),
+            sm_occupancy_pct: Some((24.0 + (n % 3) as f64) * share),
+            any_tensor_util_pct: Some(7.5 * share),
+            dram_bw_util_pct: Some(18.0 * share),
+            fp32_util_pct: Some(30.0 * share),
+            fp16_util_pct: Some(0.5 * share),
+            fp64_util_pct: Some(0.0),
+            pcie_rx_bytes_per_s: Some(4.0 * BYTES_PER_MIB * share),
+            pcie_tx_bytes_per_s: Some(2.0 * BYTES_PER_MIB * share),
+            nvlink_rx_bytes_per_s: None,
+            nvlink_tx_bytes_per_s: None,
+        })
     }
 }

@@ -67,6 +67,9 @@ pub struct DeviceReport {
     pub warnings: Vec<WorkerWarning>,
     /// The NVML handle behind the CUDA ordinal, when it was resolved.
     pub target: Option<NvmlTarget>,
+    /// The MIG GPU instance id of that device, when it is a MIG device and NVML told it
+    /// (per-instance GPM sampling addresses it).
+    pub gpu_instance_id: Option<u32>,
 }
 
 pub(crate) fn warning(kind: &str, message: impl Into<String>) -> WorkerWarning {
@@ -114,6 +117,7 @@ pub fn identify_with(
         info,
         warnings: Vec::new(),
         target: None,
+        gpu_instance_id: None,
     };
     if kind == DeviceKind::Cpu {
         return report;
@@ -165,6 +169,7 @@ pub fn identify_with(
         gpu_index: gpu.index,
         mig_index: mig.map(|m| m.index),
     });
+    report.gpu_instance_id = mig.and_then(|m| m.gpu_instance_id);
     report
 }
 
@@ -352,6 +357,18 @@ mod tests {
         identify_with(Some(nvml), e, DeviceKind::Cuda, Some(index))
     }
 
+    /// The kinds of the report's warnings, in order.
+    fn kinds(r: &DeviceReport) -> Vec<&str> {
+        r.warnings.iter().map(|w| w.kind.as_str()).collect()
+    }
+
+    /// CUDA_VISIBLE_DEVICES stopped at `entry`, which left the ordinal unresolved.
+    fn assert_truncated_at(r: &DeviceReport, entry: &str) {
+        assert!(r.target.is_none());
+        assert_eq!(kinds(r), ["visible_devices_truncated", "device_unresolved"]);
+        assert!(r.warnings[0].message.contains(entry), "{r:?}");
+    }
+
     fn two_h200() -> FakeNvml {
         FakeNvml::new()
             .with_gpu("GPU-aaaa-1111", "NVIDIA H200")
@@ -384,6 +401,7 @@ mod tests {
         assert_eq!(r.info.memory_total_bytes, Some(80 << 30));
         assert_eq!(r.info.compute_mode.as_deref(), Some("default"));
         assert_eq!(r.info.mig_mode, Some(false));
+        assert_eq!(r.gpu_instance_id, None);
     }
 
     #[test]
@@ -396,10 +414,7 @@ mod tests {
     #[test]
     fn cuda_stops_at_the_first_unknown_entry() {
         let r = cuda(&two_h200(), &env(Some("0,GPU-nope,1"), None), 1);
-        assert!(r.target.is_none());
-        let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
-        assert_eq!(kinds, ["visible_devices_truncated", "device_unresolved"]);
-        assert!(r.warnings[0].message.contains("GPU-nope"));
+        assert_truncated_at(&r, "`GPU-nope`");
     }
 
     #[test]
@@ -422,6 +437,8 @@ mod tests {
                 mig_index: Some(2)
             })
         );
+        // The third MIG device of the fake is GPU instance 9: the id, not the index.
+        assert_eq!(r.gpu_instance_id, Some(9));
         assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     }
 
@@ -489,10 +506,7 @@ mod tests {
             .with_gpu("GPU-aaaa", "NVIDIA H200")
             .with_mig("1g.18gb", "MIG-1111");
         let r = cuda(&nvml, &env(Some("MIG-9999"), None), 0);
-        assert!(r.target.is_none());
-        let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
-        assert_eq!(kinds, ["visible_devices_truncated", "device_unresolved"]);
-        assert!(r.warnings[0].message.contains("`MIG-9999`"));
+        assert_truncated_at(&r, "`MIG-9999`");
     }
 
     #[test]
@@ -512,9 +526,8 @@ mod tests {
             assert!(r.target.is_none(), "{e:?}: {r:?}");
             assert_eq!(r.info.gpu_uuid, None, "{e:?}");
             assert_eq!(r.info.kind, DeviceKind::Cuda);
-            let kinds: Vec<&str> = r.warnings.iter().map(|w| w.kind.as_str()).collect();
             // The entry names a GPU NVML sees, so nothing is truncated: the list is just empty.
-            assert_eq!(kinds, ["device_unresolved"], "{e:?}");
+            assert_eq!(kinds(&r), ["device_unresolved"], "{e:?}");
             assert!(
                 r.warnings[0].message.contains("among the 0 device(s)"),
                 "{}",

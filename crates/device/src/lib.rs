@@ -7,7 +7,9 @@
 //! - [`check_allocation`] compares the declared [`Mode`](coload_cohort_schema::Mode) with what
 //!   NVML sees and names every mismatch (or fails, when strict); [`check_share`] does the same
 //!   for the MPS share a worker declared against what the CUDA runtime reported to it.
-//! - [`TelemetrySampler`] samples the physical GPU on its own thread into a preallocated buffer.
+//! - [`TelemetrySampler`] samples the physical GPU on its own thread into a preallocated buffer:
+//!   telemetry with NVML's energy counter, and GPM activity counters (device-wide and per MIG
+//!   instance; see [`Activity`]) where the GPU and driver offer them.
 //! - [`host_snapshot`], [`host_info`], [`scheduler_identity`] and [`mps_client`] describe the
 //!   host and the scheduler.
 //!
@@ -33,20 +35,27 @@
 //! assert_eq!(warnings[0].kind, "unexpected_mig_device");
 //! ```
 
+mod activity;
 mod allocation;
 mod error;
 mod fake;
+mod gpm;
 mod host;
 mod identify;
 mod nvml;
 mod share;
 mod telemetry;
 
+pub use activity::{
+    Activity, ActivityOptions, DEFAULT_GPM_INTERVAL_S, GpmScopeStatus, MAX_GPM_INTERVAL_S,
+    MIN_GPM_INTERVAL_S, MigTarget, gpm_not_sampled,
+};
 pub use allocation::{
     SharingFacts, check_allocation, other_compute_processes, other_compute_processes_with,
 };
 pub use error::DeviceError;
 pub use fake::FakeNvml;
+pub use gpm::GpmTarget;
 pub use host::{
     DEFAULT_MPS_PIPE_DIRECTORY, HostSnapshot, IDENTITY_VARIABLES, host_info, host_snapshot,
     mps_client, scheduler_identity,
@@ -60,6 +69,6 @@ pub use share::{
     mps_environment_from, physical_sm_count,
 };
 pub use telemetry::{
-    DEFAULT_RATE_HZ, THROTTLE_REASONS, TelemetrySampler, samples_in_window, summarize,
-    throttle_reason_names,
+    DEFAULT_RATE_HZ, SamplerOutput, THROTTLE_REASONS, TelemetrySampler, samples_in_window,
+    summarize, throttle_reason_names,
 };

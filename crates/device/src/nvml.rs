@@ -6,7 +6,9 @@
 //! `libnvidia-ml.so.1` at run time: a binary built with this crate still starts where the
 //! library is absent, and [`RealNvml::open`] then returns [`DeviceError::NvmlUnavailable`].
 
-use coload_cohort_schema::TelemetrySample;
+use std::sync::Arc;
+
+use coload_cohort_schema::{GpmValues, TelemetrySample};
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, ComputeMode, TemperatureSensor};
 use nvml_wrapper::error::NvmlError;
@@ -15,6 +17,7 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use crate::error::DeviceError;
+use crate::gpm::{GpmStream, GpmTarget};
 
 /// The NVML library name on Linux (the versioned name: the unversioned `.so` is a development
 /// symlink that driver-only hosts and containers usually lack).
@@ -52,6 +55,9 @@ pub struct MigFacts {
     pub profile: Option<String>,
     /// Memory of the MIG instance, bytes.
     pub memory_total_bytes: Option<u64>,
+    /// The MIG GPU instance id (`nvmlDeviceGetGpuInstanceId`), which per-instance GPM sampling
+    /// addresses.
+    pub gpu_instance_id: Option<u32>,
 }
 
 /// The device a worker uses, as NVML addresses it.
@@ -84,6 +90,27 @@ pub trait NvmlSource: Send {
     /// One device-wide telemetry sample of physical GPU `gpu_index`; fields NVML does not answer
     /// stay `None`.
     fn sample(&mut self, gpu_index: u32, t_unix_ns: u64) -> TelemetrySample;
+
+    /// NVML's total energy counter of the target (the physical GPU, or a MIG device where the
+    /// driver offers one), millijoules since the driver loaded; `Err` says why not.
+    fn energy_mj(&mut self, target: NvmlTarget) -> Result<u64, String> {
+        let _ = target;
+        Err("this NVML source has no energy counter".to_owned())
+    }
+
+    /// Starts GPM sampling of `target`: checks support and takes the first sample. `Err` says
+    /// why GPM cannot be sampled there (a fact to record, not a failure of the worker).
+    fn gpm_begin(&mut self, target: GpmTarget) -> Result<(), String> {
+        let _ = target;
+        Err("this NVML source does not implement GPM".to_owned())
+    }
+
+    /// Takes the next GPM sample of a target started with [`NvmlSource::gpm_begin`] and returns
+    /// the metrics since the previous one. On `Err` the previous sample stays the reference.
+    fn gpm_next(&mut self, target: GpmTarget) -> Result<GpmValues, String> {
+        let _ = target;
+        Err("this NVML source does not implement GPM".to_owned())
+    }
 }
 
 /// One compute process NVML lists on a device.
@@ -97,16 +124,21 @@ pub struct ComputeProcess {
 
 /// The real NVML, loaded at run time.
 pub struct RealNvml {
+    /// Running GPM streams. Declared before `nvml` so that their sample buffers are freed before
+    /// NVML shuts down (fields drop in declaration order).
+    gpm: Vec<GpmStream>,
     nvml: Nvml,
-    /// A second handle on the same library for the MIG calls nvml-wrapper 0.11 does not wrap
-    /// (`dlopen` of an already loaded library only bumps its reference count).
-    raw: Option<NvmlLib>,
+    /// A second handle on the same library for the MIG and GPM calls nvml-wrapper 0.11 does not
+    /// wrap (`dlopen` of an already loaded library only bumps its reference count). Shared with
+    /// the GPM sample buffers, which need it to free themselves.
+    raw: Option<Arc<NvmlLib>>,
 }
 
 impl std::fmt::Debug for RealNvml {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RealNvml")
             .field("raw_mig_calls", &self.raw.is_some())
+            .field("gpm_streams", &self.gpm)
             .finish_non_exhaustive()
     }
 }
@@ -145,8 +177,25 @@ impl RealNvml {
         )]
         // SAFETY: loading the same NVML library nvml-wrapper just loaded and initialized; its
         // initializers have already run once in this process and are idempotent.
-        let raw = unsafe { NvmlLib::new(NVML_LIBRARY) }.ok();
-        Ok(RealNvml { nvml, raw })
+        let raw = unsafe { NvmlLib::new(NVML_LIBRARY) }.ok().map(Arc::new);
+        Ok(RealNvml {
+            gpm: Vec::new(),
+            nvml,
+            raw,
+        })
+    }
+
+    /// The raw handle of physical GPU `index`, valid while NVML stays initialized.
+    fn gpu_handle(&self, index: u32) -> Result<nvmlDevice_t, String> {
+        let gpu = self
+            .nvml
+            .device_by_index(index)
+            .map_err(|e| format!("device_by_index({index}): {e}"))?;
+        #[expect(unsafe_code, reason = "raw handle of a wrapped device")]
+        // SAFETY: NVML device handles stay valid until NVML shuts down, which only happens when
+        // `self.nvml` drops; the handle is used by calls made through `self`.
+        let handle = unsafe { gpu.handle() };
+        Ok(handle)
     }
 
     fn mig_handle(&self, parent: nvmlDevice_t, index: u32) -> Result<Option<nvmlDevice_t>, String> {
@@ -295,12 +344,17 @@ impl NvmlSource for RealNvml {
             let mig = unsafe { nvml_wrapper::Device::new(handle, &self.nvml) };
             let Ok(uuid) = mig.uuid() else { continue };
             let name = mig.name().ok();
+            let gpu_instance_id = self
+                .raw
+                .as_deref()
+                .and_then(|raw| crate::gpm::gpu_instance_id(raw, handle).ok());
             out.push(MigFacts {
                 index,
                 uuid,
                 profile: name.as_deref().and_then(mig_profile_from_name),
                 name,
                 memory_total_bytes: mig.memory_info().ok().map(|m| m.total),
+                gpu_instance_id,
             });
         }
         Ok(out)
@@ -342,6 +396,37 @@ impl NvmlSource for RealNvml {
         }
         s.throttle_reasons = d.current_throttle_reasons().ok().map(|r| r.bits());
         s
+    }
+
+    fn energy_mj(&mut self, target: NvmlTarget) -> Result<u64, String> {
+        #[expect(
+            clippy::redundant_closure_for_method_calls,
+            reason = "the method path is not generic over the device's lifetime, the closure is"
+        )]
+        self.with_target(target, |d| d.total_energy_consumption())
+            .map_err(|e| e.to_string())
+    }
+
+    fn gpm_begin(&mut self, target: GpmTarget) -> Result<(), String> {
+        let raw = self
+            .raw
+            .clone()
+            .ok_or("the raw nvml library did not load, so GPM cannot be called")?;
+        let parent = self.gpu_handle(target.gpu_index)?;
+        let stream = GpmStream::begin(&raw, parent, target)?;
+        self.gpm.retain(|s| s.target != target);
+        self.gpm.push(stream);
+        Ok(())
+    }
+
+    fn gpm_next(&mut self, target: GpmTarget) -> Result<GpmValues, String> {
+        let parent = self.gpu_handle(target.gpu_index)?;
+        let stream = self
+            .gpm
+            .iter_mut()
+            .find(|s| s.target == target)
+            .ok_or("gpm_next before gpm_begin succeeded for this target")?;
+        stream.next(parent)
     }
 }
 

@@ -1,10 +1,13 @@
-//! The telemetry sampler: a background thread that samples the physical GPU at a fixed rate.
+//! The telemetry sampler: a background thread that samples the physical GPU at a fixed rate,
+//! with NVML's energy counter in every sample, and GPM activity counters at their own interval
+//! (see [`crate::activity`]).
 //!
-//! The thread owns its NVML source and a sample buffer allocated before it starts; it never
-//! grows the buffer (samples past its capacity are counted and dropped) and shares nothing with
-//! the timing thread but one atomic stop flag. Stopping unparks the thread and joins it, which
-//! hands the buffer back. Every figure is device-wide: under time-slicing or MIG NVML cannot
-//! attribute power, clocks or utilization to one process.
+//! The thread owns its NVML source and buffers allocated before it starts; it never grows them
+//! (readings past their capacity are counted and dropped) and shares nothing with the timing
+//! thread but one atomic stop flag. Stopping unparks the thread and joins it, which hands the
+//! buffers back. Every figure is device-wide, except the GPM and energy figures of a MIG
+//! worker's own GPU instance: under time-slicing or MPS NVML cannot attribute power, clocks,
+//! utilization or activity to one process.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use coload_cohort_schema::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
 
+use crate::activity::{Activity, ActivityOptions, Harvest, SamplingPlan};
 use crate::error::DeviceError;
 use crate::identify::DeviceReport;
 use crate::nvml::{NvmlSource, RealNvml};
@@ -48,8 +52,20 @@ pub fn throttle_reason_names(bits: u64) -> Vec<String> {
 pub struct TelemetrySampler {
     stop: Arc<AtomicBool>,
     dropped: Arc<AtomicU64>,
-    handle: Option<JoinHandle<Vec<TelemetrySample>>>,
-    rate_hz: f64,
+    handle: Option<JoinHandle<Harvest>>,
+    rate_hz: Option<f64>,
+}
+
+/// What the sampler gathered: the raw telemetry, its summary, and GPM and energy.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SamplerOutput {
+    /// Raw device telemetry samples in time order (`telemetry.jsonl`), each with the energy
+    /// counter where NVML answered it.
+    pub samples: Vec<TelemetrySample>,
+    /// Their device-wide summary (`None` without samples).
+    pub summary: Option<TelemetrySummary>,
+    /// GPM readings and what could not be sampled, and why.
+    pub activity: Activity,
 }
 
 fn system_unix_ns() -> u64 {
@@ -80,9 +96,10 @@ impl TelemetrySampler {
     }
 
     /// Samples physical GPU `gpu_index` of `source`, timestamping with `now_unix_ns` (pass the
-    /// worker's anchored clock so samples and batches share one time base).
+    /// worker's anchored clock so samples and batches share one time base). No GPM, and no MIG
+    /// energy counter; see [`TelemetrySampler::start_with_activity`].
     pub fn start_with<C>(
-        mut source: Box<dyn NvmlSource>,
+        source: Box<dyn NvmlSource>,
         gpu_index: u32,
         rate_hz: f64,
         capacity: usize,
@@ -91,7 +108,38 @@ impl TelemetrySampler {
     where
         C: Fn() -> u64 + Send + 'static,
     {
-        if !(rate_hz.is_finite() && rate_hz > 0.0 && rate_hz <= 1000.0) {
+        Self::start_with_activity(
+            source,
+            gpu_index,
+            Some(rate_hz),
+            capacity,
+            ActivityOptions::off(),
+            now_unix_ns,
+        )
+    }
+
+    /// Samples physical GPU `gpu_index` of `source` on one background thread: device telemetry
+    /// at `rate_hz` (`None`: none) with the energy counter in each sample, and GPM as `activity`
+    /// asks (device-wide, plus the worker's MIG GPU instance when it runs on one).
+    ///
+    /// Every NVML call, including GPM's start (support check, buffer allocation, first sample)
+    /// and the energy counter probes, happens on that thread; the caller's thread only spawns
+    /// it. Buffers are allocated here, before the thread starts, and never grow: readings past
+    /// their capacity are counted and dropped.
+    pub fn start_with_activity<C>(
+        mut source: Box<dyn NvmlSource>,
+        gpu_index: u32,
+        rate_hz: Option<f64>,
+        capacity: usize,
+        activity: ActivityOptions,
+        now_unix_ns: C,
+    ) -> Result<Self, DeviceError>
+    where
+        C: Fn() -> u64 + Send + 'static,
+    {
+        if let Some(rate_hz) = rate_hz
+            && !(rate_hz.is_finite() && rate_hz > 0.0 && rate_hz <= 1000.0)
+        {
             return Err(DeviceError::InvalidOption(format!(
                 "telemetry rate {rate_hz} Hz is outside (0, 1000]"
             )));
@@ -101,31 +149,50 @@ impl TelemetrySampler {
                 "telemetry capacity must be at least 1 sample".into(),
             ));
         }
-        let period = Duration::from_secs_f64(1.0 / rate_hz);
+        activity.validate()?;
+        if rate_hz.is_none() && activity.gpm_interval_s.is_none() {
+            return Err(DeviceError::InvalidOption(
+                "nothing to sample: telemetry and GPM are both off".into(),
+            ));
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let dropped = Arc::new(AtomicU64::new(0));
-        let mut buffer = Vec::with_capacity(capacity);
+        let mut plan = SamplingPlan::new(gpu_index, rate_hz, capacity, &activity);
         let (stop_flag, dropped_count) = (Arc::clone(&stop), Arc::clone(&dropped));
         let handle = std::thread::Builder::new()
             .name("coload-telemetry".into())
             .spawn(move || {
-                let mut next = Instant::now();
+                plan.begin(source.as_mut(), &now_unix_ns);
+                let mut next_telemetry = Instant::now();
+                let mut next_gpm = Instant::now() + plan.gpm_period.unwrap_or_default();
                 while !stop_flag.load(Ordering::Acquire) {
-                    if buffer.len() < buffer.capacity() {
-                        buffer.push(source.sample(gpu_index, now_unix_ns()));
-                    } else {
-                        dropped_count.fetch_add(1, Ordering::Relaxed);
-                    }
-                    next += period;
                     let now = Instant::now();
-                    if next > now {
-                        // Unparked early by `stop`; spurious wake-ups just sample again.
-                        std::thread::park_timeout(next - now);
-                    } else {
-                        next = now;
+                    if let Some(period) = plan.telemetry_period
+                        && now >= next_telemetry
+                    {
+                        if !plan.telemetry(source.as_mut(), &now_unix_ns) {
+                            dropped_count.fetch_add(1, Ordering::Relaxed);
+                        }
+                        next_telemetry = advance(next_telemetry, period, now);
+                    }
+                    if let Some(period) = plan.gpm_period
+                        && now >= next_gpm
+                    {
+                        plan.gpm(source.as_mut(), &now_unix_ns);
+                        next_gpm = advance(next_gpm, period, now);
+                    }
+                    let wake = match (plan.telemetry_period, plan.gpm_period) {
+                        (Some(_), Some(_)) => next_telemetry.min(next_gpm),
+                        (Some(_), None) => next_telemetry,
+                        _ => next_gpm,
+                    };
+                    let now = Instant::now();
+                    if wake > now {
+                        // Unparked early by `stop`; spurious wake-ups just check again.
+                        std::thread::park_timeout(wake - now);
                     }
                 }
-                buffer
+                plan.finish()
             })?;
         Ok(TelemetrySampler {
             stop,
@@ -135,28 +202,47 @@ impl TelemetrySampler {
         })
     }
 
-    /// Samples dropped so far because the buffer was full.
+    /// Telemetry samples dropped so far because the buffer was full.
     #[must_use]
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// Stops the thread and returns every sample with their summary (`None` without samples).
+    /// Stops the thread and returns every telemetry sample with their summary (`None` without
+    /// samples). GPM readings are discarded; [`TelemetrySampler::stop_all`] keeps them.
     #[must_use]
-    pub fn stop(mut self) -> (Vec<TelemetrySample>, Option<TelemetrySummary>) {
-        let samples = self.finish();
-        let summary = summarize(&samples, Some(self.rate_hz));
-        (samples, summary)
+    pub fn stop(self) -> (Vec<TelemetrySample>, Option<TelemetrySummary>) {
+        let out = self.stop_all();
+        (out.samples, out.summary)
     }
 
-    fn finish(&mut self) -> Vec<TelemetrySample> {
+    /// Stops the thread and returns everything it gathered.
+    #[must_use]
+    pub fn stop_all(mut self) -> SamplerOutput {
+        let harvest = self.finish();
+        let summary = summarize(&harvest.samples, self.rate_hz);
+        SamplerOutput {
+            samples: harvest.samples,
+            summary,
+            activity: harvest.activity,
+        }
+    }
+
+    fn finish(&mut self) -> Harvest {
         self.stop.store(true, Ordering::Release);
         let Some(handle) = self.handle.take() else {
-            return Vec::new();
+            return Harvest::default();
         };
         handle.thread().unpark();
         handle.join().unwrap_or_default()
     }
+}
+
+/// The next deadline of a periodic task due at `due` and run at `now`: one period later, or now
+/// when the thread has fallen a whole period behind (it never tries to catch up in a burst).
+fn advance(due: Instant, period: Duration, now: Instant) -> Instant {
+    let next = due + period;
+    if next > now { next } else { now }
 }
 
 impl Drop for TelemetrySampler {
@@ -250,6 +336,8 @@ mod tests {
             gpu_util_pct: Some(80),
             memory_util_pct: None,
             throttle_reasons: Some(0),
+            energy_mj: None,
+            mig_energy_mj: None,
         }
     }
 

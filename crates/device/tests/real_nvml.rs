@@ -6,12 +6,13 @@
 //! agreeing with what NVML lists (issue 11: this file used to print what it should assert).
 #![cfg(feature = "gpu")]
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use coload_cohort_schema::{DeviceKind, Mode, TelemetrySample};
+use coload_cohort_schema::{DeviceKind, GPM_METRIC_NAMES, Mode, TelemetrySample};
 use coload_device::{
-    GpuFacts, NvmlSource, RealNvml, SharingFacts, TelemetrySampler, check_allocation,
-    host_snapshot, identify, mps_client, other_compute_processes, scheduler_identity,
+    ActivityOptions, GpmTarget, GpuFacts, MigTarget, NvmlSource, NvmlTarget, RealNvml,
+    SharingFacts, TelemetrySampler, check_allocation, host_snapshot, identify, mps_client,
+    other_compute_processes, scheduler_identity,
 };
 
 const GIB: u64 = 1 << 30;
@@ -199,4 +200,98 @@ fn host_facts_and_identity_are_present() {
     let id = scheduler_identity(None);
     assert!(!id.hostname.is_empty());
     assert_eq!(id.pid, std::process::id());
+}
+
+/// GPM and the energy counter through the raw NVML calls (issue 15). On a Hopper GPU GPM must be
+/// supported; elsewhere the reason is printed. Run on the H200 host with `--nocapture` and read
+/// the per-reading cost it prints.
+#[test]
+fn the_real_nvml_reads_gpm_and_energy() {
+    let mut nvml = RealNvml::open().expect("NVML must load on a GPU host");
+    let gpu = nvml.gpu(0).unwrap();
+    let device = NvmlTarget {
+        gpu_index: 0,
+        mig_index: None,
+    };
+    let e0 = nvml
+        .energy_mj(device)
+        .expect("a Volta or later GPU has an energy counter");
+    let target = GpmTarget {
+        gpu_index: 0,
+        gpu_instance_id: None,
+    };
+    match nvml.gpm_begin(target) {
+        Ok(()) => {
+            std::thread::sleep(Duration::from_secs(1));
+            let v = nvml.gpm_next(target).unwrap();
+            println!(
+                "gpm reading over 1 s: {}",
+                serde_json::to_string(&v).unwrap()
+            );
+            for (name, value) in v.fields() {
+                if name.ends_with("_pct") {
+                    let x = *value.unwrap_or_else(|| panic!("{name} not answered"));
+                    assert!((0.0..=100.0).contains(&x), "{name} = {x}");
+                }
+            }
+            let n = 100;
+            let t0 = Instant::now();
+            for _ in 0..n {
+                nvml.gpm_next(target).unwrap();
+            }
+            println!(
+                "one gpm reading (sample + {} metrics) takes {:?}",
+                GPM_METRIC_NAMES.len(),
+                t0.elapsed() / n
+            );
+        }
+        Err(reason) => {
+            println!("gpm unsupported on {}: {reason}", gpu.name);
+            assert!(
+                !(gpu.name.contains("H100") || gpu.name.contains("H200")),
+                "a Hopper GPU must support GPM: {reason}"
+            );
+        }
+    }
+    let e1 = nvml.energy_mj(device).unwrap();
+    println!("energy counter {e0} -> {e1} mJ");
+    assert!(e1 >= e0);
+    let t0 = Instant::now();
+    for _ in 0..100 {
+        nvml.energy_mj(device).unwrap();
+    }
+    println!("one energy reading takes {:?}", t0.elapsed() / 100);
+
+    // The sampler as the worker runs it: telemetry at 10 Hz with energy, GPM every second.
+    let report = identify(DeviceKind::Cuda, Some(0));
+    let options = ActivityOptions::for_duration(Some(1.0), 10.0, MigTarget::from_report(&report));
+    let sampler = TelemetrySampler::start_with_activity(
+        Box::new(RealNvml::open().unwrap()),
+        report.target.unwrap().gpu_index,
+        Some(10.0),
+        100,
+        options,
+        || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        },
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(3200));
+    let out = sampler.stop_all();
+    let (start, end) = (
+        out.samples[0].t_unix_ns,
+        out.samples.last().unwrap().t_unix_ns,
+    );
+    println!(
+        "sampler gpm: {}",
+        serde_json::to_string(&out.activity.gpm_report(start, end)).unwrap()
+    );
+    println!(
+        "sampler energy: {}",
+        serde_json::to_string(&out.activity.energy_report(&out.samples, start, end)).unwrap()
+    );
+    assert!(out.samples.iter().all(|s| s.energy_mj.is_some()));
 }

@@ -29,3 +29,77 @@ pub enum TimingError<E> {
         batches: usize,
     },
 }
+
+/// Why a serve window's arrival schedule or batching policy cannot be used. Each message names
+/// the bad value and what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScheduleError {
+    /// The request rate is not a positive, finite number.
+    #[error("--rate must be a positive number of requests per second, got {rate_per_s}")]
+    BadRate {
+        /// The rate given.
+        rate_per_s: f64,
+    },
+    /// The schedule would hold more requests than a window may.
+    #[error(
+        "the schedule would hold {requests} requests, more than the {max} one window may; \
+         lower --rate or --window-s"
+    )]
+    TooManyRequests {
+        /// Requests asked for (at least).
+        requests: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// An offsets file holds no offset at all.
+    #[error(
+        "{file} holds no arrival offsets; write one offset per line, in seconds from the window's start"
+    )]
+    EmptyOffsets {
+        /// The file.
+        file: String,
+    },
+    /// An offsets file holds offsets, none of them inside the window.
+    #[error(
+        "{file}: none of its {offsets} offsets falls inside the {window_s} s window; shift the \
+         trace or lengthen --window-s"
+    )]
+    NoOffsetInWindow {
+        /// The file.
+        file: String,
+        /// Offsets it holds.
+        offsets: usize,
+        /// The window, seconds.
+        window_s: f64,
+    },
+    /// An offset is smaller than the one before it.
+    #[error(
+        "{file}:{line}: offset {offset_s} s comes before {previous_s} s on line {previous_line}; \
+         sort the offsets (non-decreasing)"
+    )]
+    UnsortedOffsets {
+        /// The file.
+        file: String,
+        /// The 1-based line of the offending offset.
+        line: usize,
+        /// Its value, seconds.
+        offset_s: f64,
+        /// The line of the offset before it.
+        previous_line: usize,
+        /// That offset, seconds.
+        previous_s: f64,
+    },
+    /// A line of an offsets file is not an offset.
+    #[error("{file}:{line}: {message}")]
+    BadOffsetsLine {
+        /// The file.
+        file: String,
+        /// The 1-based line.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The batching policy is not usable.
+    #[error("{0}")]
+    BadPolicy(String),
+}

@@ -10,6 +10,11 @@
 //! - [`run_window`] sleeps until the scheduled instant, runs steps until the window ends and
 //!   records each batch into a [`BatchBuffer`] preallocated before the start. Between the start
 //!   and the end it performs no I/O, logging, locking or allocation.
+//! - [`run_serve`] is the serve window (issue 13): requests arrive open-loop at the instants of an
+//!   [`ArrivalSchedule`] made before the window, a dynamic batcher ([`ServePolicy`]) groups them
+//!   into padded batches for a [`BatchStep`], and each request's latency runs from its
+//!   *scheduled* arrival. It runs on a [`ServeClock`]: the real [`MonotonicClock`], or a
+//!   [`SimulatedClock`] that makes queueing tests exact and fast ([`MockBatchStep`] advances it).
 //!
 //! # Example
 //!
@@ -28,17 +33,26 @@
 //! assert_eq!(records[0].samples, 8);
 //! ```
 
+mod arrivals;
 mod buffer;
 mod clock;
 mod error;
 mod runner;
+mod serve;
+mod serve_clock;
 mod step;
 
+pub use arrivals::{ArrivalKind, ArrivalSchedule, MAX_REQUESTS};
 pub use buffer::{BatchBuffer, RawBatch};
 pub use clock::Clock;
-pub use error::TimingError;
+pub use error::{ScheduleError, TimingError};
 pub use runner::{
     WarmupStats, WindowOutcome, run_window, run_window_cancellable, sleep_until, warmup,
     warmup_observed,
 };
+pub use serve::{
+    BatchStep, MAX_BATCH_LIMIT, MockBatchFailure, MockBatchStep, QUEUED_PER_LINE, ServeBatch,
+    ServeBuffer, ServeOutcome, ServePolicy, request_lines, run_serve, serve_batch_records,
+};
+pub use serve_clock::{MonotonicClock, SPIN_BEFORE_NS, ServeClock, SimulatedClock};
 pub use step::{MockStep, Step};

@@ -1,6 +1,41 @@
 //! The errors of this crate.
 
+use std::path::PathBuf;
+
 use coload_cohort_schema::FailureKind;
+
+/// Why a TorchScript file (`--model-file`) cannot be used. Each is found while the step is
+/// built, before the worker reaches the barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ModelFileProblem {
+    /// No file at that path.
+    Missing,
+    /// The file exists but cannot be read.
+    Unreadable,
+    /// libtorch cannot load it as a TorchScript module (a state dict, a pickle, any other file).
+    NotTorchScript,
+    /// Its forward refuses an input of `--input-shape`.
+    InputShape,
+    /// Its forward does not return one `[batch, num_classes]` tensor of logits.
+    OutputShape,
+    /// It has no parameter that requires a gradient, so there is nothing to train.
+    NoParameters,
+}
+
+impl ModelFileProblem {
+    /// The failure's name for `worker.json`'s `failure.kind`.
+    #[must_use]
+    pub fn kind(self) -> FailureKind {
+        match self {
+            ModelFileProblem::Missing => FailureKind::ModelFileMissing,
+            ModelFileProblem::Unreadable => FailureKind::ModelFileUnreadable,
+            ModelFileProblem::NotTorchScript => FailureKind::ModelFileNotTorchscript,
+            ModelFileProblem::InputShape => FailureKind::ModelFileInputShape,
+            ModelFileProblem::OutputShape => FailureKind::ModelFileOutputShape,
+            ModelFileProblem::NoParameters => FailureKind::ModelFileNoParameters,
+        }
+    }
+}
 
 /// What went wrong building or running the workload.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -17,6 +52,20 @@ pub enum WorkloadError {
     /// An option the workload cannot honour (a bad device string, a zero batch, ...).
     #[error("invalid option: {0}")]
     InvalidOption(String),
+    /// A TorchScript file that cannot be used; `message` carries libtorch's where it had one.
+    #[error("model file {}: {message}", path.display())]
+    ModelFile {
+        /// The file as given.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: ModelFileProblem,
+        /// What to do, and libtorch's message.
+        message: String,
+    },
+    /// The step cannot be captured in (or replayed from) a CUDA graph: an operation that
+    /// synchronizes with the host, a shape that changes, or a libtorch built without CUDA graphs.
+    #[error("cuda graph: {0}")]
+    CudaGraph(String),
 }
 
 impl WorkloadError {
@@ -28,6 +77,8 @@ impl WorkloadError {
             WorkloadError::Libtorch(_) => FailureKind::LibtorchError,
             WorkloadError::CudaUnavailable(_) => FailureKind::CudaUnavailable,
             WorkloadError::InvalidOption(_) => FailureKind::InvalidOption,
+            WorkloadError::ModelFile { problem, .. } => problem.kind(),
+            WorkloadError::CudaGraph(_) => FailureKind::CudaGraph,
         }
     }
 

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use coload_cohort_schema::{
-    DeviceChoice, DeviceKind, HogReport, HogStop, MemoryInfo, MemorySource,
+    DeviceChoice, DeviceKind, Execution, HogReport, HogStop, MemoryInfo, MemorySource,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -190,6 +190,11 @@ impl Hog {
             cudnn_benchmark: false,
             torch_threads: std::panic::catch_unwind(tch::get_num_threads)
                 .map_or(0, |n| n.max(0) as u32),
+            // The hog runs no model.
+            model: "none".to_owned(),
+            parameter_count: 0,
+            model_file: None,
+            execution: Execution::Eager,
         }
     }
 

@@ -1,12 +1,20 @@
-//! The ResNet18 workloads of coload, through libtorch (tch 0.24, libtorch 2.11.0).
+//! The workloads of coload, through libtorch (tch 0.24, libtorch 2.11.0).
 //!
-//! [`ResNetStep`] is one batch of ResNet18 (1000 classes) on a synthetic batch made once on the
-//! device: `train` is forward, cross-entropy, backward and an SGD step (momentum 0.9, lr 0.01);
-//! `infer` is an eval-mode forward under libtorch's `InferenceMode`. Each step ends with a device
+//! [`ModelStep`] is one batch of a model on a synthetic batch made once on the device: a
+//! built-in ImageNet classifier ([`ZooModel`]: ResNet18 by default, ResNet50, MobileNetV2,
+//! EfficientNet-B0 and more) or a user's TorchScript file ([`TorchScriptSpec`]). `train` is
+//! forward, cross-entropy, backward and an SGD step (momentum 0.9, lr 0.01); `infer` is an
+//! eval-mode forward under libtorch's `InferenceMode`. With `execution: cuda-graph` the step is
+//! captured once in a CUDA graph and every batch is one replay. Each step ends with a device
 //! synchronize and implements [`coload_timing::Step`]. A small C++ shim (`src/shim.cpp`, built
 //! against the headers of the libtorch torch-sys found) supplies what tch lacks: the
-//! `InferenceMode` guard, bf16 autocast, the foreach SGD update PyTorch uses by default, device
-//! synchronize without panics, and the caching allocator's peak.
+//! `InferenceMode` guard, bf16 autocast, the foreach SGD update PyTorch uses by default, CUDA
+//! graph capture and replay, device synchronize without panics, and the caching allocator's
+//! peak.
+//!
+//! [`ServeStep`] is the `serve` workload: the inference forward at a fixed set of padded batch
+//! sizes, each a view of one synthetic batch, for the dynamic batcher of
+//! `coload_timing::run_serve`; it implements [`coload_timing::BatchStep`].
 //!
 //! [`Hog`] is the `hog` workload: device memory taken in steps and held through the window
 //! (issue 12). [`probe_device`] asks the CUDA runtime (already loaded by libtorch) for the free
@@ -21,7 +29,7 @@
 //! ```
 //! use coload_cohort_schema::{Precision, Workload};
 //! use coload_timing::Step;
-//! use coload_workload::{DeviceChoice, ResNetStep, WorkloadOptions};
+//! use coload_workload::{DeviceChoice, ModelSource, ModelStep, WorkloadOptions, ZooModel};
 //!
 //! let options = WorkloadOptions {
 //!     workload: Workload::Infer,
@@ -29,27 +37,35 @@
 //!     batch_size: 1,
 //!     image_size: 32,
 //!     precision: Precision::Fp32,
-//!     seed: 0,
+//!     model: ModelSource::Zoo(ZooModel::MobilenetV2),
+//!     ..WorkloadOptions::default()
 //! };
-//! let mut step = ResNetStep::new(&options)?;
+//! let mut step = ModelStep::new(&options)?;
 //! assert_eq!(step.step()?, 1);
 //! assert_eq!(step.info().inference_guard.as_deref(), Some("inference_mode"));
+//! assert_eq!(step.info().model, "mobilenet_v2");
 //! # Ok::<(), coload_workload::WorkloadError>(())
 //! ```
 
 mod error;
 mod hog;
+mod models;
 mod options;
 mod runtime;
+mod serve;
 mod shim;
 mod step;
+mod torchscript;
 
 pub use coload_cohort_schema::DeviceChoice;
-pub use error::WorkloadError;
+pub use error::{ModelFileProblem, WorkloadError};
 pub use hog::{DEFAULT_HOLD_INTERVAL, DEFAULT_MIN_STEP_BYTES, DEFAULT_STEP_BYTES, Hog, HogOptions};
-pub use options::WorkloadOptions;
+pub use models::{MIN_IMAGE_SIZE, ZooModel};
+pub use options::{ModelSource, TorchScriptSpec, WorkloadOptions, parse_input_shape};
 pub use runtime::{CudaFacts, RuntimeError, cuda_ordinal, probe_device, runtime_loaded};
+pub use serve::ServeStep;
 pub use step::{
-    InferenceGuard, LEARNING_RATE, MOMENTUM, NUM_CLASSES, OutputProbe, ResNetStep, WorkloadInfo,
+    GRAPH_WARMUP_STEPS, InferenceGuard, LEARNING_RATE, MOMENTUM, ModelStep, NUM_CLASSES,
+    OutputProbe, ResNetStep, WorkloadInfo,
 };
 pub use tch;

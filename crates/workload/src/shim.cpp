@@ -6,6 +6,9 @@
 //   PyTorch's `torch.optim.SGD` makes on CUDA by default (foreach implementation), and
 //   `zero_grad(set_to_none=True)`.
 // - Device synchronize, the caching allocator's peak, and the library versions.
+// - Whole-step CUDA graphs (when built against a libtorch with CUDA): warm up on a side stream,
+//   capture one step through `at::cuda::CUDAGraph`, replay it. See "CUDA graphs" below for why
+//   the class is declared here rather than included.
 //
 // No C++ exception crosses into Rust: every entry point catches and returns a status code with
 // the message copied into the caller's buffer. Tensors arrive as tch's `C_tensor` pointers,
@@ -19,14 +22,65 @@
 #include <ATen/ops/_foreach_mul.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+// ---- CUDA graphs -------------------------------------------------------------------------------
+//
+// `ATen/cuda/CUDAGraph.h` pulls in `c10/cuda/CUDACachingAllocator.h` and through it the CUDA
+// runtime's `cuda_runtime.h`, which needs `crt/host_config.h` from the CUDA toolkit: the PyPI
+// torch wheel ships `cuda_runtime_api.h` (nvidia-cuda-runtime) but not `crt/` (nvidia-cuda-crt),
+// so the header cannot be compiled against the provisioned wheel. The class itself is exported
+// from libtorch_cuda.so with these exact signatures (checked with `nm -DC libtorch_cuda.so` for
+// libtorch 2.11.0: `at::cuda::CUDAGraph::CUDAGraph(bool)`, `capture_begin(std::pair<unsigned long
+// long, unsigned long long>, cudaStreamCaptureMode)`, `capture_end()`, `replay()`, `~CUDAGraph()`),
+// so the shim declares the members it calls and links them by name; a signature that changed in
+// another libtorch fails the link loudly rather than misbehaving. The object is opaque here: the
+// declaration reserves more bytes than the real class has (104 bytes in libtorch 2.11.0, read
+// from the stores of its constructor), and only libtorch's own constructor, methods and
+// destructor touch them. Streams go through the device-generic c10 stream API, which needs no
+// CUDA header. Everything is compiled only when build.rs found libtorch_cuda.so
+// (COLOAD_CUDA_GRAPH=1).
+#if defined(COLOAD_CUDA_GRAPH) && COLOAD_CUDA_GRAPH
+
+// As in the CUDA runtime's driver_types.h; only the name enters the mangled symbol.
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+};
+
+namespace at {
+namespace cuda {
+struct CUDAGraph {
+  explicit CUDAGraph(bool keep_graph);
+  ~CUDAGraph();
+  void capture_begin(std::pair<unsigned long long, unsigned long long> pool,
+                     cudaStreamCaptureMode capture_mode);
+  void capture_end();
+  void replay();
+  CUDAGraph(const CUDAGraph &) = delete;
+  CUDAGraph &operator=(const CUDAGraph &) = delete;
+
+ private:
+  // Ten times the real size (104 bytes in libtorch 2.11.0), aligned for any member.
+  alignas(16) unsigned char storage_[1024];
+};
+}  // namespace cuda
+}  // namespace at
+
+#endif
 
 namespace {
 
@@ -101,7 +155,33 @@ class AutocastScope {
   at::ScalarType prev_dtype_ = at::kFloat;
 };
 
+// Status of a Rust callback that failed (its error stays on the Rust side).
+constexpr int kCallbackFailed = 3;
+
+struct CallbackFailed : std::runtime_error {
+  CallbackFailed() : std::runtime_error("the step failed (see the workload's own error)") {}
+};
+
+// Runs `callback(ctx, phase)` under the guards in `flags` (see coload_with_guard), throwing
+// CallbackFailed when it reports a failure.
+void run_with_flags(int flags, int (*callback)(void *, int), void *ctx, int phase) {
+  c10::InferenceMode inference((flags & 1) != 0);
+  AutocastScope cuda(at::kCUDA, (flags & 2) != 0);
+  AutocastScope cpu(at::kCPU, (flags & 4) != 0);
+  if (callback(ctx, phase) != 0) {
+    throw CallbackFailed();
+  }
+}
+
 }  // namespace
+
+#if defined(COLOAD_CUDA_GRAPH) && COLOAD_CUDA_GRAPH
+struct CoGraph {
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+};
+#else
+struct CoGraph {};
+#endif
 
 struct CoSgd {
   std::vector<at::Tensor> params;
@@ -123,6 +203,117 @@ int coload_with_guard(int flags, void (*callback)(void *), void *ctx, char *err,
     AutocastScope cpu(at::kCPU, (flags & 4) != 0);
     callback(ctx);
   });
+}
+
+// Whether this shim was built with CUDA graph support (against a libtorch with libtorch_cuda).
+int coload_cuda_graph_built() {
+#if defined(COLOAD_CUDA_GRAPH) && COLOAD_CUDA_GRAPH
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+// Captures one step in a CUDA graph on CUDA device `device_index`, the way PyTorch's
+// documentation captures a whole network (torch.cuda.graphs):
+//   1. on a side stream from the pool (the legacy default stream cannot be captured), run
+//      `callback(ctx, 0)` `warmup_steps` times: lazy initialization (cuBLAS workspaces, cuDNN
+//      autotuning, the optimizer's momentum buffers) must happen before capture, not in it;
+//   2. `callback(ctx, 1)` once outside capture, to prepare (training: zero_grad(set_to_none),
+//      so that backward allocates the gradients from the graph's private pool);
+//   3. capture `callback(ctx, 2)`: the step's kernels are recorded, not run.
+// Every callback runs under the guards in `flags` (as coload_with_guard). Returns the graph, or
+// null with the status in `*status` (kCallbackFailed when a callback failed) and the message in
+// `err`.
+CoGraph *coload_graph_capture(int64_t device_index, int warmup_steps, int flags,
+                              int (*callback)(void *, int), void *ctx, int *status, char *err,
+                              size_t err_len) {
+  CoGraph *out = nullptr;
+  int callback_failed = 0;
+  *status = guarded(err, err_len, [&] {
+#if defined(COLOAD_CUDA_GRAPH) && COLOAD_CUDA_GRAPH
+    const auto index = static_cast<c10::DeviceIndex>(device_index);
+    const c10::Device device(c10::DeviceType::CUDA, index);
+    const auto *impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    at::accelerator::synchronizeDevice(index);
+    auto built = std::make_unique<CoGraph>();
+    {
+      c10::StreamGuard side(impl->getStreamFromGlobalPool(device, false));
+      try {
+        for (int i = 0; i < warmup_steps; ++i) {
+          run_with_flags(flags, callback, ctx, 0);
+        }
+        run_with_flags(flags, callback, ctx, 1);
+      } catch (const CallbackFailed &) {
+        callback_failed = 1;
+        throw;
+      }
+      at::accelerator::synchronizeDevice(index);
+      // The graph's constructor reads the current stream, so it is made on the side stream.
+      built->graph = std::make_unique<at::cuda::CUDAGraph>(false);
+      // Autocast's cast cache stays off while recording, as torch.cuda.graphs recommends, so
+      // no cached cast made outside the capture is baked into the graph.
+      const bool cache_was_enabled = at::autocast::is_autocast_cache_enabled();
+      at::autocast::set_autocast_cache_enabled(false);
+      built->graph->capture_begin({0, 0}, cudaStreamCaptureModeGlobal);
+      // On failure, end the capture so the allocator leaves capture mode; its own error (the
+      // capture was invalidated) says less than the first one.
+      const auto abandon = [&] {
+        at::autocast::set_autocast_cache_enabled(cache_was_enabled);
+        try {
+          built->graph->capture_end();
+        } catch (...) {
+        }
+      };
+      try {
+        run_with_flags(flags, callback, ctx, 2);
+      } catch (const CallbackFailed &) {
+        abandon();
+        callback_failed = 1;
+        throw;
+      } catch (...) {
+        abandon();
+        throw;
+      }
+      at::autocast::set_autocast_cache_enabled(cache_was_enabled);
+      built->graph->capture_end();
+    }
+    at::accelerator::synchronizeDevice(index);
+    out = built.release();
+#else
+    (void)device_index;
+    (void)warmup_steps;
+    (void)flags;
+    (void)callback;
+    (void)ctx;
+    TORCH_CHECK(false,
+                "this build has no CUDA graph support: the shim was compiled against a libtorch "
+                "without libtorch_cuda.so");
+#endif
+  });
+  if (*status != kOk && callback_failed) {
+    *status = kCallbackFailed;
+  }
+  return *status == kOk ? out : nullptr;
+}
+
+// One replay of the captured step on the current stream (the caller synchronizes).
+int coload_graph_replay(CoGraph *graph, char *err, size_t err_len) {
+  return guarded(err, err_len, [&] {
+#if defined(COLOAD_CUDA_GRAPH) && COLOAD_CUDA_GRAPH
+    graph->graph->replay();
+#else
+    (void)graph;
+    TORCH_CHECK(false, "this build has no CUDA graph support");
+#endif
+  });
+}
+
+void coload_graph_free(CoGraph *graph) {
+  try {
+    delete graph;
+  } catch (...) {
+  }
 }
 
 // Whether c10::InferenceMode is enabled on this thread right now (for tests).

@@ -15,6 +15,8 @@ use crate::error::WorkloadError;
 
 const OK: c_int = 0;
 const OUT_OF_MEMORY: c_int = 2;
+/// A Rust callback of `coload_graph_capture` failed; its error is on the Rust side.
+const CALLBACK_FAILED: c_int = 3;
 const ERR_LEN: usize = 1024;
 
 /// Guard flags of `coload_with_guard`.
@@ -25,6 +27,22 @@ pub(crate) const GUARD_AUTOCAST_CPU_BF16: c_int = 4;
 #[repr(C)]
 pub(crate) struct CoSgd {
     _private: [u8; 0],
+}
+
+#[repr(C)]
+pub(crate) struct CoGraph {
+    _private: [u8; 0],
+}
+
+/// The phase a capture callback is called in (see `coload_graph_capture`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CapturePhase {
+    /// An eager step on the side stream, before capture.
+    Warmup,
+    /// Outside capture, right before it (training: `zero_grad(set_to_none)`).
+    Prepare,
+    /// The step being captured: its kernels are recorded, not run.
+    Capture,
 }
 
 unsafe extern "C" {
@@ -56,6 +74,19 @@ unsafe extern "C" {
         err_len: usize,
     ) -> *mut CoSgd;
     fn coload_sgd_free(sgd: *mut CoSgd);
+    fn coload_cuda_graph_built() -> c_int;
+    fn coload_graph_capture(
+        device_index: i64,
+        warmup_steps: c_int,
+        flags: c_int,
+        callback: extern "C" fn(*mut c_void, c_int) -> c_int,
+        ctx: *mut c_void,
+        status: *mut c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> *mut CoGraph;
+    fn coload_graph_replay(graph: *mut CoGraph, err: *mut c_char, err_len: usize) -> c_int;
+    fn coload_graph_free(graph: *mut CoGraph);
     fn coload_sgd_zero_grad(sgd: *mut CoSgd, err: *mut c_char, err_len: usize) -> c_int;
     fn coload_sgd_step(sgd: *mut CoSgd, err: *mut c_char, err_len: usize) -> c_int;
 }
@@ -236,5 +267,113 @@ impl Drop for Sgd {
     fn drop(&mut self) {
         // SAFETY: `self.0` came from `coload_sgd_new` and is freed exactly once, here.
         unsafe { coload_sgd_free(self.0.as_ptr()) }
+    }
+}
+
+/// Whether the shim was built against a libtorch with CUDA (and so with CUDA graphs).
+pub(crate) fn cuda_graph_built() -> bool {
+    // SAFETY: returns a compile-time constant; no arguments.
+    unsafe { coload_cuda_graph_built() != 0 }
+}
+
+/// A step captured in a CUDA graph, owned by the shim.
+#[derive(Debug)]
+pub(crate) struct CudaGraph(NonNull<CoGraph>);
+
+// SAFETY: the shim's graph holds an `at::cuda::CUDAGraph` (CUDA handles and a private memory
+// pool id), which libtorch lets any thread replay; `&mut self` serializes every use.
+unsafe impl Send for CudaGraph {}
+
+impl CudaGraph {
+    /// Warms up `warmup_steps` times on a side stream, prepares, then captures one step: `f` is
+    /// called with each [`CapturePhase`] under the guards in `flags`. `f` must not unwind (the
+    /// step catches its own panics). An error returned by `f` is returned as is, whichever phase
+    /// it came from.
+    pub(crate) fn capture<F>(
+        device_index: usize,
+        warmup_steps: u32,
+        flags: c_int,
+        f: F,
+    ) -> Result<Self, WorkloadError>
+    where
+        F: FnMut(CapturePhase) -> Result<(), WorkloadError>,
+    {
+        struct Ctx<F> {
+            f: F,
+            error: Option<WorkloadError>,
+        }
+        extern "C" fn trampoline<F>(ctx: *mut c_void, phase: c_int) -> c_int
+        where
+            F: FnMut(CapturePhase) -> Result<(), WorkloadError>,
+        {
+            // SAFETY: `ctx` is the `&mut Ctx<F>` passed below, alive for the whole call.
+            let ctx = unsafe { &mut *ctx.cast::<Ctx<F>>() };
+            let phase = match phase {
+                0 => CapturePhase::Warmup,
+                1 => CapturePhase::Prepare,
+                _ => CapturePhase::Capture,
+            };
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (ctx.f)(phase)))
+                .unwrap_or_else(|_| {
+                    // A panic must not unwind through C++ frames; `f` catches its own, this is a
+                    // backstop.
+                    std::process::abort()
+                });
+            match result {
+                Ok(()) => 0,
+                Err(e) => {
+                    ctx.error = Some(e);
+                    1
+                }
+            }
+        }
+        let mut ctx = Ctx { f, error: None };
+        let mut status: c_int = OK;
+        let mut err = ErrBuf::new();
+        // SAFETY: the callback and its context stay valid for the duration of the call, which
+        // runs the callback synchronously on this thread; the out pointer and the error buffer
+        // (ERR_LEN bytes) are valid.
+        let raw = unsafe {
+            coload_graph_capture(
+                device_index as i64,
+                c_int::try_from(warmup_steps).unwrap_or(c_int::MAX),
+                flags,
+                trampoline::<F>,
+                (&raw mut ctx).cast::<c_void>(),
+                &raw mut status,
+                err.ptr(),
+                ERR_LEN,
+            )
+        };
+        if let Some(graph) = NonNull::new(raw) {
+            return Ok(CudaGraph(graph));
+        }
+        if status == CALLBACK_FAILED
+            && let Some(e) = ctx.error
+        {
+            return Err(e);
+        }
+        Err(match err.into_error(status) {
+            e @ WorkloadError::OutOfMemory(_) => e,
+            other => WorkloadError::CudaGraph(format!(
+                "the step cannot be captured: {}",
+                other.to_string().trim_start_matches("libtorch error: ")
+            )),
+        })
+    }
+
+    /// Replays the captured step on the current stream (asynchronously: synchronize after).
+    pub(crate) fn replay(&mut self) -> Result<(), WorkloadError> {
+        let mut err = ErrBuf::new();
+        // SAFETY: `self.0` is a live graph from `coload_graph_capture`.
+        let rc = unsafe { coload_graph_replay(self.0.as_ptr(), err.ptr(), ERR_LEN) };
+        err.check(rc)
+    }
+}
+
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` came from `coload_graph_capture` and is freed exactly once, here.
+        unsafe { coload_graph_free(self.0.as_ptr()) }
     }
 }

@@ -1,4 +1,4 @@
-//! ResNet18 training and inference steps.
+//! Training and inference steps of one model on a fixed synthetic batch.
 //!
 //! One step is one batch: for `train`, `zero_grad(set_to_none)`, forward, cross-entropy,
 //! backward and a foreach SGD step (momentum 0.9, lr 0.01), the loop a PyTorch user writes; for
@@ -6,29 +6,46 @@
 //! so the step returns only when the device has finished the batch. Inputs and labels are made
 //! once, on the device, from the seed, and reused by every batch.
 //!
-//! The step runs inside the timed window: it builds no Rust collections, logs nothing and takes
-//! no locks; libtorch's own per-op work is all there is. tch's non-`f_` methods (the ResNet's
-//! layers use them) panic on a libtorch error; the step catches that at its boundary and returns
-//! the message as a [`WorkloadError`].
+//! With `execution: cuda-graph` the step is captured once in a CUDA graph while it is built
+//! (after [`GRAPH_WARMUP_STEPS`] eager steps on a side stream, as PyTorch's documentation
+//! captures a whole network), and every batch is then one replay and the synchronize: the same
+//! kernels on the same static tensors, without a kernel launch per operation from the host. A
+//! model that cannot be captured fails there, before the barrier.
+//!
+//! The step runs inside the timed window: it logs nothing and takes no locks, and for the
+//! ResNets and MobileNetV2 it builds no Rust collection either; libtorch's own per-op work is
+//! all there is. (tch's wrappers of list-taking ops, such as the concatenations inside
+//! DenseNet, Inception and SqueezeNet, and `CModule::forward_ts` for a TorchScript model, build
+//! a small Vec of tensor pointers per call; a CUDA-graph replay builds nothing.) tch's non-`f_`
+//! methods (the built-in models' layers use them) panic on a libtorch error; the step catches
+//! that at its boundary and returns the message as a [`WorkloadError`].
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 
-use coload_cohort_schema::{DeviceKind, MemoryInfo, MemorySource, Precision, Workload};
-use tch::nn::{FuncT, ModuleT, VarStore};
+use coload_cohort_schema::{
+    DeviceKind, Execution, MemoryInfo, MemorySource, ModelFile, Precision, TORCHSCRIPT_MODEL,
+    Workload,
+};
+use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::error::{WorkloadError, from_panic};
-use crate::options::{WorkloadOptions, validate};
-use crate::shim;
+use crate::options::{ModelSource, WorkloadOptions, validate};
+use crate::shim::{self, CapturePhase};
+use crate::torchscript::{self, Script};
 use coload_cohort_schema::DeviceChoice;
 
-/// Classes of the ResNet18 head (ImageNet's 1000).
+/// Classes of the built-in models' heads (ImageNet's 1000).
 pub const NUM_CLASSES: i64 = 1000;
 /// SGD learning rate.
 pub const LEARNING_RATE: f64 = 0.01;
 /// SGD momentum.
 pub const MOMENTUM: f64 = 0.9;
+/// Eager steps run on the capture's side stream before a CUDA graph is captured (PyTorch's
+/// documentation uses 3 for whole-network capture): cuDNN autotuning, cuBLAS workspaces and the
+/// optimizer's momentum buffers are made there, outside the capture.
+pub const GRAPH_WARMUP_STEPS: u32 = 3;
 
 /// The autograd guard inference runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -51,7 +68,7 @@ impl InferenceGuard {
     }
 }
 
-/// How the workload runs, for `worker.json`'s `device` and `runtime`.
+/// How the workload runs, for `worker.json`'s `config`, `device` and `runtime`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkloadInfo {
     /// CUDA or CPU.
@@ -70,6 +87,14 @@ pub struct WorkloadInfo {
     pub cudnn_benchmark: bool,
     /// Host threads libtorch uses for intra-op work.
     pub torch_threads: u32,
+    /// The model's name for `config.model` (`resnet18`, ..., or `torchscript`).
+    pub model: String,
+    /// Trainable parameters of the model, in elements.
+    pub parameter_count: u64,
+    /// The TorchScript file's identity, for `config.model_file`.
+    pub model_file: Option<ModelFile>,
+    /// Eager, or one CUDA-graph replay per batch.
+    pub execution: Execution,
 }
 
 /// What one inference forward produced, to show that it recorded no autograd history.
@@ -83,22 +108,51 @@ pub struct OutputProbe {
     pub inference_mode_was_enabled: bool,
 }
 
-/// One ResNet18 batch on a fixed synthetic batch. Implements [`coload_timing::Step`].
+/// The network a step runs.
 #[derive(Debug)]
-pub struct ResNetStep {
+enum Net {
+    /// A built-in model (its variables live in the step's `VarStore`).
+    Zoo(Box<dyn ModuleT>),
+    /// A TorchScript module.
+    Script(Script),
+}
+
+impl Net {
+    /// The logits of `xs`. A built-in model's layers panic on a libtorch error: call under
+    /// [`catching`].
+    fn forward(&self, xs: &Tensor, train: bool) -> Result<Tensor, WorkloadError> {
+        match self {
+            Net::Zoo(m) => Ok(m.forward_t(xs, train)),
+            Net::Script(s) => s.forward(xs),
+        }
+    }
+}
+
+/// One batch of a model on a fixed synthetic batch. Implements [`coload_timing::Step`].
+#[derive(Debug)]
+pub struct ModelStep {
+    /// The captured step, with `execution: cuda-graph`.
+    graph: Option<shim::CudaGraph>,
     options: WorkloadOptions,
     device: Device,
     cuda_index: Option<usize>,
     guard: InferenceGuard,
     /// Keeps the variables alive (the model's closures hold shallow copies).
     vs: VarStore,
-    model: FuncT<'static>,
+    net: Net,
+    model_file: Option<ModelFile>,
+    parameter_count: u64,
     inputs: Tensor,
     labels: Tensor,
     sgd: Option<shim::Sgd>,
     last_loss: Option<Tensor>,
+    /// Inference's logits as the graph writes them on every replay (cuda-graph only).
+    graph_logits: Option<Tensor>,
     batch_size: u32,
 }
+
+/// The name this step had when ResNet18 was the only model.
+pub type ResNetStep = ModelStep;
 
 /// Serializes seeded construction: libtorch's default generator is process-wide, so two steps
 /// built at once on different threads would interleave their draws. Only construction takes it,
@@ -136,6 +190,28 @@ fn resolve_device(choice: DeviceChoice) -> Result<Device, WorkloadError> {
     })
 }
 
+/// Refuses a CUDA-graph step where it cannot run, before anything is built.
+fn check_execution(execution: Execution, device: Device) -> Result<(), WorkloadError> {
+    if execution != Execution::CudaGraph {
+        return Ok(());
+    }
+    if !device.is_cuda() {
+        return Err(WorkloadError::InvalidOption(
+            "--execution cuda-graph needs a CUDA device, and this step runs on the CPU; use \
+             --execution eager on the CPU"
+                .into(),
+        ));
+    }
+    if !shim::cuda_graph_built() {
+        return Err(WorkloadError::CudaGraph(
+            "this build has no CUDA graph support (its libtorch has no libtorch_cuda.so); \
+             rebuild against a CUDA libtorch, or use --execution eager"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 /// `13000` -> `13.0` (CUDA encodes major * 1000 + minor * 10).
 pub(crate) fn cuda_version_text(v: i64) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
@@ -151,21 +227,26 @@ pub(crate) fn cudnn_version_text(v: i64) -> String {
     }
 }
 
-impl ResNetStep {
-    /// Builds the model, the optimizer (training) and the synthetic batch on the device.
+impl ModelStep {
+    /// Builds the model, the optimizer (training) and the synthetic batch on the device, and,
+    /// with `execution: cuda-graph`, captures the step.
     pub fn new(options: &WorkloadOptions) -> Result<Self, WorkloadError> {
         Self::with_guard(options, InferenceGuard::InferenceMode)
     }
 
-    /// [`ResNetStep::new`] with an explicit inference guard (to measure `no_grad` against
+    /// [`ModelStep::new`] with an explicit inference guard (to measure `no_grad` against
     /// `InferenceMode`). When the shim cannot enter `InferenceMode`, `no_grad` runs instead and
-    /// [`ResNetStep::info`] says so.
+    /// [`ModelStep::info`] says so.
     pub fn with_guard(
         options: &WorkloadOptions,
         guard: InferenceGuard,
     ) -> Result<Self, WorkloadError> {
         validate(options)?;
+        if let ModelSource::Zoo(model) = options.model {
+            model.check_image_size(options.image_size)?;
+        }
         let device = resolve_device(options.device)?;
+        check_execution(options.execution, device)?;
         let cuda_index = match device {
             Device::Cuda(n) => Some(n),
             _ => None,
@@ -177,47 +258,131 @@ impl ResNetStep {
         } else {
             guard
         };
-        let _build = BUILD_LOCK
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        catching(|| {
-            if device.is_cuda() {
-                tch::Cuda::cudnn_set_benchmark(true);
+        let mut step = {
+            let _build = BUILD_LOCK
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            catching(|| Self::build(options, device, cuda_index, guard))?
+        };
+        if options.execution == Execution::CudaGraph {
+            step.capture()?;
+        }
+        Ok(step)
+    }
+
+    fn build(
+        options: &WorkloadOptions,
+        device: Device,
+        cuda_index: Option<usize>,
+        guard: InferenceGuard,
+    ) -> Result<Self, WorkloadError> {
+        if device.is_cuda() {
+            tch::Cuda::cudnn_set_benchmark(true);
+        }
+        tch::manual_seed(options.seed as i64);
+        let vs = VarStore::new(device);
+        let num_classes = i64::from(options.num_classes());
+        // Built-in weights first, then the batch, so the weights depend on the seed alone.
+        let zoo = match &options.model {
+            ModelSource::Zoo(model) => Some(model.build(&vs.root(), num_classes)),
+            ModelSource::TorchScript(_) => None,
+        };
+        let b = i64::from(options.batch_size);
+        let [c, h, w] = options.input_shape().map(i64::from);
+        let inputs = Tensor::f_randn([b, c, h, w], (Kind::Float, device))?;
+        let labels = Tensor::f_randint(num_classes, [b], (Kind::Int64, device))?;
+        let (net, model_file) = match (&options.model, zoo) {
+            (_, Some(zoo)) => (Net::Zoo(zoo), None),
+            (ModelSource::TorchScript(spec), None) => {
+                let (script, file) =
+                    torchscript::load(spec, options.workload, device, &vs, &inputs)?;
+                (Net::Script(script), Some(file))
             }
-            tch::manual_seed(options.seed as i64);
-            let vs = VarStore::new(device);
-            let model = tch::vision::resnet::resnet18(&vs.root(), NUM_CLASSES);
-            let b = i64::from(options.batch_size);
-            let s = i64::from(options.image_size);
-            let inputs = Tensor::f_randn([b, 3, s, s], (Kind::Float, device))?;
-            let labels = Tensor::f_randint(NUM_CLASSES, [b], (Kind::Int64, device))?;
-            let sgd = match options.workload {
-                Workload::Train => {
-                    let mut params = vs.trainable_variables();
-                    Some(shim::Sgd::new(&mut params, LEARNING_RATE, MOMENTUM)?)
-                }
-                Workload::Infer | Workload::Hog => None,
-            };
-            if let Some(index) = cuda_index {
-                shim::synchronize(index)?;
+            (ModelSource::Zoo(_), None) => unreachable!("a built-in model was built above"),
+        };
+        let parameter_count = match &net {
+            Net::Zoo(_) => vs
+                .trainable_variables()
+                .iter()
+                .map(|t| t.numel() as u64)
+                .sum(),
+            Net::Script(script) => script.parameter_count(&vs)?,
+        };
+        let sgd = match options.workload {
+            Workload::Train => {
+                let mut params = vs.trainable_variables();
+                Some(shim::Sgd::new(&mut params, LEARNING_RATE, MOMENTUM)?)
             }
-            Ok(ResNetStep {
-                options: *options,
-                device,
-                cuda_index,
-                guard,
-                vs,
-                model,
-                inputs,
-                labels,
-                sgd,
-                last_loss: None,
-                batch_size: options.batch_size,
-            })
+            Workload::Infer | Workload::Serve | Workload::Hog => None,
+        };
+        if let Some(index) = cuda_index {
+            shim::synchronize(index)?;
+        }
+        Ok(ModelStep {
+            graph: None,
+            options: options.clone(),
+            device,
+            cuda_index,
+            guard,
+            vs,
+            net,
+            model_file,
+            parameter_count,
+            inputs,
+            labels,
+            sgd,
+            last_loss: None,
+            graph_logits: None,
+            batch_size: options.batch_size,
         })
     }
 
-    /// Device, versions and guards, for `worker.json`.
+    /// Captures the step in a CUDA graph (see [`GRAPH_WARMUP_STEPS`] and the shim's
+    /// `coload_graph_capture`). Training captures forward, loss, backward and the SGD step with
+    /// the gradients set to none before capture, so backward writes them into the graph's own
+    /// memory on every replay; inference captures the forward under its guard.
+    fn capture(&mut self) -> Result<(), WorkloadError> {
+        let index = self.cuda_index.ok_or_else(|| {
+            WorkloadError::InvalidOption("a CUDA graph needs a CUDA device".into())
+        })?;
+        let workload = self.options.workload;
+        let mut captured_loss = None;
+        let mut captured_logits = None;
+        let mut failed_in_capture = false;
+        let graph = shim::CudaGraph::capture(index, GRAPH_WARMUP_STEPS, 0, |phase| {
+            let result = match (workload, phase) {
+                (Workload::Train, CapturePhase::Warmup) => self.train_step(),
+                (Workload::Train, CapturePhase::Prepare) => self.zero_grad(),
+                (Workload::Train, CapturePhase::Capture) => self
+                    .forward_backward_update()
+                    .map(|loss| captured_loss = Some(loss)),
+                (Workload::Infer | Workload::Serve, CapturePhase::Warmup) => self.infer_step(),
+                (Workload::Infer | Workload::Serve, CapturePhase::Capture) => self
+                    .infer_logits()
+                    .map(|logits| captured_logits = Some(logits)),
+                (Workload::Infer | Workload::Serve, CapturePhase::Prepare) => Ok(()),
+                (Workload::Hog, _) => Err(crate::options::not_a_model_step()),
+            };
+            failed_in_capture = result.is_err() && phase == CapturePhase::Capture;
+            result
+        })
+        .map_err(|e| match e {
+            // A libtorch error raised while recording is a capture failure, whatever its text.
+            WorkloadError::Libtorch(m) if failed_in_capture => WorkloadError::CudaGraph(format!(
+                "the {} step cannot be captured in a CUDA graph (an operation that synchronizes \
+                 with the host, or one CUDA graphs do not support); use --execution eager: {m}",
+                self.model_name()
+            )),
+            other => other,
+        })?;
+        // The loss (training) or logits (inference) the graph writes on every replay.
+        self.last_loss = captured_loss;
+        self.graph_logits = captured_logits;
+        self.graph = Some(graph);
+        Ok(())
+    }
+
+    /// Device, versions, guards and the model's identity, for `worker.json`.
     #[must_use]
     pub fn info(&self) -> WorkloadInfo {
         let (cudart, cudnn) = if self.device.is_cuda() {
@@ -235,10 +400,22 @@ impl ResNetStep {
             libtorch_version: shim::torch_version(),
             cuda_version: cudart.map(cuda_version_text),
             cudnn_version: cudnn.map(cudnn_version_text),
-            inference_guard: (self.options.workload == Workload::Infer)
+            inference_guard: (!self.options.workload.trains())
                 .then(|| self.guard.as_str().to_owned()),
             cudnn_benchmark: self.device.is_cuda(),
             torch_threads: catch_unwind(tch::get_num_threads).map_or(0, |n| n.max(0) as u32),
+            model: self.model_name().to_owned(),
+            parameter_count: self.parameter_count,
+            model_file: self.model_file.clone(),
+            execution: self.options.execution,
+        }
+    }
+
+    /// The model's name for `config.model`.
+    fn model_name(&self) -> &'static str {
+        match &self.options.model {
+            ModelSource::Zoo(model) => model.as_str(),
+            ModelSource::TorchScript(_) => TORCHSCRIPT_MODEL,
         }
     }
 
@@ -251,12 +428,7 @@ impl ResNetStep {
     /// Number of trainable parameters (11,689,512 for ResNet18 with 1000 classes).
     #[must_use]
     pub fn parameter_count(&self) -> i64 {
-        self.vs
-            .trainable_variables()
-            .iter()
-            .map(Tensor::numel)
-            .map(|n| n as i64)
-            .sum()
+        self.parameter_count as i64
     }
 
     /// Peak bytes the CUDA caching allocator reserved on this device (`None` on CPU or when
@@ -287,13 +459,38 @@ impl ResNetStep {
             .transpose()
     }
 
+    /// Deep copies of every variable (weights and batch-norm statistics of a built-in model;
+    /// the parameters of a TorchScript model being trained), by name. Outside the window only.
+    #[must_use]
+    pub fn variables(&self) -> Vec<(String, Tensor)> {
+        let mut vars: Vec<(String, Tensor)> = self
+            .vs
+            .variables()
+            .into_iter()
+            .map(|(name, t)| (name, t.detach().copy()))
+            .collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        vars
+    }
+
+    /// Inference's logits, to check that a replay computes what an eager forward computes:
+    /// with `execution: cuda-graph`, a copy of what the last replay wrote; eagerly, one new
+    /// forward as [`Step::step`](coload_timing::Step::step) runs it. Outside the window only.
+    pub fn logits(&mut self) -> Result<Tensor, WorkloadError> {
+        if let Some(logits) = &self.graph_logits {
+            return catching(|| Ok(logits.detach().copy()));
+        }
+        let logits = self.infer_logits()?;
+        catching(|| Ok(logits.detach().copy()))
+    }
+
     /// Runs one inference forward the way [`Step::step`](coload_timing::Step::step) does and
     /// reports whether it recorded autograd history. Outside the window only.
     pub fn probe_inference(&mut self) -> Result<OutputProbe, WorkloadError> {
         let mut probe = None;
-        let (model, inputs) = (&self.model, &self.inputs);
+        let (net, inputs) = (&self.net, &self.inputs);
         self.run_guarded(self.infer_flags(), || {
-            let out = model.forward_t(inputs, false);
+            let out = net.forward(inputs, false)?;
             probe = Some(OutputProbe {
                 requires_grad: out.requires_grad(),
                 is_inference: out.f_is_inference()?,
@@ -327,8 +524,7 @@ impl ResNetStep {
         flags: i32,
         f: impl FnOnce() -> Result<(), WorkloadError>,
     ) -> Result<(), WorkloadError> {
-        let no_grad =
-            self.options.workload == Workload::Infer && self.guard == InferenceGuard::NoGrad;
+        let no_grad = !self.options.workload.trains() && self.guard == InferenceGuard::NoGrad;
         let mut f = Some(f);
         let mut result = Ok(());
         let mut body = || {
@@ -345,17 +541,19 @@ impl ResNetStep {
         result
     }
 
-    fn train_step(&mut self) -> Result<(), WorkloadError> {
-        let sgd = self
-            .sgd
+    fn zero_grad(&mut self) -> Result<(), WorkloadError> {
+        self.sgd
             .as_mut()
-            .ok_or_else(|| WorkloadError::InvalidOption("no optimizer for training".into()))?;
-        sgd.zero_grad()?;
-        let (model, inputs, labels) = (&self.model, &self.inputs, &self.labels);
+            .ok_or_else(|| WorkloadError::InvalidOption("no optimizer for training".into()))?
+            .zero_grad()
+    }
+
+    /// Forward, loss, backward and the SGD update; returns the loss (still on the device).
+    fn forward_backward_update(&mut self) -> Result<Tensor, WorkloadError> {
+        let (net, inputs, labels) = (&self.net, &self.inputs, &self.labels);
         let mut loss = None;
-        let autocast = self.autocast_flag();
         let forward = || {
-            let logits = model.forward_t(inputs, true);
+            let logits = net.forward(inputs, true)?;
             loss = Some(logits.f_cross_entropy_loss::<Tensor>(
                 labels,
                 None,
@@ -367,31 +565,71 @@ impl ResNetStep {
         };
         // Forward and loss under autocast (when bf16), backward outside it, as PyTorch's AMP
         // recipe does.
-        self.run_guarded(autocast, forward)?;
+        self.run_guarded(self.autocast_flag(), forward)?;
         let loss = loss.ok_or_else(|| WorkloadError::Libtorch("forward did not run".into()))?;
         catching(|| loss.f_backward().map_err(WorkloadError::from))?;
-        self.sgd.as_mut().map_or(Ok(()), shim::Sgd::step)?;
+        self.sgd
+            .as_mut()
+            .ok_or_else(|| WorkloadError::InvalidOption("no optimizer for training".into()))?
+            .step()?;
+        Ok(loss)
+    }
+
+    fn train_step(&mut self) -> Result<(), WorkloadError> {
+        self.zero_grad()?;
+        let loss = self.forward_backward_update()?;
         self.last_loss = Some(loss);
         Ok(())
     }
 
-    fn infer_step(&mut self) -> Result<(), WorkloadError> {
-        let (model, inputs) = (&self.model, &self.inputs);
+    /// The synthetic input batch (`batch_size` images), for views of a smaller batch.
+    pub(crate) fn inputs(&self) -> &Tensor {
+        &self.inputs
+    }
+
+    /// One inference forward on `inputs` (a view of the first rows of the batch), ending with a
+    /// device synchronize: the serve workload's batch.
+    pub(crate) fn infer_on(&self, inputs: &Tensor) -> Result<(), WorkloadError> {
+        let net = &self.net;
         self.run_guarded(self.infer_flags(), || {
-            let _out = model.forward_t(inputs, false);
+            let _out = net.forward(inputs, false)?;
+            Ok(())
+        })?;
+        if let Some(index) = self.cuda_index {
+            shim::synchronize(index)?;
+        }
+        Ok(())
+    }
+
+    fn infer_step(&mut self) -> Result<(), WorkloadError> {
+        let (net, inputs) = (&self.net, &self.inputs);
+        self.run_guarded(self.infer_flags(), || {
+            let _out = net.forward(inputs, false)?;
             Ok(())
         })
     }
+
+    /// One inference forward under the inference guard, keeping its logits.
+    fn infer_logits(&mut self) -> Result<Tensor, WorkloadError> {
+        let (net, inputs) = (&self.net, &self.inputs);
+        let mut logits = None;
+        self.run_guarded(self.infer_flags(), || {
+            logits = Some(net.forward(inputs, false)?);
+            Ok(())
+        })?;
+        logits.ok_or_else(|| WorkloadError::Libtorch("the forward did not run".into()))
+    }
 }
 
-impl coload_timing::Step for ResNetStep {
+impl coload_timing::Step for ModelStep {
     type Error = WorkloadError;
 
     fn step(&mut self) -> Result<u32, WorkloadError> {
-        match self.options.workload {
-            Workload::Train => self.train_step()?,
-            Workload::Infer => self.infer_step()?,
-            Workload::Hog => return Err(crate::options::not_a_resnet_step()),
+        match (&mut self.graph, self.options.workload) {
+            (Some(graph), _) => graph.replay()?,
+            (None, Workload::Train) => self.train_step()?,
+            (None, Workload::Infer | Workload::Serve) => self.infer_step()?,
+            (None, Workload::Hog) => return Err(crate::options::not_a_model_step()),
         }
         if let Some(index) = self.cuda_index {
             shim::synchronize(index)?;
@@ -413,6 +651,7 @@ mod tests {
             image_size: 64,
             precision: Precision::Fp32,
             seed: 7,
+            ..WorkloadOptions::default()
         }
     }
 
@@ -539,9 +778,9 @@ mod tests {
         let fc = &step.vs.variables()["fc.weight"];
         assert_eq!(fc.kind(), Kind::Float);
         let mut kind = None;
-        let (model, inputs) = (&step.model, &step.inputs);
+        let (net, inputs) = (&step.net, &step.inputs);
         step.run_guarded(step.autocast_flag(), || {
-            kind = Some(model.forward_t(inputs, false).kind());
+            kind = Some(net.forward(inputs, false)?.kind());
             Ok(())
         })
         .unwrap();
@@ -601,11 +840,52 @@ mod tests {
     }
 
     #[test]
+    fn cuda_graphs_are_refused_on_the_cpu_before_anything_is_built() {
+        for workload in [Workload::Train, Workload::Infer] {
+            let mut o = tiny(workload);
+            o.execution = Execution::CudaGraph;
+            let err = ModelStep::new(&o).unwrap_err();
+            assert_eq!(
+                err.kind(),
+                coload_cohort_schema::FailureKind::InvalidOption,
+                "{err}"
+            );
+            assert!(
+                err.to_string()
+                    .contains("--execution cuda-graph needs a CUDA device")
+            );
+        }
+        // `auto` without a GPU resolves to the CPU and is refused the same way.
+        if !tch::Cuda::is_available() {
+            let mut o = tiny(Workload::Infer);
+            o.device = DeviceChoice::Auto;
+            o.execution = Execution::CudaGraph;
+            assert_eq!(
+                ModelStep::new(&o).unwrap_err().kind(),
+                coload_cohort_schema::FailureKind::InvalidOption
+            );
+        }
+    }
+
+    #[test]
+    fn the_shim_has_cuda_graphs_exactly_when_libtorch_has_cuda() {
+        assert_eq!(
+            shim::cuda_graph_built(),
+            env!("COLOAD_LIBTORCH_CUDA_EXPECTED") == "1"
+        );
+    }
+
+    #[test]
     fn versions_are_reported_and_decoded() {
         let step = ResNetStep::new(&tiny(Workload::Infer)).unwrap();
         assert!(step.info().libtorch_version.starts_with("2.11"));
         assert!(step.info().torch_threads >= 1);
         assert_eq!(step.parameter_count(), 11_689_512);
+        let info = step.info();
+        assert_eq!(info.model, "resnet18");
+        assert_eq!(info.parameter_count, 11_689_512);
+        assert_eq!(info.execution, Execution::Eager);
+        assert!(info.model_file.is_none());
         assert_eq!(cuda_version_text(13000), "13.0");
         assert_eq!(cuda_version_text(12080), "12.8");
         assert_eq!(cudnn_version_text(91300), "9.13.0");

@@ -34,6 +34,7 @@ fn options(workload: Workload, precision: Precision) -> WorkloadOptions {
         image_size: 224,
         precision,
         seed: 0,
+        ..WorkloadOptions::default()
     }
 }
 

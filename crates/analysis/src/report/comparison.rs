@@ -2,7 +2,7 @@
 
 use coload_cohort_schema::{Comparison, Workload};
 
-use super::document::{Document, Figure, Table, f2, f3, mix, opt};
+use super::document::{Document, Figure, Table, f2, f3, group_label, mix, opt};
 use super::plots::{aggregate_svg, cdf_svg, rate_svg};
 
 /// The comparison's text: baselines, every cohort against them, repeats, warnings and caveats.
@@ -16,7 +16,7 @@ pub(crate) fn document(c: &Comparison) -> Document {
         let mut t = Table::new(&["workload", "experiment", "mode", "samples/s", "p99 ms"]);
         for (w, b) in &c.baselines {
             t.row(vec![
-                w.to_string(),
+                format!("{}, {}", group_label(*w, b.model.as_deref()), b.execution),
                 b.experiment.clone(),
                 b.mode.to_string(),
                 f2(b.samples_per_s),
@@ -33,6 +33,12 @@ pub(crate) fn document(c: &Comparison) -> Document {
          added together.",
     );
     cohorts(c, &mut doc);
+    // The "why" view (issue 15): GPM activity and energy beside rate and tail, when recorded.
+    if let Some(t) = super::why::comparison_why(c) {
+        doc.heading(2, "Why: GPU activity and energy");
+        doc.para(super::why::WHY_NOTE);
+        doc.table(t);
+    }
     doc.heading(2, "Repeats");
     doc.para(
         "Cohorts of one shape (mode, count, workload mix, configuration). Each estimate takes \
@@ -56,11 +62,12 @@ fn cohorts(c: &Comparison, doc: &mut Document) {
         doc.heading(
             3,
             format!(
-                "{}: mode {}, {} workers ({}), common interval {:.3} s",
+                "{}: mode {}, {} workers ({}), {}, common interval {:.3} s",
                 cohort.experiment,
                 cohort.mode,
                 cohort.count,
                 mix(&cohort.workload_mix),
+                cohort.execution,
                 cohort.common_s
             ),
         );
@@ -82,7 +89,7 @@ fn cohorts(c: &Comparison, doc: &mut Document) {
         ]);
         for (workload, grp) in &cohort.groups {
             g.row(vec![
-                workload.to_string(),
+                group_label(*workload, grp.model.as_deref()),
                 grp.workers.to_string(),
                 f2(grp.aggregate_samples_per_s),
                 opt(grp.aggregate_vs_solo, 3),
@@ -111,10 +118,11 @@ fn repeats(c: &Comparison, doc: &mut Document) {
         doc.heading(
             3,
             format!(
-                "mode {}, {} workers ({}): {} cohort{}",
+                "mode {}, {} workers ({}), {}: {} cohort{}",
                 r.mode,
                 r.count,
                 mix(&r.workload_mix),
+                r.execution,
                 r.experiments.len(),
                 if r.experiments.len() == 1 { "" } else { "s" }
             ),
@@ -138,7 +146,7 @@ fn repeats(c: &Comparison, doc: &mut Document) {
                     _ => "-".into(),
                 };
                 t.row(vec![
-                    workload.to_string(),
+                    group_label(*workload, r.models.get(workload).map(String::as_str)),
                     name.into(),
                     e.n.to_string(),
                     f3(e.mean),
@@ -178,7 +186,7 @@ pub(crate) fn figures(c: &Comparison) -> Vec<Figure> {
             ),
         });
     }
-    for workload in [Workload::Train, Workload::Infer] {
+    for workload in [Workload::Train, Workload::Infer, Workload::Serve] {
         if c.cohorts.iter().any(|k| k.groups.contains_key(&workload)) {
             out.push(Figure {
                 svg: aggregate_svg(c, workload),

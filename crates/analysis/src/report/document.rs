@@ -123,3 +123,8 @@ pub(crate) struct Figure {
     /// What it shows, plain text.
     pub(crate) caption: String,
 }
+
+/// `train resnet50` (the workload and its group's model, where known).
+pub(crate) fn group_label(workload: Workload, model: Option<&str>) -> String {
+    model.map_or_else(|| workload.to_string(), |m| format!("{workload} {m}"))
+}

@@ -7,6 +7,7 @@
 //! - One module per output: [`markdown`], [`html`] (a self-contained page) and [`text`]
 //!   (aligned columns for a terminal).
 //! - [`plots`]: the comparison's SVG charts (plotters), inlined by the HTML page.
+//! - [`why`]: the GPU-activity and energy tables (issue 15) both reports include.
 //!
 //! A new report builds a new [`document::Document`] and gets every output; the outputs never
 //! decide content.
@@ -17,8 +18,10 @@ mod html;
 mod isolation;
 mod markdown;
 mod plots;
+mod serve;
 mod summary;
 mod text;
+mod why;
 
 use std::path::Path;
 

@@ -5,8 +5,9 @@ use std::fmt::Write as _;
 
 use coload_cohort_schema::{CohortSummary, LatencyMs, Workload};
 
-use super::document::{Document, Table, f2, f3, gib, mix};
+use super::document::{Document, Table, f2, f3, gib, group_label, mix};
 use super::markdown::markdown;
+use super::serve::{SERVE_NOTE, overload_lines, serve_table};
 use super::text::columns;
 
 fn latency_cells(l: &LatencyMs) -> Vec<String> {
@@ -71,6 +72,7 @@ fn tables(s: &CohortSummary) -> Tables {
     let mut header = vec![
         "replica",
         "workload",
+        "model",
         "batches",
         "samples",
         "samples/s",
@@ -83,6 +85,7 @@ fn tables(s: &CohortSummary) -> Tables {
         let mut cells = vec![
             w.replica.to_string(),
             w.workload.to_string(),
+            w.model.clone().unwrap_or_else(|| "-".to_owned()),
             w.batches.to_string(),
             w.samples.to_string(),
             f2(w.samples_per_s),
@@ -111,7 +114,7 @@ fn tables(s: &CohortSummary) -> Tables {
     let mut groups = Table::new(&header);
     for (workload, g) in &s.groups {
         let mut cells = vec![
-            workload.to_string(),
+            group_label(*workload, g.model.as_deref()),
             g.workers.to_string(),
             f2(g.aggregate_samples_per_s),
             f2(g.per_worker_samples_per_s.min),
@@ -154,6 +157,31 @@ fn share_line(s: &CohortSummary) -> Option<String> {
         .map(|d| format!("MPS share: {}", d.describe()))
 }
 
+/// `model resnet18, eager`, or per group in a mixed cohort that declared one model per
+/// workload: `models train resnet50, infer resnet18, cuda-graph`.
+pub(crate) fn model_line(s: &CohortSummary) -> String {
+    let models: std::collections::BTreeSet<&str> = s
+        .groups
+        .values()
+        .filter_map(|g| g.model.as_deref())
+        .collect();
+    let execution = s.config.execution;
+    if models.len() > 1 {
+        let per_group: Vec<String> = s
+            .groups
+            .iter()
+            .filter_map(|(w, g)| Some(format!("{w} {}", g.model.as_deref()?)))
+            .collect();
+        format!("models {}, {execution}", per_group.join(", "))
+    } else {
+        let model = models
+            .into_iter()
+            .next()
+            .map_or_else(|| s.config.model_label(), str::to_owned);
+        format!("model {model}, {execution}")
+    }
+}
+
 fn placement_line(s: &CohortSummary) -> String {
     let flag = if s.colocation.fits_mode == Some(false) {
         "MISMATCH: "
@@ -171,11 +199,12 @@ pub fn render_table(s: &CohortSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "experiment {} · mode {} · {} workers ({}) · common interval {:.3} s",
+        "experiment {} · mode {} · {} workers ({}) · {} · common interval {:.3} s",
         s.experiment,
         s.mode,
         s.count,
         mix(&s.workload_mix),
+        model_line(s),
         s.common_interval.seconds
     );
     let _ = writeln!(out, "{}", placement_line(s));
@@ -184,6 +213,14 @@ pub fn render_table(s: &CohortSummary) -> String {
     }
     out.push('\n');
     out.push_str(&columns(&t.workers));
+    if let Some(serve) = serve_table(s) {
+        out.push_str("\nrequests (serve workers):\n");
+        out.push_str(&columns(&serve));
+        let _ = writeln!(out, "{SERVE_NOTE}");
+        for line in overload_lines(s) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     out.push('\n');
     out.push_str(&columns(&t.groups));
     if !s.colocation.devices.is_empty() {
@@ -199,6 +236,15 @@ pub fn render_table(s: &CohortSummary) -> String {
         out.push_str(&super::isolation::render_isolation_table(
             std::slice::from_ref(isolation),
         ));
+    }
+    if let Some((gpm, energy)) = super::why::summary_activity(s) {
+        out.push_str("\nGPU activity (NVML GPM, device-wide unless scope mig):\n");
+        if let Some(t) = gpm {
+            out.push_str(&columns(&t));
+        }
+        if let Some(e) = energy {
+            let _ = writeln!(out, "{e}");
+        }
     }
     if !s.warnings.is_empty() {
         out.push_str("\nwarnings:\n");
@@ -220,10 +266,11 @@ fn document(s: &CohortSummary) -> Document {
     let mut doc = Document::default();
     doc.heading(1, format!("Cohort `{}`", s.experiment));
     doc.para(format!(
-        "Mode **{}**, {} workers ({}), common interval {:.3} s.",
+        "Mode **{}**, {} workers ({}), {}, common interval {:.3} s.",
         s.mode,
         s.count,
         mix(&s.workload_mix),
+        model_line(s),
         s.common_interval.seconds
     ));
     doc.para(placement_line(s));
@@ -232,6 +279,15 @@ fn document(s: &CohortSummary) -> Document {
     }
     doc.heading(2, "Workers");
     doc.table(t.workers);
+    if let Some(serve) = serve_table(s) {
+        doc.heading(2, "Requests (serve workers)");
+        doc.table(serve);
+        doc.para(format!("{SERVE_NOTE}."));
+        let lines = overload_lines(s);
+        if !lines.is_empty() {
+            doc.list(lines);
+        }
+    }
     doc.heading(2, "Groups");
     doc.para("Training and inference are never added together.");
     doc.table(t.groups);
@@ -250,6 +306,16 @@ fn document(s: &CohortSummary) -> Document {
     }
     if let Some(isolation) = &s.isolation {
         super::isolation::section(&mut doc, 2, isolation);
+    }
+    if let Some((gpm, energy)) = super::why::summary_activity(s) {
+        doc.heading(2, "GPU activity");
+        doc.para("NVML GPM over the common interval, device-wide unless scope `mig`.");
+        if let Some(t) = gpm {
+            doc.table(t);
+        }
+        if let Some(e) = energy {
+            doc.para(e);
+        }
     }
     doc.warnings_and_caveats(
         s.warnings

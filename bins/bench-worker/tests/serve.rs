@@ -1,0 +1,204 @@
+//! A serve worker end to end on the CPU with the real libtorch and tiny shapes: beside a
+//! trainer, through the barrier, its requests written and summarized; and its bad arguments
+//! refused before anything runs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use coload_cohort_schema::{RequestReader, Status, Workload, exit, read_worker_report};
+
+const WORKER: &str = env!("CARGO_BIN_EXE_bench-worker");
+/// No test may leave a worker running longer than this.
+const HARD_LIMIT: Duration = Duration::from_secs(300);
+
+fn spawn(
+    root: &Path,
+    experiment: &str,
+    replica: u32,
+    count: u32,
+    workload: &str,
+    extra: &[&str],
+) -> Child {
+    let sync = root.join("sync");
+    std::fs::create_dir_all(&sync).unwrap();
+    Command::new(WORKER)
+        .args(["--experiment", experiment])
+        .args(["--replica", &replica.to_string()])
+        .args(["--count", &count.to_string()])
+        .args(["--workload", workload])
+        .args(["--mode", "timeslice"])
+        .arg("--sync-dir")
+        .arg(&sync)
+        .arg("--out")
+        .arg(root.join(format!("worker-{replica}")))
+        .args(["--device", "cpu", "--batch-size", "2", "--image-size", "32"])
+        .args([
+            "--window-s",
+            "3",
+            "--warmup-batches",
+            "1",
+            "--start-lead-s",
+            "2",
+        ])
+        .args(["--join-timeout-s", "150", "--log-format", "json"])
+        .args(extra)
+        .env("OMP_NUM_THREADS", "1")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(mut child: Child) -> (ExitStatus, String) {
+    let deadline = Instant::now() + HARD_LIMIT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            return (status, String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a worker ran past {HARD_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_serve_worker_beside_a_trainer_completes_and_summarizes() {
+    let root = tempfile::tempdir().unwrap();
+    let serve = spawn(
+        root.path(),
+        "serve-cpu",
+        0,
+        2,
+        "serve",
+        &[
+            "--rate",
+            "40",
+            "--arrivals",
+            "uniform",
+            "--max-batch",
+            "4",
+            "--slo-ms",
+            "500",
+        ],
+    );
+    let train = spawn(root.path(), "serve-cpu", 1, 2, "train", &[]);
+    let (status, stderr) = finish(serve);
+    assert_eq!(status.code(), Some(0), "serve: {stderr}");
+    assert!(stderr.contains("request latency p50"), "{stderr}");
+    let (status, stderr) = finish(train);
+    assert_eq!(status.code(), Some(0), "train: {stderr}");
+
+    let dir = root.path().join("worker-0");
+    let report = read_worker_report(&dir.join("worker.json")).unwrap();
+    assert_eq!(report.status, Status::Complete);
+    assert_eq!(report.config.workload, Workload::Serve);
+    let config = report.config.serve.clone().unwrap();
+    assert_eq!(
+        (config.max_batch, config.padded_sizes.clone()),
+        (4, vec![1, 2, 4])
+    );
+    assert_eq!(
+        (config.arrivals.as_str(), config.slo_ms),
+        ("uniform", Some(500.0))
+    );
+    // 40 requests/s, uniform, for 3 s: exactly 120, every one accounted for.
+    let info = report.serve.unwrap();
+    assert_eq!(info.requests, 120);
+    assert_eq!(
+        info.completed + info.in_flight_at_end + info.queued_at_end,
+        info.requests
+    );
+    let lines: Vec<_> = RequestReader::open(&dir.join("requests.jsonl"))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let listed: usize = lines.iter().map(|l| l.arrivals_unix_ns.len()).sum();
+    assert_eq!(listed, 120);
+    // Arrivals are 25 ms apart from the scheduled start.
+    let start = report.barrier.unwrap().scheduled_start_unix_ns.unwrap();
+    assert_eq!(lines[0].arrivals_unix_ns[0], start);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.padded.is_power_of_two() || l.batch.is_none())
+    );
+
+    let dirs: Vec<PathBuf> = (0..2)
+        .map(|r| root.path().join(format!("worker-{r}")))
+        .collect();
+    let summary =
+        coload_analysis::summarize_dirs(&dirs, &coload_analysis::Options::default()).unwrap();
+    let s = summary.workers[0].serve.as_ref().unwrap();
+    assert!(s.requests > 100, "{}", s.requests);
+    assert!(s.latency_ms.p50.unwrap() > 0.0);
+    assert!((s.slo.unwrap().slo_ms - 500.0).abs() < f64::EPSILON);
+    assert!(summary.workers[1].serve.is_none());
+}
+
+#[test]
+fn bad_serve_arguments_are_refused_before_anything_runs() {
+    let root = tempfile::tempdir().unwrap();
+    let empty = root.path().join("empty.txt");
+    std::fs::write(&empty, "# nothing\n").unwrap();
+    let unsorted = root.path().join("unsorted.txt");
+    std::fs::write(&unsorted, "0.5\n0.25\n").unwrap();
+    let cases: Vec<(&str, Vec<String>, String)> = vec![
+        (
+            "serve",
+            vec!["--rate".into(), "0".into()],
+            "--rate must be a positive number".into(),
+        ),
+        ("serve", vec!["--rate=-3".into()], "got -3".into()),
+        ("serve", vec![], "--workload serve needs --rate".into()),
+        (
+            "train",
+            vec!["--rate".into(), "10".into()],
+            "--rate applies to --workload serve, not train".into(),
+        ),
+        (
+            "serve",
+            vec![
+                "--rate".into(),
+                "10".into(),
+                "--max-batch".into(),
+                "0".into(),
+            ],
+            "--max-batch must be between 1 and 1024".into(),
+        ),
+        (
+            "serve",
+            vec!["--arrivals-file".into(), empty.display().to_string()],
+            "holds no arrival offsets".into(),
+        ),
+        (
+            "serve",
+            vec!["--arrivals-file".into(), unsorted.display().to_string()],
+            "unsorted.txt:2: offset 0.25 s comes before 0.5 s on line 1".into(),
+        ),
+        (
+            "serve",
+            vec![
+                "--arrivals-file".into(),
+                root.path().join("none.txt").display().to_string(),
+            ],
+            "cannot read --arrivals-file".into(),
+        ),
+    ];
+    for (workload, extra, needle) in cases {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let (status, stderr) = finish(spawn(root.path(), "bad", 0, 1, workload, &extra));
+        assert_eq!(
+            status.code(),
+            Some(i32::from(exit::INVALID_INPUT)),
+            "{extra:?}: {stderr}"
+        );
+        assert!(stderr.contains(&needle), "{extra:?}: {stderr}");
+        assert!(!root.path().join("worker-0/worker.json").exists());
+    }
+}
