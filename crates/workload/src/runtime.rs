@@ -190,6 +190,9 @@ pub fn probe_device(index: usize) -> Result<CudaFacts, RuntimeError> {
 /// when libtorch can use CUDA. Refuses `cuda:N` when CUDA is unavailable or N is not visible,
 /// as the workloads do.
 pub fn cuda_ordinal(choice: DeviceChoice) -> Result<Option<usize>, WorkloadError> {
+    if choice == DeviceChoice::Cpu {
+        return Ok(None);
+    }
     let available = std::panic::catch_unwind(tch::Cuda::is_available).unwrap_or(false);
     match choice {
         DeviceChoice::Cpu => Ok(None),
