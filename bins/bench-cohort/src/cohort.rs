@@ -473,7 +473,13 @@ fn watch(
 }
 
 fn exit_name(code: i32) -> &'static str {
-    u8::try_from(code).map_or("killed", exit::name)
+    match code {
+        // The shell's and the loader's code for "cannot run it": most often libtorch not found.
+        127 => {
+            "not started: a library or the executable was not found; is libtorch on LD_LIBRARY_PATH?"
+        }
+        _ => u8::try_from(code).map_or("killed", exit::name),
+    }
 }
 
 fn report_failure(dir: &Path, workers: &[Worker], first: Option<u32>) {

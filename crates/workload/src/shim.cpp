@@ -257,7 +257,10 @@ CoGraph *coload_graph_capture(int64_t device_index, int warmup_steps, int flags,
       at::autocast::set_autocast_cache_enabled(false);
       built->graph->capture_begin({0, 0}, cudaStreamCaptureModeGlobal);
       // On failure, end the capture so the allocator leaves capture mode; its own error (the
-      // capture was invalidated) says less than the first one.
+      // capture was invalidated) says less than the first one. libtorch's capture_end throws on
+      // the invalidated capture before its generator epilogue, so the process's CUDA RNG stays
+      // in capture mode afterwards (seen on the H200: later random initialisation fails with
+      // "Offset increment outside graph capture"). The worker ends at this refusal anyway.
       const auto abandon = [&] {
         at::autocast::set_autocast_cache_enabled(cache_was_enabled);
         try {
