@@ -32,6 +32,11 @@ options:
                         it also names the Job); never reuse the id of an earlier cohort
   --image IMAGE         worker image (default coload/bench-worker:0.1.0)
   --window-s S          timed window, seconds (default 45)
+  --mps-replicas N      --mode mps: the share of the node's device-plugin config (replicas: N;
+                        mps-7 gives each client 14 % of the threads and 1/7 of the memory)
+  --mps-unlimited       --mode mps: MPS without per-client limits
+  --mps-threads P --mps-memory SIZE
+                        --mode mps: an explicit share (e.g. 50 and 20GiB)
   --namespace, -n NS    namespace of the Job and of the gpu-benchmark-sync claim
   --dry-run             print the manifest and do not call kubectl
   -h, --help            this text
@@ -56,6 +61,7 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../lib" && pwd)/cohort-args.sh"
 
 node="" mode="" workload="" count="" experiment="" resource="nvidia.com/gpu"
 image="coload/bench-worker:0.1.0" window_s=45 namespace="" dry_run=0
+mps_replicas="" mps_unlimited=0 mps_threads="" mps_memory=""
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -67,6 +73,10 @@ while [[ $# -gt 0 ]]; do
     --resource) need_value "$@"; resource=$2; shift 2 ;;
     --image) need_value "$@"; image=$2; shift 2 ;;
     --window-s) need_value "$@"; window_s=$2; shift 2 ;;
+    --mps-replicas) need_value "$@"; mps_replicas=$2; shift 2 ;;
+    --mps-unlimited) mps_unlimited=1; shift ;;
+    --mps-threads) need_value "$@"; mps_threads=$2; shift 2 ;;
+    --mps-memory) need_value "$@"; mps_memory=$2; shift 2 ;;
     -n|--namespace) need_value "$@"; namespace=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -99,6 +109,8 @@ esac
 # Expand the workload into one entry per index, in order.
 workloads=()
 expand_workloads
+# The MPS share every worker declares (empty outside --mode mps).
+mps_share_flags
 
 [[ -n "$experiment" ]] || experiment=$(fresh_experiment_id)
 # The id also names the Job (coload-<id>, at most 63 characters) and labels its Pods.
@@ -119,9 +131,10 @@ manifest=$(set_marked job-name "coload-$experiment" <"$template" \
   | set_marked window-s "\"$((10#$window_s))\"" \
   | set_marked node "\"$node\"" \
   | set_marked image "\"$image\"" \
+  | set_marked mps-share "\"$mps_share\"" \
   | sed -e "s|^\([^#]*\)nvidia\.com/[a-z0-9.-]*: 1  # coload:gpu-resource\$|\1$resource: 1  # coload:gpu-resource|")
 # Every marked line of the template must be one this script sets, in the `key: value  # coload:x` form.
-handled="job-name experiment-label experiment count count-str mode workloads window-s node image gpu-resource"
+handled="job-name experiment-label experiment count count-str mode workloads window-s node image mps-share gpu-resource"
 while IFS= read -r line; do
   key=${line##*# coload:}
   [[ " $handled " == *" $key "* && "$line" =~ ^[^#]*:\ [^#]*#\ coload:[a-z-]+$ ]] \
@@ -141,7 +154,7 @@ printf '%s\n' "$manifest" | kubectl "${ns_args[@]}" create -f -
 ns_hint=""
 [[ -z "$namespace" ]] || ns_hint=" --namespace $namespace"
 cat <<EOF
-experiment: $experiment ($count worker(s) on $node, mode $mode, $resource)
+experiment: $experiment ($count worker(s) on $node, mode $mode${mps_share:+ $mps_share}, $resource)
 wait:    kubectl${ns_hint} wait --for=condition=complete job/coload-$experiment --timeout=30m
 collect: $here/collect-artifacts.sh --experiment $experiment --count $count${ns_hint}
 EOF

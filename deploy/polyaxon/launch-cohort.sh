@@ -35,6 +35,11 @@ options:
   --warmup-batches N      untimed batches before the barrier (default: the component's, 20)
   --join-timeout-s S      barrier wait for peers, seconds (default: the component's, 600)
   --seed N                seed for weights and inputs (default: the component's, 0)
+  --mps-replicas N        --mode mps: the share of the node's device-plugin config (replicas: N;
+                          mps-7 gives each client 14 % of the threads and 1/7 of the memory)
+  --mps-unlimited         --mode mps: MPS without per-client limits
+  --mps-threads P --mps-memory SIZE
+                          --mode mps: an explicit share (e.g. 50 and 20GiB)
   --download-dir DIR      where the printed download commands put worker-<i>/ (default: downloaded)
   --dry-run               print the polyaxon commands instead of running them
   -h, --help              this text
@@ -61,6 +66,7 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../lib" && pwd)/cohort-args.sh"
 project="" queue="" node="" mode="" workload="" count="" experiment=""
 file="$here/polyaxonfile.yaml" image="" window_s="" warmup_batches="" join_timeout_s="" seed=""
 download_dir="downloaded" dry_run=0
+mps_replicas="" mps_unlimited=0 mps_threads="" mps_memory=""
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -77,6 +83,10 @@ while [[ $# -gt 0 ]]; do
     --warmup-batches) need_value "$@"; warmup_batches=$2; shift 2 ;;
     --join-timeout-s) need_value "$@"; join_timeout_s=$2; shift 2 ;;
     --seed) need_value "$@"; seed=$2; shift 2 ;;
+    --mps-replicas) need_value "$@"; mps_replicas=$2; shift 2 ;;
+    --mps-unlimited) mps_unlimited=1; shift ;;
+    --mps-threads) need_value "$@"; mps_threads=$2; shift 2 ;;
+    --mps-memory) need_value "$@"; mps_memory=$2; shift 2 ;;
     --download-dir) need_value "$@"; download_dir=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -108,6 +118,8 @@ done
 # Expand the workload into one entry per replica, in order.
 workloads=()
 expand_workloads
+# The MPS share every worker declares (empty outside --mode mps).
+mps_share_flags
 
 # A fresh experiment id for every cohort: the barrier directory is keyed by it, and reusing one
 # mixes two cohorts' records.
@@ -120,7 +132,7 @@ if [[ $dry_run -eq 0 ]] && ! command -v polyaxon >/dev/null 2>&1; then
 fi
 
 short=${experiment:0:8}
-echo "cohort $experiment: $count worker(s) on node $node, mode $mode, queue $queue" >&2
+echo "cohort $experiment: $count worker(s) on node $node, mode $mode${mps_share:+ ($mps_share)}, queue $queue" >&2
 echo "the queue must admit all $count runs at once, or the workers time out at the barrier" >&2
 
 tmp=$(mktemp -d)
@@ -137,6 +149,7 @@ for ((r = 0; r < count; r++)); do
   [[ -z "$warmup_batches" ]] || cmd+=(-P "warmup_batches=$warmup_batches")
   [[ -z "$join_timeout_s" ]] || cmd+=(-P "join_timeout_s=$join_timeout_s")
   [[ -z "$seed" ]] || cmd+=(-P "seed=$seed")
+  [[ -z "$mps_share" ]] || cmd+=(-P "mps_share=$mps_share")
   if [[ $dry_run -eq 1 ]]; then
     printf '%q ' "${cmd[@]}"
     echo

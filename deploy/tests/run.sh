@@ -80,6 +80,10 @@ for mode in exclusive mig timeslice mig-timeslice mps; do
 done
 expect_pass "component valid for an infer worker with window and warmup overrides" \
   "$bin/polyaxon" check -f "$component" "${sample[@]}" -P mode=timeslice -P workload=infer -P window_s=30 -P warmup_batches=5
+expect_pass "component valid for an mps worker declaring the device plugin's share (issue 12)" \
+  "$bin/polyaxon" check -f "$component" "${sample[@]}" -P mode=mps -P workload=train -P "mps_share=--mps-replicas 7"
+expect_fail "component rejects an mps_share that is not a share flag" \
+  "$bin/polyaxon" check -f "$component" "${sample[@]}" -P mode=mps -P workload=train -P "mps_share=--mps-replicas 7; rm -rf /"
 expect_pass "component lint (no params)" "$bin/polyaxon" check -f "$component" -l
 expect_pass "mapping-matrix operation valid (pathRef resolved)" \
   "$bin/polyaxon" check -f "$operation" -P experiment=sample-0001 -P node_name=gpu-node-1 -P mode=timeslice
@@ -152,13 +156,19 @@ for idx in ("0", "1", "6", "7"):
     r = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True,
                        env={**env, "JOB_COMPLETION_INDEX": idx, "PATH": "/usr/bin:/bin"})
     print(idx, r.returncode, " ".join((r.stdout + r.stderr).split()))
+r = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True,
+                   env={**env, "JOB_COMPLETION_INDEX": "2", "MODE": "mps",
+                        "MPS_SHARE": "--mps-replicas 7", "PATH": "/usr/bin:/bin"})
+print("mps", r.returncode, " ".join((r.stdout + r.stderr).split()))
 PY
 )
 if grep -q '^0 0 bench-worker --experiment example --replica 0 --count 7 --workload infer --mode timeslice .*--out /mnt/benchmark-sync/coload-results/example/worker-0 ' <<<"$wrapper_out" \
   && grep -q '^1 0 .*--replica 1 .*--workload train ' <<<"$wrapper_out" \
   && grep -q '^6 0 .*--replica 6 .*--workload train .*worker-6 ' <<<"$wrapper_out" \
-  && grep -q '^7 2 error: ' <<<"$wrapper_out"; then
-  ok "Job wrapper: index i runs replica i with the i-th workload, an index past COUNT exits 2"
+  && grep -q '^7 2 error: ' <<<"$wrapper_out" \
+  && grep -q '^mps 0 bench-worker .*--mode mps .*--log-format json --mps-replicas 7$' <<<"$wrapper_out" \
+  && ! grep -q '^0 0 .*--mps' <<<"$wrapper_out"; then
+  ok "Job wrapper: index i runs replica i with the i-th workload, an index past COUNT exits 2, MPS_SHARE is appended"
 else bad "Job wrapper: index i runs replica i with the i-th workload" "$wrapper_out"; fi
 expect_pass "Job variants differ from cohort-job.yaml only in the GPU resource key" \
   "$py" "$check" variants "$deploy/k8s/cohort-job.yaml" "$deploy/k8s/cohort-job.gpu-shared.yaml" "$deploy/k8s/cohort-job.mig-1g.10gb.yaml"
@@ -186,17 +196,19 @@ for e in 's/"1g.18gb": 7/"1g.10gb": 11/' \
 done
 
 echo "== bench-worker flags"
-# Every --flag that the deploy files pass must be one bench-worker accepts.
+# Every --flag that the deploy files pass must be one bench-worker accepts: its own flags, and
+# the protocol flags it shares with bench-cohort (crates/cohort-schema/src/cli.rs, issue 11).
 cli="$root/bins/bench-worker/src/cli.rs"
-if [[ -f "$cli" ]]; then
-  known=$(sed -n 's/^ *pub(crate) \([a-z_]*\):.*/\1/p' "$cli" | tr '_' '-' | sort -u)
-  known_from="bins/bench-worker/src/cli.rs"
+shared_cli="$root/crates/cohort-schema/src/cli.rs"
+if [[ -f "$cli" && -f "$shared_cli" ]]; then
+  known=$(sed -n 's/^ *pub\((crate)\)\{0,1\} \([a-z_]*\):.*/\2/p' "$cli" "$shared_cli" | tr '_' '-' | sort -u)
+  known_from="bins/bench-worker/src/cli.rs and crates/cohort-schema/src/cli.rs"
 else
   known=$(printf '%s\n' experiment replica count workload mode sync-dir out node-name window-s \
     warmup-batches start-lead-s join-timeout-s device batch-size image-size seed log-format quiet | sort)
   known_from="the bench-worker issue's flag list"
 fi
-used=$(grep -ho -- '--[a-z][a-z-]*' "$component" "$deploy/k8s/cohort-job.yaml" \
+used=$(grep -ho -- '--[a-z][a-z-]*' "$component" "$deploy/k8s/cohort-job.yaml" "$deploy/lib/cohort-args.sh" \
   | grep -v -- '--[a-z-]*-$' | sed 's/^--//' | sort -u)
 unknown_flags=$(comm -23 <(printf '%s\n' "$used") <(printf '%s\n' "$known"))
 if [[ -z "$unknown_flags" ]]; then
@@ -298,6 +310,11 @@ if run_launch "$log" "${common[@]}" --mode mig --workload train=2,infer=1 --coun
   else bad "--experiment and --window-s are passed to every run" "$(cat "$log")"; fi
 else bad "mixed spec with --count launch exits 0" "$(cat "$log.out")"; fi
 
+if run_launch "$log" "${common[@]}" --mode mps --workload train --count 2 --mps-replicas 7 \
+  && [[ "$(runs_field "$log" mps_share | sort -u)" == "--mps-replicas 7" && $(runs_field "$log" mps_share | wc -l) -eq 2 ]]; then
+  ok "--mode mps --mps-replicas 7 passes -P mps_share to every run (issue 12)"
+else bad "--mode mps --mps-replicas 7 passes -P mps_share to every run" "$(cat "$log" "$log.out")"; fi
+
 if run_launch "$log" "${common[@]}" --mode exclusive --workload infer --count 1; then
   assert_cohort "solo baseline: --count 1" "$log" 1 infer
 else bad "solo baseline launch exits 0" "$(cat "$log.out")"; fi
@@ -321,6 +338,7 @@ refused() {
     ok "$name"
   fi
 }
+refused "refuses --mode mps without a share" "error: --mode mps needs exactly one share" "${common[@]}" --mode mps --workload train --count 2
 refused "refuses a missing --queue, explaining the one-job queue" "error: --queue is required.*one job at a time" \
   --project p --node n --mode mig --workload train --count 7
 refused "refuses a missing --project" "error: --project is required" --queue a/q --node n --mode mig --workload train --count 7
@@ -367,7 +385,19 @@ if STUB_LOG="$klog" PATH="$stubs:$PATH" "$lj" --node gpu-node-1 --mode timeslice
   && grep -q 'collect-artifacts.sh --experiment [0-9a-f-]* --count 4 --namespace bench' "$klog.out"; then
   ok "launch-job.sh creates one Job of 4 indexes in the namespace and prints the collect command"
 else bad "launch-job.sh creates one Job of 4 indexes in the namespace" "$(cat "$klog" "$klog.out" 2>/dev/null)"; fi
-for bad_args in "--mode mig --workload train --count 2|--node is required" \
+out="$work/job-mps.yaml"
+if "$lj" --dry-run --node gpu-node-1 --mode mps --workload infer=1,train=6 --mps-replicas 7 >"$out" 2>"$out.err" \
+  && kval 1.31.0 "$out" >/dev/null 2>&1 && "$py" "$check" job "$out" \
+  && grep -q '^              value: "--mps-replicas 7"  # coload:mps-share$' "$out" \
+  && grep -q '^              value: "mps"  # coload:mode$' "$out"; then
+  ok "launch-job.sh --mode mps --mps-replicas 7 passes the device plugin's share to every worker (issue 12)"
+else bad "launch-job.sh --mode mps --mps-replicas 7 passes the share" "$(cat "$out.err" "$out")"; fi
+for bad_args in "--node n --mode mps --workload train --count 2|--mode mps needs exactly one share" \
+  "--node n --mode mps --workload train --count 2 --mps-replicas 7 --mps-unlimited|--mode mps needs exactly one share" \
+  "--node n --mode timeslice --workload train --count 2 --mps-replicas 7|--mps-replicas declares an MPS share, but --mode is timeslice" \
+  "--node n --mode mps --workload train --count 2 --mps-replicas 0|--mps-replicas must be a whole number from 1 to 100" \
+  "--node n --mode mps --workload train --count 2 --mps-threads 50 --mps-memory 20G|--mps-memory must be a size such as 20GiB" \
+  "--mode mig --workload train --count 2|--node is required" \
   "--node n --mode mig --workload train --count 2 --resource nvidia.com/tpu|--resource 'nvidia.com/tpu'" \
   "--node n --mode mig --workload train --count 2 --experiment Has_Upper|--experiment 'Has_Upper'" \
   "--node n --mode exclusiv --workload train --count 2|--mode 'exclusiv'" \

@@ -34,7 +34,7 @@ cohort() { # name, then bench-cohort flags
   echo "=== cohort $name rc=$?" >> "$log"
 }
 cohort timeslice-mixed --workers infer=1,train=6 --mode timeslice
-cohort mps-mixed --workers infer=1,train=6 --mode mps
+cohort mps-mixed --workers infer=1,train=6 --mode mps --mps-unlimited
 cohort timeslice-serve --workers serve=1,train=6 --mode timeslice --rate 300 --slo-ms 25
 tar -C "$runs" -czf "$out/cohorts.tar.gz" .
 rm -rf "$runs"

@@ -19,11 +19,13 @@ for lane in $lanes; do
     export CUDA_VISIBLE_DEVICES=$lane
     awk -v l="$lane" '!/^#/ && NF && $1 == l' "$plan" | while read -r _ name rest; do
       echo "$(date -u +%T) lane $lane: $name ($rest)"
+      rc=0
       # shellcheck disable=SC2086 # the plan's arguments are meant to split
-      if ! "$bin/bench-cohort" --worker-bin "$bin/bench-worker" --out "$out/$name" $rest \
-          > "$out/$name.summary.txt" 2> "$out/$name.stderr" < /dev/null; then
-        echo "$name rc=$?" >> "$out/failed.txt"
-        echo "$(date -u +%T) lane $lane: $name FAILED"
+      "$bin/bench-cohort" --worker-bin "$bin/bench-worker" --out "$out/$name" $rest \
+          > "$out/$name.summary.txt" 2> "$out/$name.stderr" < /dev/null || rc=$?
+      if [[ $rc -ne 0 ]]; then
+        echo "$name rc=$rc" >> "$out/failed.txt"
+        echo "$(date -u +%T) lane $lane: $name FAILED (rc=$rc)"
       fi
     done
   ) &

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use coload_cohort_schema::Workload;
 use coload_cohort_schema::cli::{ServeFlags, WorkerFlags};
+use coload_cohort_schema::{DeviceChoice, Mode, Workload};
 
 use crate::mix::Mix;
 use crate::serve::CapacityArgs;
@@ -25,7 +25,8 @@ use crate::serve::CapacityArgs;
 )]
 pub(crate) struct Args {
     /// Workload mix in replica order, e.g. `infer=1,train=6` or `serve=1,train=6` (replica 0
-    /// infers or serves, 1-6 train)
+    /// infers or serves, 1-6 train), or `hog=1,train=6`: the hog takes device memory first, and
+    /// the others start once it holds it
     #[arg(long, value_parser = Mix::parse, conflicts_with_all = ["count", "workload"])]
     pub(crate) workers: Option<Mix>,
 
@@ -38,7 +39,8 @@ pub(crate) struct Args {
     pub(crate) workload: Option<Workload>,
 
     /// The flags every worker gets (--mode mps also starts a private MPS control daemon for
-    /// the cohort and stops it afterwards).
+    /// the cohort, sets the share given by --mps-replicas, --mps-unlimited or --mps-threads and
+    /// --mps-memory on it before any worker starts, and stops it afterwards).
     #[command(flatten)]
     pub(crate) flags: WorkerFlags,
 
@@ -50,7 +52,8 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub(crate) repeat: u32,
 
-    /// Pin worker i to the i-th entry (sets CUDA_VISIBLE_DEVICES), e.g. MIG-a,MIG-b,MIG-c
+    /// Pin worker i to the i-th entry (sets CUDA_VISIBLE_DEVICES), e.g. MIG-a,MIG-b,MIG-c, or
+    /// 0,1,...,6 for an exclusive cohort on seven GPUs (required there: one GPU per worker)
     #[arg(long, value_delimiter = ',')]
     pub(crate) visible_devices: Vec<String>,
 
@@ -95,8 +98,9 @@ impl Args {
         let mix = self.mix()?;
         crate::serve::check(&self.serve, &self.capacity, mix.workloads())?;
         if let Some(model) = &self.flags.model {
-            // A per-workload declaration must name a model for every workload of the mix.
-            for w in mix.workloads() {
+            // A per-workload declaration must name a model for every workload of the mix (a hog
+            // runs none).
+            for w in mix.workloads().iter().filter(|w| **w != Workload::Hog) {
                 model.model_for(*w)?;
             }
         }
@@ -107,6 +111,71 @@ impl Args {
                 mix.len()
             ));
         }
+        self.validate_exclusive(&mix)?;
+        self.validate_hog(&mix)?;
         Ok(mix)
+    }
+
+    /// An exclusive cohort of several workers needs one distinct GPU each (issue 12): without
+    /// --visible-devices every worker would land on the same one, and the summary refuses that.
+    fn validate_exclusive(&self, mix: &Mix) -> Result<(), String> {
+        if self.flags.mode != Mode::Exclusive || mix.len() < 2 {
+            return Ok(());
+        }
+        if self.visible_devices.is_empty() {
+            return Err(format!(
+                "--mode exclusive with {n} workers needs one GPU each: list them with \
+                 --visible-devices (e.g. {example})",
+                n = mix.len(),
+                example = (0..mix.len())
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for d in &self.visible_devices {
+            if !seen.insert(d.trim()) {
+                return Err(format!(
+                    "--mode exclusive gives each worker its own GPU, but --visible-devices lists \
+                     `{d}` twice"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The hog takes device memory (issue 12): it needs a GPU, and --hog-bytes needs a hog.
+    fn validate_hog(&self, mix: &Mix) -> Result<(), String> {
+        let hogs = mix
+            .workloads()
+            .iter()
+            .filter(|w| **w == Workload::Hog)
+            .count();
+        if hogs == 0 {
+            if self.flags.hog_bytes.is_some() {
+                return Err(
+                    "--hog-bytes sizes the hog workload, but the mix has none (e.g. --workers \
+                     hog=1,train=6)"
+                        .to_owned(),
+                );
+            }
+            return Ok(());
+        }
+        if self.flags.device == DeviceChoice::Cpu {
+            return Err(
+                "the hog workload takes device memory to test a GPU sharing mode; --device cpu \
+                 has none to take (leave --device at auto, or give cuda:N)"
+                    .to_owned(),
+            );
+        }
+        if hogs == mix.len() {
+            return Err(
+                "the mix is only hogs: a hog shows what it takes from the other workers, so add \
+                 some (e.g. --workers hog=1,train=6)"
+                    .to_owned(),
+            );
+        }
+        Ok(())
     }
 }

@@ -125,10 +125,19 @@ pub(crate) fn run_one(
             dir.display()
         );
     }
-    let mut mps = if args.flags.mode == Mode::Mps {
-        Some(MpsDaemon::start(&dir.join("mps"))?)
-    } else {
-        None
+    let mut mps = match crate::share::plan_cohort(&args.flags, &args.visible_devices, mix.len())? {
+        Some(plan) => {
+            let daemon = MpsDaemon::start(&dir.join("mps"), &plan)?;
+            if !args.quiet {
+                eprintln!(
+                    "MPS share: {}; applied and read back (see {})",
+                    plan.declared.describe(),
+                    dir.join("mps").join("control.txt").display()
+                );
+            }
+            Some(daemon)
+        }
+        None => None,
     };
 
     // Everything that can go wrong before a process exists is checked for every worker first.
@@ -150,11 +159,13 @@ pub(crate) fn run_one(
             rate,
         )?);
     }
-    let (mut workers, spawn_error) = start_all(commands.iter_mut().map(Command::spawn));
-    let stop = spawn_error.as_ref().map(|(replica, e)| Stop {
-        kind: FailureKind::LauncherStopped,
-        reason: format!("replica {replica} could not be started: {e}"),
-    });
+    let hogs: Vec<u32> = (0u32..)
+        .zip(mix.workloads())
+        .filter(|(_, w)| **w == Workload::Hog)
+        .map(|(r, _)| r)
+        .collect();
+    let (mut workers, spawn_error, stop) =
+        start_cohort(&mut commands, &hogs, dir, args, interrupted);
     let grace = Duration::from_secs_f64(args.flags.window_s + args.flags.start_lead_s + 30.0);
     let failed = watch(
         &mut workers,
@@ -167,6 +178,11 @@ pub(crate) fn run_one(
     if let Some(daemon) = mps.as_mut() {
         daemon.stop()?;
     }
+    let isolation = if hogs.is_empty() {
+        None
+    } else {
+        write_isolation(dir, args.quiet)
+    };
 
     if let Some((replica, source)) = spawn_error {
         report_failure(dir, &workers, None);
@@ -177,8 +193,15 @@ pub(crate) fn run_one(
             source,
         });
     }
-    if let Some(first) = failed {
-        report_failure(dir, &workers, Some(first));
+    if failed.is_some() || workers.len() < mix.len() {
+        // A hog that never held its memory stops the cohort before the others start.
+        report_failure(dir, &workers, failed);
+        if let Some(stop) = &stop {
+            eprintln!("  the cohort was stopped: {}", stop.reason);
+        }
+        if let Some(text) = isolation {
+            print!("{text}");
+        }
         return Ok((exit::INCOMPLETE_COHORT, experiment));
     }
     if !args.quiet {
@@ -226,13 +249,133 @@ fn worker_command(
     Ok(cmd)
 }
 
-/// Starts workers in replica order until one cannot be started; the rest are not attempted.
+/// Starts the workers: the hogs first, then, once every hog holds its memory, the others (issue
+/// 12: the hog always allocates before they build their models). Returns the started workers,
+/// the spawn error if one could not be started, and why the cohort must stop, if it must.
+fn start_cohort(
+    commands: &mut [Command],
+    hogs: &[u32],
+    dir: &Path,
+    args: &Args,
+    interrupted: &AtomicBool,
+) -> (Vec<Worker>, Option<(u32, std::io::Error)>, Option<Stop>) {
+    let rest: Vec<u32> = (0u32..)
+        .take(commands.len())
+        .filter(|r| !hogs.contains(r))
+        .collect();
+    let mut spawn = |replicas: &[u32]| {
+        start_all(
+            replicas
+                .iter()
+                .map(|r| (*r, commands[*r as usize].spawn()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (mut workers, mut spawn_error) = spawn(hogs);
+    let mut stop = None;
+    if spawn_error.is_none() && !hogs.is_empty() {
+        let timeout = Duration::from_secs_f64(args.flags.join_timeout_s);
+        if let Err(reason) = await_holding(&mut workers, dir, timeout, interrupted, args.quiet) {
+            stop = Some(Stop {
+                kind: FailureKind::LauncherStopped,
+                reason,
+            });
+        }
+    }
+    if spawn_error.is_none() && stop.is_none() {
+        let (more, error) = spawn(&rest);
+        workers.extend(more);
+        spawn_error = error;
+    }
+    if let Some((replica, e)) = &spawn_error {
+        stop = Some(Stop {
+            kind: FailureKind::LauncherStopped,
+            reason: format!("replica {replica} could not be started: {e}"),
+        });
+    }
+    (workers, spawn_error, stop)
+}
+
+/// Waits until every started hog has published `hold.json` in its folder (issue 12). Fails,
+/// with the reason, when a hog exits first, on Ctrl-C, or after `timeout`.
+fn await_holding(
+    hogs: &mut [Worker],
+    dir: &Path,
+    timeout: Duration,
+    interrupted: &AtomicBool,
+    quiet: bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut waiting = Vec::new();
+        for w in hogs.iter_mut() {
+            let marker = dir.join(format!("worker-{}", w.replica)).join(files::HOLD);
+            if marker.is_file() {
+                continue;
+            }
+            // The status is cached by the child and seen again by `watch`.
+            if let Ok(Some(status)) = w.child.try_wait() {
+                let code = status.code().unwrap_or(-1);
+                return Err(format!(
+                    "the hog (replica {}) exited with {code} ({}) before it held its memory",
+                    w.replica,
+                    exit_name(code)
+                ));
+            }
+            waiting.push(w.replica);
+        }
+        if waiting.is_empty() {
+            if !quiet {
+                eprintln!("the hog holds its memory; starting the other workers");
+            }
+            return Ok(());
+        }
+        if interrupted.load(Ordering::SeqCst) {
+            return Err("the launcher was interrupted".to_owned());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "the hog (replica {}) did not hold its memory within {} s",
+                waiting[0],
+                timeout.as_secs_f64()
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The isolation result of a hog cohort, written beside the workers; returns it as text for
+/// the terminal (or `None` when it could not be made, which is said on stderr).
+fn write_isolation(dir: &Path, quiet: bool) -> Option<String> {
+    let result = match coload_analysis::isolation_dirs(&[dir.to_owned()]) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("warning: no isolation result: {e}");
+            return None;
+        }
+    };
+    let path = dir.join(files::ISOLATION);
+    if let Err(e) = coload_cohort_schema::write_json_atomic(&path, &result) {
+        eprintln!("warning: cannot write {}: {e}", path.display());
+    } else if !quiet {
+        eprintln!(
+            "memory isolation: {} (wrote {})",
+            result.outcome.as_str(),
+            path.display()
+        );
+    }
+    Some(coload_analysis::render_isolation_table(
+        std::slice::from_ref(&result),
+    ))
+}
+
+/// Starts workers in the order given until one cannot be started; the rest are not attempted.
 /// Returns the started workers and, if one failed, its replica and the error.
 fn start_all(
-    spawns: impl IntoIterator<Item = std::io::Result<Child>>,
+    spawns: impl IntoIterator<Item = (u32, std::io::Result<Child>)>,
 ) -> (Vec<Worker>, Option<(u32, std::io::Error)>) {
     let mut workers = Vec::new();
-    for (replica, spawned) in (0u32..).zip(spawns) {
+    for (replica, spawned) in spawns {
         match spawned {
             Ok(child) => workers.push(Worker {
                 replica,
@@ -425,10 +568,10 @@ mod tests {
         std::fs::create_dir(&sync).unwrap();
         let experiment = "spawn-fails";
         let spawns = vec![
-            waiting_worker(&sync, experiment),
-            waiting_worker(&sync, experiment),
-            Err(std::io::Error::other("no more processes")),
-            waiting_worker(&sync, experiment),
+            (0, waiting_worker(&sync, experiment)),
+            (1, waiting_worker(&sync, experiment)),
+            (2, Err(std::io::Error::other("no more processes"))),
+            (3, waiting_worker(&sync, experiment)),
         ];
         let (mut workers, failed) = start_all(spawns);
         let (replica, e) = failed.unwrap();

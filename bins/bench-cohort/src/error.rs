@@ -8,6 +8,7 @@ pub(crate) use coload_cohort_schema::cli::error_chain as chain;
 use coload_cohort_schema::{SchemaError, exit};
 
 use crate::mps::MpsError;
+use crate::share::ShareError;
 
 /// Why `bench-cohort` stopped before it could report a cohort.
 #[derive(Debug, thiserror::Error)]
@@ -44,9 +45,12 @@ pub(crate) enum LauncherError {
         #[source]
         source: std::io::Error,
     },
-    /// The private MPS daemon could not be started.
+    /// The private MPS daemon could not be started, or did not take the share.
     #[error("--mode mps")]
     Mps(#[from] MpsError),
+    /// The MPS share could not be planned for the cohort's devices.
+    #[error("--mode mps")]
+    Share(#[from] ShareError),
     /// The summary could not be written.
     #[error("cannot write the summary")]
     Summary(#[from] SchemaError),
@@ -58,11 +62,16 @@ impl LauncherError {
         match self {
             LauncherError::Usage(_)
             | LauncherError::WorkerMissing(_)
-            | LauncherError::Render(_) => exit::INVALID_INPUT,
+            | LauncherError::Render(_)
+            | LauncherError::Share(
+                ShareError::UnknownDevice { .. } | ShareError::MigDevice { .. },
+            ) => exit::INVALID_INPUT,
             LauncherError::Output { .. } | LauncherError::Summary(_) => exit::WRITE_FAILED,
             LauncherError::Signals(_) => exit::INTERNAL,
             LauncherError::Spawn { .. } => exit::INCOMPLETE_COHORT,
-            LauncherError::Mps(_) => exit::PREFLIGHT_FAILED,
+            LauncherError::Mps(_) | LauncherError::Share(ShareError::TotalUnknown { .. }) => {
+                exit::PREFLIGHT_FAILED
+            }
         }
     }
 }

@@ -13,6 +13,7 @@ mod error;
 mod mix;
 mod mps;
 mod serve;
+mod share;
 
 use std::process::ExitCode;
 

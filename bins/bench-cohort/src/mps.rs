@@ -11,12 +11,24 @@
 //! reports CUDA unavailable (seen on a 2-GPU H200 host). Started without it, the server sees
 //! every GPU and each worker's `CUDA_VISIBLE_DEVICES` keeps its usual meaning, which is also what
 //! the worker's NVML identity assumes. Run one MPS cohort per host at a time.
+//!
+//! Right after `-d`, before any client starts, the daemon gets the cohort's share
+//! ([`crate::share::MpsPlan`]) with the device plugin's control commands, and each value is read
+//! back (`get_default_device_pinned_mem_limit <index>`, `get_default_active_thread_percentage`)
+//! and compared with what was sent; a daemon that reads back something else stops the cohort.
+//! Because the daemon sees every GPU, the memory limit goes to each device index the cohort's
+//! workers use. Every command and reply is kept in `<cohort>/mps/control.txt`. The GPU's compute
+//! mode is never changed (see [`crate::share`] for why a cohort of MPS clients needs not).
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-const CONTROL: &str = "nvidia-cuda-mps-control";
+use crate::share::MpsPlan;
+
+/// The control program, found on `PATH`.
+pub(crate) const CONTROL: &str = "nvidia-cuda-mps-control";
 
 /// Why the private MPS daemon could not be started or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -38,26 +50,82 @@ pub(crate) enum MpsError {
     /// The control program ran and reported failure.
     #[error("{CONTROL} {what} failed ({status}); see {}", .log_dir.display())]
     Failed {
-        /// `-d` or `quit`.
-        what: &'static str,
+        /// `-d`, `quit` or the command sent.
+        what: String,
         /// Its exit status.
         status: std::process::ExitStatus,
         /// Where the daemon logs.
         log_dir: PathBuf,
     },
+    /// The daemon reads back another value than the one sent.
+    #[error(
+        "the MPS daemon did not take the share: `{query}` reads back `{reply}`, not the {sent} \
+         sent; the cohort was not started (see {})",
+        .log.display()
+    )]
+    NotApplied {
+        /// The query.
+        query: String,
+        /// Its reply.
+        reply: String,
+        /// What was sent, in words.
+        sent: String,
+        /// The control log.
+        log: PathBuf,
+    },
+    /// The control log could not be written.
+    #[error("cannot write {}", .path.display())]
+    Log {
+        /// The log.
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Parses a memory limit as the daemon prints it (`20G`, `20538M`, `0`) into bytes.
+fn parse_limit(reply: &str) -> Option<u64> {
+    let text = reply.trim();
+    let (number, factor) = match text.char_indices().last()? {
+        (i, 'K' | 'k') => (&text[..i], 1_u64 << 10),
+        (i, 'M' | 'm') => (&text[..i], 1 << 20),
+        (i, 'G' | 'g') => (&text[..i], 1 << 30),
+        (i, 'T' | 't') => (&text[..i], 1 << 40),
+        _ => (text, 1),
+    };
+    let value: f64 = number.trim().parse().ok()?;
+    (value >= 0.0).then(|| (value * factor as f64).round() as u64)
 }
 
 /// A running MPS control daemon; stopped on drop.
 #[derive(Debug)]
 pub(crate) struct MpsDaemon {
+    control: PathBuf,
     pipe_dir: PathBuf,
     log_dir: PathBuf,
     stopped: bool,
 }
 
 impl MpsDaemon {
-    /// Starts `nvidia-cuda-mps-control -d` with private directories under `root`.
-    pub(crate) fn start(root: &Path) -> Result<Self, MpsError> {
+    /// Starts `nvidia-cuda-mps-control -d` with private directories under `root`, then applies
+    /// `plan` and reads it back.
+    pub(crate) fn start(root: &Path, plan: &MpsPlan) -> Result<Self, MpsError> {
+        Self::start_with(Path::new(CONTROL), root, plan)
+    }
+
+    /// [`MpsDaemon::start`] with another control program (a test's stand-in).
+    pub(crate) fn start_with(
+        control: &Path,
+        root: &Path,
+        plan: &MpsPlan,
+    ) -> Result<Self, MpsError> {
+        let daemon = Self::launch(control, root)?;
+        // On an error below, dropping `daemon` stops it.
+        daemon.apply(plan, &root.join("control.txt"))?;
+        Ok(daemon)
+    }
+
+    fn launch(control: &Path, root: &Path) -> Result<Self, MpsError> {
         let pipe_dir = root.join("pipe");
         let log_dir = root.join("log");
         std::fs::create_dir_all(&pipe_dir)
@@ -66,7 +134,7 @@ impl MpsDaemon {
                 dir: root.to_owned(),
                 source,
             })?;
-        let status = Command::new(CONTROL)
+        let status = Command::new(control)
             .arg("-d")
             .env_remove("CUDA_VISIBLE_DEVICES")
             .env("CUDA_MPS_PIPE_DIRECTORY", &pipe_dir)
@@ -74,18 +142,98 @@ impl MpsDaemon {
             .status();
         match status {
             Ok(s) if s.success() => Ok(MpsDaemon {
+                control: control.to_owned(),
                 pipe_dir,
                 log_dir,
                 stopped: false,
             }),
             Ok(status) => Err(MpsError::Failed {
-                what: "-d",
+                what: "-d".to_owned(),
                 status,
                 log_dir,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(MpsError::NotFound),
             Err(e) => Err(MpsError::Run(e)),
         }
+    }
+
+    /// Sends the plan's commands, then reads every value back and compares; writes the
+    /// exchange to `log`.
+    fn apply(&self, plan: &MpsPlan, log: &Path) -> Result<(), MpsError> {
+        let mut text = format!("# {}\n", plan.declared.describe());
+        let result = self.apply_logged(plan, log, &mut text);
+        std::fs::write(log, &text).map_err(|source| MpsError::Log {
+            path: log.to_owned(),
+            source,
+        })?;
+        result
+    }
+
+    fn apply_logged(&self, plan: &MpsPlan, log: &Path, text: &mut String) -> Result<(), MpsError> {
+        let mut exchange = |command: &str| -> Result<String, MpsError> {
+            let reply = self.send(command)?;
+            let _ = writeln!(text, "> {command}");
+            for line in reply.lines() {
+                let _ = writeln!(text, "< {line}");
+            }
+            Ok(reply.trim().to_owned())
+        };
+        for command in plan.commands() {
+            exchange(&command)?;
+        }
+        for limit in &plan.limits {
+            let query = format!("get_default_device_pinned_mem_limit {}", limit.index);
+            let reply = exchange(&query)?;
+            let sent = limit.limit_mib << 20;
+            if parse_limit(&reply).is_none_or(|b| b.abs_diff(sent) >= 1 << 20) {
+                return Err(MpsError::NotApplied {
+                    query,
+                    reply,
+                    sent: format!("{} MiB", limit.limit_mib),
+                    log: log.to_owned(),
+                });
+            }
+        }
+        if let Some(p) = plan.active_thread_percentage {
+            let query = "get_default_active_thread_percentage".to_owned();
+            let reply = exchange(&query)?;
+            if reply
+                .parse::<f64>()
+                .is_ok_and(|x| (x - f64::from(p)).abs() < 0.5)
+            {
+                return Ok(());
+            }
+            return Err(MpsError::NotApplied {
+                query,
+                reply,
+                sent: format!("{p} %"),
+                log: log.to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends one command on the control pipe and returns the reply.
+    fn send(&self, command: &str) -> Result<String, MpsError> {
+        let mut child = Command::new(&self.control)
+            .env("CUDA_MPS_PIPE_DIRECTORY", &self.pipe_dir)
+            .env("CUDA_MPS_LOG_DIRECTORY", &self.log_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(MpsError::Run)?;
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(format!("{command}\n").as_bytes());
+        }
+        let out = child.wait_with_output().map_err(MpsError::Run)?;
+        if !out.status.success() {
+            return Err(MpsError::Failed {
+                what: command.to_owned(),
+                status: out.status,
+                log_dir: self.log_dir.clone(),
+            });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// The environment a client needs.
@@ -102,7 +250,7 @@ impl MpsDaemon {
             return Ok(());
         }
         self.stopped = true;
-        let mut child = Command::new(CONTROL)
+        let mut child = Command::new(&self.control)
             .env("CUDA_MPS_PIPE_DIRECTORY", &self.pipe_dir)
             .env("CUDA_MPS_LOG_DIRECTORY", &self.log_dir)
             .stdin(Stdio::piped())
@@ -115,7 +263,7 @@ impl MpsDaemon {
         let status = child.wait().map_err(MpsError::Run)?;
         if !status.success() {
             return Err(MpsError::Failed {
-                what: "quit",
+                what: "quit".to_owned(),
                 status,
                 log_dir: self.log_dir.clone(),
             });
@@ -129,5 +277,114 @@ impl Drop for MpsDaemon {
         if let Err(e) = self.stop() {
             eprintln!("warning: {}", crate::error::chain(&e));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use coload_cohort_schema::DeclaredShare;
+
+    use super::*;
+    use crate::share::DeviceLimit;
+
+    fn fake() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake-mps/nvidia-cuda-mps-control")
+    }
+
+    fn plugin7() -> MpsPlan {
+        MpsPlan {
+            declared: DeclaredShare::replicas(7, Some(143_771 << 20)),
+            active_thread_percentage: Some(14),
+            limits: vec![
+                DeviceLimit {
+                    index: 0,
+                    limit_mib: 20_480,
+                },
+                DeviceLimit {
+                    index: 1,
+                    limit_mib: 20_538,
+                },
+            ],
+        }
+    }
+
+    fn control_log(root: &Path) -> Vec<String> {
+        std::fs::read_to_string(root.join("control.log"))
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The commands go after `-d` and before anything else, in the plugin's order, one limit per
+    /// device, and every value is read back; `quit` follows on stop.
+    #[test]
+    fn the_share_is_sent_after_start_and_read_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("mps");
+        let mut daemon = MpsDaemon::start_with(&fake(), &root, &plugin7()).unwrap();
+        daemon.stop().unwrap();
+        assert_eq!(
+            control_log(&root),
+            [
+                "-d",
+                "set_default_device_pinned_mem_limit 0 20480M",
+                "set_default_device_pinned_mem_limit 1 20538M",
+                "set_default_active_thread_percentage 14",
+                "get_default_device_pinned_mem_limit 0",
+                "get_default_device_pinned_mem_limit 1",
+                "get_default_active_thread_percentage",
+                "quit",
+            ]
+        );
+        let exchange = std::fs::read_to_string(root.join("control.txt")).unwrap();
+        assert!(
+            exchange.contains("> get_default_device_pinned_mem_limit 0\n< 20G\n"),
+            "{exchange}"
+        );
+        assert!(exchange.contains("< 14.0\n"), "{exchange}");
+    }
+
+    /// A daemon that accepts the commands but reads back its defaults stops the cohort, and is
+    /// itself stopped.
+    #[test]
+    fn a_share_that_does_not_take_is_refused_and_the_daemon_stopped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("mps");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("ignore-sets"), "").unwrap();
+        let err = MpsDaemon::start_with(&fake(), &root, &plugin7()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "the MPS daemon did not take the share: `get_default_device_pinned_mem_limit 0` \
+                 reads back `0M`, not the 20480 MiB sent; the cohort was not started (see {})",
+                root.join("control.txt").display()
+            )
+        );
+        assert_eq!(control_log(&root).last().map(String::as_str), Some("quit"));
+    }
+
+    #[test]
+    fn an_unlimited_share_sends_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("mps");
+        let plan = MpsPlan {
+            declared: DeclaredShare::unlimited(),
+            active_thread_percentage: None,
+            limits: Vec::new(),
+        };
+        let mut daemon = MpsDaemon::start_with(&fake(), &root, &plan).unwrap();
+        daemon.stop().unwrap();
+        assert_eq!(control_log(&root), ["-d", "quit"]);
+    }
+
+    #[test]
+    fn limits_parse_as_the_daemon_prints_them() {
+        assert_eq!(parse_limit("20G"), Some(20 << 30));
+        assert_eq!(parse_limit("20538M\n"), Some(20_538 << 20));
+        assert_eq!(parse_limit("0"), Some(0));
+        assert_eq!(parse_limit("1.5G"), Some(3 << 29));
+        assert_eq!(parse_limit("unset"), None);
     }
 }

@@ -211,3 +211,295 @@ fn bad_arguments_are_refused() {
     assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cuda-graph"));
 }
+
+/// The stand-in MPS control program (issue 12): logs what it is sent and answers the get_*
+/// queries from what was set.
+fn fake_mps_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake-mps")
+}
+
+fn path_with(dir: &Path) -> std::ffi::OsString {
+    let mut paths = vec![dir.to_owned()];
+    paths.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(paths).unwrap()
+}
+
+/// Issue 12: with --mode mps the launcher sends the share to its private daemon after `-d` and
+/// before any worker starts, reads it back, and every worker records the share it was declared
+/// and its CUDA_MPS_* environment; the summary shows the share.
+#[test]
+fn an_mps_cohort_sends_the_share_to_its_daemon_and_the_workers_record_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = Command::new(COHORT)
+        .args(["--count", "1", "--workload", "train", "--mode", "mps"])
+        .args([
+            "--mps-threads",
+            "50",
+            "--mps-memory",
+            "1GiB",
+            "--device",
+            "cpu",
+        ])
+        .args(["--batch-size", "2", "--image-size", "32", "--window-s", "2"])
+        .args(["--warmup-batches", "1", "--start-lead-s", "2"])
+        .arg("--worker-bin")
+        .arg(worker_bin())
+        .arg("--out")
+        .arg(&out)
+        .env("PATH", path_with(&fake_mps_dir()))
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("MPS share: explicit: 50 % of the threads, 1024 MiB of memory per client"),
+        "{stderr}"
+    );
+    let log = std::fs::read_to_string(out.join("mps/control.log")).unwrap();
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        [
+            "-d",
+            "set_default_device_pinned_mem_limit 0 1024M",
+            "set_default_active_thread_percentage 50",
+            "get_default_device_pinned_mem_limit 0",
+            "get_default_active_thread_percentage",
+            "quit",
+        ]
+    );
+    let report =
+        coload_cohort_schema::read_worker_report(&out.join("worker-0/worker.json")).unwrap();
+    let share = report.share.unwrap();
+    assert_eq!(
+        share.declared,
+        Some(coload_cohort_schema::DeclaredShare::explicit(50, 1 << 30))
+    );
+    assert_eq!(
+        share
+            .mps_environment
+            .get("CUDA_MPS_PIPE_DIRECTORY")
+            .map(PathBuf::from),
+        Some(out.join("mps/pipe"))
+    );
+    let summary: coload_cohort_schema::CohortSummary =
+        read_document(&out.join("summary.json")).unwrap();
+    assert_eq!(summary.share.unwrap().active_thread_percentage, Some(50));
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        table.contains("MPS share: explicit: 50 % of the threads"),
+        "{table}"
+    );
+}
+
+/// Issue 12: the device plugin's share needs each GPU's memory. Without NVML the launcher
+/// refuses, naming the way out; with NVML (a GPU host) it plans the plugin's commands.
+#[test]
+fn replicas_need_the_gpus_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = Command::new(COHORT)
+        .args(["--count", "1", "--workload", "train", "--mode", "mps"])
+        .args(["--mps-replicas", "7", "--device", "cpu"])
+        .arg("--worker-bin")
+        .arg(COHORT)
+        .arg("--out")
+        .arg(&out)
+        .env("PATH", path_with(&fake_mps_dir()))
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if coload_device::RealNvml::open().is_ok() {
+        let log = std::fs::read_to_string(out.join("mps/control.log")).unwrap();
+        assert!(
+            log.contains("set_default_active_thread_percentage 14"),
+            "{log}"
+        );
+        return;
+    }
+    assert_eq!(
+        output.status.code(),
+        Some(i32::from(exit::PREFLIGHT_FAILED)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "error: --mode mps: --mps-replicas 7 gives each client 1/7 of GPU 0's memory, but its \
+             memory is not known here (nvml is unavailable"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("give the limit explicitly with --mps-threads P --mps-memory SIZE"),
+        "{stderr}"
+    );
+    assert!(
+        !out.join("mps/control.log").exists(),
+        "no daemon was started"
+    );
+}
+
+/// A stand-in worker for the hog's ordering: a hog publishes hold.json after a second (or exits
+/// at once with `HOG_FAILS`); every other worker notes whether the hog held its memory when it
+/// started.
+const FAKE_HOG_WORKER: &str = r#"#!/bin/sh
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --workload) workload=$2; shift ;;
+    --out) out=$2; shift ;;
+  esac
+  shift
+done
+if [ "$workload" = hog ]; then
+  [ -z "${HOG_FAILS:-}" ] || exit 20
+  sleep 1
+  echo '{}' >"$out/hold.json"
+  sleep 1
+  exit 0
+fi
+if [ -f "$(dirname "$out")/worker-0/hold.json" ]; then echo "started after the hold"; else echo "started before the hold"; fi
+"#;
+
+fn fake_hog_worker(dir: &Path) -> PathBuf {
+    let fake = dir.join("fake-worker");
+    std::fs::write(&fake, FAKE_HOG_WORKER).unwrap();
+    let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&fake, perms).unwrap();
+    fake
+}
+
+/// Issue 12: the hog allocates before the others warm up: they are started only once it holds
+/// its memory; a hog that fails first stops the cohort before they start.
+#[test]
+fn the_hog_holds_its_memory_before_the_others_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = fake_hog_worker(dir.path());
+    let run = |out: &Path, hog_fails: bool| {
+        let mut cmd = Command::new(COHORT);
+        cmd.args(["--workers", "hog=1,train=2", "--mode", "timeslice"])
+            .arg("--worker-bin")
+            .arg(&fake)
+            .arg("--out")
+            .arg(out);
+        if hog_fails {
+            cmd.env("HOG_FAILS", "1");
+        }
+        cmd.output().unwrap()
+    };
+    let out = dir.path().join("ordered");
+    let o = run(&out, false);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("the hog holds its memory; starting the other workers"),
+        "{stderr}"
+    );
+    for r in [1, 2] {
+        assert_eq!(
+            std::fs::read_to_string(out.join(format!("worker-{r}/log"))).unwrap(),
+            "started after the hold\n"
+        );
+    }
+
+    let out = dir.path().join("hog-fails");
+    let o = run(&out, true);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INCOMPLETE_COHORT)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "the hog (replica 0) exited with 20 (workload_failed) before it held its memory"
+        ) || stderr.contains("replica 0: exited with 20"),
+        "{stderr}"
+    );
+    for r in [1, 2] {
+        let log = std::fs::read_to_string(out.join(format!("worker-{r}/log"))).unwrap();
+        assert!(log.is_empty(), "replica {r} was started: {log}");
+    }
+}
+
+/// Issue 12: what cannot work is refused before anything runs.
+#[test]
+fn hog_exclusive_and_mps_misuses_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let o = Command::new(COHORT)
+            .args(args)
+            .arg("--out")
+            .arg(dir.path().join("x"))
+            .args(["--worker-bin", COHORT])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(i32::from(exit::INVALID_INPUT)),
+            "{args:?}"
+        );
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let e = run(&[
+        "--workers",
+        "hog=1,train=2",
+        "--mode",
+        "timeslice",
+        "--device",
+        "cpu",
+    ]);
+    assert!(e.contains("--device cpu has none to take"), "{e}");
+    let e = run(&[
+        "--workers",
+        "train=2",
+        "--mode",
+        "timeslice",
+        "--hog-bytes",
+        "8GiB",
+    ]);
+    assert!(
+        e.contains("--hog-bytes sizes the hog workload, but the mix has none"),
+        "{e}"
+    );
+    let e = run(&["--workers", "hog=2", "--mode", "timeslice"]);
+    assert!(e.contains("the mix is only hogs"), "{e}");
+    let e = run(&["--count", "3", "--workload", "train", "--mode", "exclusive"]);
+    assert!(
+        e.contains("--mode exclusive with 3 workers needs one GPU each: list them with --visible-devices (e.g. 0,1,2)"),
+        "{e}"
+    );
+    let e = run(&[
+        "--count",
+        "2",
+        "--workload",
+        "train",
+        "--mode",
+        "exclusive",
+        "--visible-devices",
+        "1,1",
+    ]);
+    assert!(e.contains("lists `1` twice"), "{e}");
+    let e = run(&["--count", "2", "--workload", "train", "--mode", "mps"]);
+    assert!(
+        e.contains("--mode mps needs the share each MPS client runs under"),
+        "{e}"
+    );
+    let e = run(&[
+        "--count",
+        "2",
+        "--workload",
+        "train",
+        "--mode",
+        "timeslice",
+        "--mps-unlimited",
+    ]);
+    assert!(
+        e.contains("--mps-unlimited declares an MPS share, but --mode is timeslice"),
+        "{e}"
+    );
+}

@@ -8,10 +8,11 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use coload_analysis::{
-    Options, compare, load_compare_input, render_comparison_markdown, render_markdown,
-    render_table, summarize_dirs, write_report,
+    Options, compare, isolation_dirs, load_compare_input, render_comparison_markdown,
+    render_isolation_markdown, render_isolation_table, render_markdown, render_table,
+    summarize_dirs, write_report,
 };
-use coload_cohort_schema::{exit, write_json_atomic};
+use coload_cohort_schema::{IsolationResult, exit, read_document, write_json_atomic};
 
 /// Summarize a coload cohort from its worker folders, or compare cohorts.
 ///
@@ -40,6 +41,10 @@ enum Command {
     /// Compare cohorts against solo baselines and against each other; writes
     /// comparison.json, comparison.md and report.html.
     Compare(CompareArgs),
+    /// The memory-isolation result of hog cohorts (bench-cohort --workers hog=1,train=6), one
+    /// per cohort so that modes read side by side: who failed, at what allocation, with what
+    /// error. Failed cohorts are read too (their failures are the result).
+    Isolation(IsolationArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -94,6 +99,19 @@ struct CompareArgs {
     strict: bool,
 }
 
+#[derive(Debug, Args)]
+struct IsolationArgs {
+    /// One per cohort: a folder holding its worker-* folders, or an isolation.json file.
+    #[arg(value_name = "COHORT", required = true)]
+    cohorts: Vec<PathBuf>,
+    /// Also write the results as a JSON array to this file.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// What to print on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
 /// Parses the command line and runs it.
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
     // Parses like `Cli::parse()`, and answers the hidden `--generate` (man page, completions).
@@ -105,7 +123,35 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
         None => summarize(&cli.summarize),
         Some(Command::Summarize(args)) => summarize(&args),
         Some(Command::Compare(args)) => run_compare(&args),
+        Some(Command::Isolation(args)) => run_isolation(&args),
     }
+}
+
+fn run_isolation(args: &IsolationArgs) -> anyhow::Result<ExitCode> {
+    let mut results: Vec<IsolationResult> = Vec::with_capacity(args.cohorts.len());
+    for cohort in &args.cohorts {
+        let result = if cohort.is_file() {
+            read_document(cohort).with_context(|| format!("reading {}", cohort.display()))?
+        } else {
+            isolation_dirs(std::slice::from_ref(cohort))?
+        };
+        results.push(result);
+    }
+    if let Some(out) = &args.out {
+        write_json_atomic(out, &results)?;
+    }
+    let text = match args.format {
+        Format::Table => render_isolation_table(&results),
+        Format::Markdown => render_isolation_markdown(&results),
+        Format::Json => {
+            let mut s =
+                serde_json::to_string_pretty(&results).context("serializing isolation results")?;
+            s.push('\n');
+            s
+        }
+    };
+    print(&text)?;
+    Ok(ExitCode::from(exit::COMPLETE))
 }
 
 fn print(text: &str) -> anyhow::Result<()> {

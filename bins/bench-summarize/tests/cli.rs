@@ -145,3 +145,46 @@ fn no_libtorch_in_the_dependency_tree() {
         .collect();
     assert!(tch.is_empty(), "{tch:?}");
 }
+
+/// Issue 12: one isolation result per hog cohort, failed cohorts included, side by side; a
+/// cohort without a hog is refused with the reason.
+#[test]
+fn isolation_reads_hog_cohorts_whatever_their_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("isolation.json");
+    let o = run(&[
+        "isolation",
+        "hog-timeslice",
+        "hog-mps",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let results: Vec<coload_cohort_schema::IsolationResult> =
+        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let outcomes: Vec<&str> = results.iter().map(|r| r.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["not_contained", "contained"]);
+    let table = String::from_utf8(o.stdout).unwrap();
+    assert!(table.starts_with("cohort "), "{table}");
+    assert!(table.contains("hog-timeslice  timeslice"), "{table}");
+    // The written file reads back as an input.
+    let single = dir.path().join("one.json");
+    std::fs::write(&single, serde_json::to_vec(&results[1]).unwrap()).unwrap();
+    let o = run(&[
+        "isolation",
+        single.to_str().unwrap(),
+        "--format",
+        "markdown",
+    ]);
+    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8(o.stdout)
+            .unwrap()
+            .starts_with("# Memory isolation")
+    );
+
+    let o = run(&["isolation", "solo-train"]);
+    assert_eq!(code(&o), i32::from(exit::INVALID_INPUT));
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("no hog worker in this cohort"), "{err}");
+}

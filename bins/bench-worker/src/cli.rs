@@ -3,7 +3,7 @@
 
 use clap::{Parser, ValueEnum};
 use coload_cohort_schema::cli::{ServeFlags, WorkerFlags, WorkerPlace};
-use coload_cohort_schema::{InputShape, TORCHSCRIPT_MODEL};
+use coload_cohort_schema::{InputShape, TORCHSCRIPT_MODEL, Workload};
 use coload_workload::{ModelSource, TorchScriptSpec, ZooModel};
 
 /// Run one coload worker: warm up, meet the cohort at the barrier, time a window of batches of a
@@ -69,12 +69,15 @@ impl Args {
                 name.parse::<ZooModel>()
                     .map_err(|e| format!("--model: {e}"))?;
             }
-            let own: ZooModel = declaration
-                .model_for(self.place.workload)?
-                .parse()
-                .map_err(|e| format!("--model: {e}"))?;
-            own.check_image_size(self.flags.image_size)
-                .map_err(|e| format!("--image-size: {e}"))?;
+            // A hog runs no model (issue 12).
+            if self.place.workload != Workload::Hog {
+                let own: ZooModel = declaration
+                    .model_for(self.place.workload)?
+                    .parse()
+                    .map_err(|e| format!("--model: {e}"))?;
+                own.check_image_size(self.flags.image_size)
+                    .map_err(|e| format!("--image-size: {e}"))?;
+            }
         }
         coload_barrier::validate_experiment_id(&self.place.experiment).map_err(|e| e.to_string())
     }

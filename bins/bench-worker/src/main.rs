@@ -7,8 +7,11 @@
 
 mod cli;
 mod error;
+mod hog;
+mod load;
 mod progress;
 mod serve_args;
+mod share;
 mod termination;
 mod version;
 mod worker;

@@ -12,7 +12,7 @@ use coload_barrier::{Barrier, BarrierError, BarrierOptions};
 use coload_cohort_schema::{
     BarrierTiming, BatchRecord, DeviceChoice, DeviceKind, Failure, FailureKind, GpmRecord,
     ReadyRecord, RuntimeInfo, SCHEMA_VERSION, Stage, Status, TelemetrySample, WindowInfo,
-    WorkerConfig, WorkerReport, exit, files, write_json_atomic,
+    WorkerConfig, WorkerReport, Workload, exit, files, write_json_atomic,
 };
 use coload_device::{
     ActivityOptions, MigTarget, NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler,
@@ -22,6 +22,7 @@ use coload_workload::{ModelStep, WorkloadError, WorkloadInfo, WorkloadOptions};
 
 use crate::cli::Args;
 use crate::error::{WorkerError, chain};
+use crate::load::Load;
 use crate::progress::Progress;
 use crate::serve_args::ServePlan;
 use crate::termination::Termination;
@@ -160,6 +161,8 @@ fn initial_report(args: &Args) -> WorkerReport {
         gpm: None,
         energy: None,
         warnings: Vec::new(),
+        share: None,
+        hog: None,
         serve: None,
     }
 }
@@ -309,7 +312,7 @@ impl Run {
     )]
     fn time_window(
         &mut self,
-        mut step: ModelStep,
+        mut step: Load,
         mut buffer: BatchBuffer,
         start_unix_ns: u64,
         late_margin: Duration,
@@ -376,16 +379,25 @@ impl Run {
         args: &Args,
         clock: &Clock,
         progress: &Progress,
-    ) -> Result<(ModelStep, BatchBuffer), WorkerError> {
+    ) -> Result<(Load, BatchBuffer), WorkerError> {
         let in_warmup = |source| WorkerError::Workload {
             stage: Stage::Warmup,
             source,
         };
         let build_start = clock.now_unix_ns();
         let f = &args.flags;
-        let model = args
-            .model_source()
-            .map_err(|message| in_warmup(WorkloadError::InvalidOption(message)))?;
+        // Issue 12: the share and what the runtime reports, before anything is allocated.
+        self.report.share = crate::share::observe(f);
+        if let Some(share) = &self.report.share {
+            progress.phase("preflight", &crate::share::describe(share));
+        }
+        // A hog runs no model: a per-workload --model need not name one for it.
+        let model = if args.place.workload == Workload::Hog {
+            coload_workload::ModelSource::default()
+        } else {
+            args.model_source()
+                .map_err(|message| in_warmup(WorkloadError::InvalidOption(message)))?
+        };
         let options = WorkloadOptions {
             workload: args.place.workload,
             device: f.device,
@@ -396,12 +408,30 @@ impl Run {
             model,
             execution: f.execution,
         };
-        let mut step = ModelStep::new(&options).map_err(in_warmup)?;
+        let mut step = if args.place.workload == Workload::Hog {
+            Load::Hog(crate::hog::allocate(args, clock).map_err(in_warmup)?)
+        } else {
+            Load::Model(ModelStep::new(&options).map_err(in_warmup)?)
+        };
         let info = step.info();
-        // What only the built model knows, in the configuration the barrier compares.
-        self.report.config.parameter_count = Some(info.parameter_count);
-        self.report.config.model_file.clone_from(&info.model_file);
+        if let Some(hog) = step.as_hog() {
+            self.report.hog = Some(hog.report().clone());
+            progress.phase("warmup", &crate::hog::describe(hog));
+        } else {
+            // What only the built model knows, in the configuration the barrier compares.
+            self.report.config.parameter_count = Some(info.parameter_count);
+            self.report.config.model_file.clone_from(&info.model_file);
+        }
         self.record_device(args, &info, build_start, clock, progress)?;
+        if let Some(hog) = step.as_hog() {
+            // The hog holds its memory now: say so before the barrier, so that a launcher can
+            // start the other workers only after it (the hog always allocates first).
+            crate::hog::publish_hold(args, hog)?;
+            let interval_s = hog.report().hold_interval_s;
+            let buffer =
+                BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s, interval_s));
+            return Ok((step, buffer));
+        }
         let total = f.warmup_batches;
         let stats = warmup_observed(&mut step, total, |done, d| {
             progress.live(&format!(
@@ -428,6 +458,23 @@ impl Run {
         };
         let buffer = BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s, fastest_s));
         Ok((step, buffer))
+    }
+
+    /// Records the warnings of the allocation and share checks, or fails with the first check
+    /// that refused (under strict checking).
+    fn record_checks(
+        &mut self,
+        checks: [Result<Vec<coload_cohort_schema::WorkerWarning>, coload_device::DeviceError>; 2],
+        progress: &Progress,
+    ) -> Result<(), WorkerError> {
+        for check in checks {
+            let warnings = check.map_err(WorkerError::Allocation)?;
+            for w in &warnings {
+                progress.phase("preflight", &format!("warning: {}", w.message));
+            }
+            self.report.warnings.extend(warnings);
+        }
+        Ok(())
     }
 
     /// Identifies the device the workload runs on, checks it against the mode, and records it
@@ -469,15 +516,11 @@ impl Run {
             mps_client: facts.mps_client,
             torch_threads: Some(info.torch_threads),
         });
-        match allocation {
-            Ok(warnings) => {
-                for w in &warnings {
-                    progress.phase("preflight", &format!("warning: {}", w.message));
-                }
-                self.report.warnings.extend(warnings);
-            }
-            Err(e) => return Err(WorkerError::Allocation(e)),
-        }
+        // Issue 12: the MPS share the worker declared against what the runtime reported.
+        let share = self.report.share.as_ref().map_or(Ok(Vec::new()), |s| {
+            coload_device::check_share(s, info.device_kind, f.strict_device)
+        });
+        self.record_checks([allocation, share], progress)?;
         let built_s = (clock.now_unix_ns() - build_start) as f64 / 1e9;
         progress.phase(
             "warmup",

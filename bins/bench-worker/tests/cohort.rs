@@ -49,8 +49,22 @@ impl Cohort {
 
     /// A worker with tiny shapes; `extra` overrides or adds flags.
     fn spawn(&self, replica: u32, count: u32, workload: &str, out: &str, extra: &[&str]) -> Child {
+        self.spawn_env(replica, count, workload, out, extra, &[])
+    }
+
+    /// [`Cohort::spawn`] with extra environment variables.
+    fn spawn_env(
+        &self,
+        replica: u32,
+        count: u32,
+        workload: &str,
+        out: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Child {
         std::fs::create_dir_all(self.sync()).unwrap();
         Command::new(WORKER)
+            .envs(env.iter().copied())
             .args(["--experiment", &self.experiment])
             .args(["--replica", &replica.to_string()])
             .args(["--count", &count.to_string()])
@@ -404,4 +418,89 @@ fn a_worker_paused_past_the_start_fails_as_late() {
     assert!(err.contains("replica 1"), "{err}");
     assert!(err.contains("late_start"), "{err}");
     assert!(!err.contains("replica 0"), "{err}");
+}
+
+/// Issue 12: a hog on the CPU refuses with the reason (there is no device memory to take), its
+/// report says where, and its peer is stopped through the barrier instead of waiting. Under
+/// `--mode mps` both record the declared share and their `CUDA_MPS_*` environment.
+#[test]
+fn a_hog_on_the_cpu_refuses_and_mps_workers_record_their_share() {
+    let _serial = serial();
+    let c = Cohort::new("hog-on-cpu");
+    let mps = [
+        "--mode",
+        "mps",
+        "--mps-replicas",
+        "7",
+        "--hog-bytes",
+        "1GiB",
+    ];
+    let env = [("CUDA_MPS_PIPE_DIRECTORY", "/nonexistent/mps-pipe")];
+    let spawn = |replica, workload, out| c.spawn_env(replica, 2, workload, out, &mps, &env);
+    // The trainer first, past its preflight: a hog that fails at once would otherwise abort the
+    // experiment before the trainer's preflight, which then refuses a used experiment id.
+    let train = spawn(1, "train", "train");
+    wait_for(&c.sync().join("hog-on-cpu"));
+    std::thread::sleep(Duration::from_millis(500));
+    let hog = spawn(0, "hog", "hog");
+    let (status, stderr) = finish(hog);
+    assert_eq!(
+        status.code(),
+        Some(i32::from(exit::INVALID_INPUT)),
+        "{stderr}"
+    );
+    let r = report(&c.out("hog"));
+    let failure = r.failure.unwrap();
+    assert_eq!(
+        (failure.stage, failure.kind),
+        (Stage::Warmup, FailureKind::InvalidOption)
+    );
+    assert!(
+        failure
+            .message
+            .contains("on the CPU (--device cpu) there is no device memory to take"),
+        "{}",
+        failure.message
+    );
+    assert!(!c.out("hog").join("hold.json").exists());
+    let share = r.share.expect("an mps worker records its share");
+    let declared = share.declared.unwrap();
+    assert_eq!(declared.replicas, Some(7));
+    assert_eq!(declared.active_thread_percentage, Some(14));
+    // No GPU, so no device total to divide and nothing observed.
+    assert_eq!(declared.pinned_memory_limit_bytes, None);
+    assert!(share.observed.is_none());
+    assert_eq!(
+        share
+            .mps_environment
+            .get("CUDA_MPS_PIPE_DIRECTORY")
+            .map(String::as_str),
+        Some("/nonexistent/mps-pipe")
+    );
+
+    let (status, stderr) = finish(train);
+    assert_eq!(
+        status.code(),
+        Some(i32::from(exit::BARRIER_ABORTED)),
+        "{stderr}"
+    );
+    let r = report(&c.out("train"));
+    assert_eq!(r.failure.unwrap().kind, FailureKind::PeerFailed);
+    assert_eq!(
+        r.share.unwrap().declared.unwrap().active_thread_percentage,
+        Some(14)
+    );
+}
+
+/// Issue 12: `--mode mps` without a share is refused before anything runs, naming the choices.
+#[test]
+fn mode_mps_without_a_share_is_refused() {
+    let c = Cohort::new("mps-no-share");
+    let (status, stderr) = finish(c.spawn(0, 1, "train", "w0", &["--mode", "mps"]));
+    assert_eq!(status.code(), Some(i32::from(exit::INVALID_INPUT)));
+    assert!(
+        stderr.contains("--mode mps needs the share each MPS client runs under: --mps-replicas N"),
+        "{stderr}"
+    );
+    assert!(!c.out("w0").join("worker.json").exists());
 }

@@ -40,7 +40,9 @@ fn cohort(root: &Path, experiment: &str, workers: &[(u32, &str, Vec<String>)]) -
                 .arg("--out")
                 .arg(root.join(format!("w{replica}")))
                 .args(["--device", "cpu", "--batch-size", "2", "--image-size", "32"])
-                .args(["--window-s", "1.5", "--warmup-batches", "1"])
+                // Three warmup batches: the first is several times slower than the rest, and the
+                // batch buffer is sized from the fastest (a tiny model outran a one-batch estimate).
+                .args(["--window-s", "1.5", "--warmup-batches", "3"])
                 .args(["--start-lead-s", "2", "--join-timeout-s", "150"])
                 .args(["--log-format", "json", "--telemetry-hz", "0"])
                 .args(extra)

@@ -35,6 +35,26 @@ pub enum AnalysisError {
         /// What was seen instead.
         explanation: String,
     },
+    /// Mode `exclusive` declares a GPU per worker, yet workers shared one: every figure would
+    /// describe sharing, not the baseline. Refused whether or not checking is strict.
+    #[error(
+        "mode exclusive declares one GPU per worker, but workers shared a physical GPU ({explanation}); \
+         the cohort is no baseline and was not summarized: give each worker its own GPU \
+         (bench-cohort --visible-devices 0,1,...)"
+    )]
+    SharedExclusive {
+        /// What the co-location check saw.
+        explanation: String,
+    },
+    /// An isolation result was asked for a cohort without a hog worker.
+    #[error(
+        "{path}: no hog worker in this cohort; the isolation result needs one (bench-cohort \
+         --workers hog=1,train=6)"
+    )]
+    NoHog {
+        /// The cohort given.
+        path: PathBuf,
+    },
     /// The inputs of a comparison do not fit together (two baselines of one workload, a
     /// baseline that is not a solo cohort).
     #[error("{0}")]
@@ -62,9 +82,12 @@ impl AnalysisError {
             | AnalysisError::BadInput { .. }
             | AnalysisError::Schema(_)
             | AnalysisError::Compare(_)
+            | AnalysisError::NoHog { .. }
             | AnalysisError::Slo(_) => exit::INVALID_INPUT,
             AnalysisError::Cohort(_) => exit::INCOMPLETE_COHORT,
-            AnalysisError::Placement { .. } => exit::ALLOCATION_MISMATCH,
+            AnalysisError::Placement { .. } | AnalysisError::SharedExclusive { .. } => {
+                exit::ALLOCATION_MISMATCH
+            }
             AnalysisError::Write { .. } => exit::INTERNAL,
         }
     }

@@ -7,6 +7,8 @@
 //!   when it is incomplete or inconsistent ([`AnalysisError`], with [`AnalysisError::exit_code`]),
 //!   and returns a [`CohortSummary`] (the `summary.json` document).
 //! - [`render_table`], [`render_markdown`]: the summary for people.
+//! - [`isolation_dirs`]: the memory-isolation result of a cohort that holds a hog worker (who
+//!   failed, at what allocation, with what error), read from its workers whatever their status.
 //! - [`compare`]: several summaries against solo baselines and against each other, with
 //!   [`write_report`] writing `comparison.json`, `comparison.md` and a self-contained
 //!   `report.html`.
@@ -48,6 +50,7 @@ mod error;
 pub mod histogram;
 mod inputs;
 pub mod interval;
+mod isolation;
 mod report;
 mod scan;
 mod serve;
@@ -58,8 +61,10 @@ pub use coload_cohort_schema::{CohortSummary, Comparison};
 pub use compare::{CompareInput, compare, load_compare_input};
 pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
+pub use isolation::isolation_dirs;
 pub use report::{
-    render_comparison_markdown, render_markdown, render_report_html, render_table, write_report,
+    render_comparison_markdown, render_isolation_markdown, render_isolation_table, render_markdown,
+    render_report_html, render_table, write_report,
 };
 pub use serve::{
     BACKLOG_BATCHES, BACKLOG_FRACTION, EARLY_STOPPING_CONFIDENCE, GROWTH_FLOOR_NS, GROWTH_RATIO,

@@ -5,7 +5,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use coload_cohort_schema::{
-    CohortSummary, CommonInterval, GroupSummary, MinMeanMax, SCHEMA_VERSION, Status,
+    CohortSummary, CommonInterval, GroupSummary, MinMeanMax, Mode, SCHEMA_VERSION, Status,
     SummaryWarning, WorkerSummary, Workload, files,
 };
 
@@ -167,6 +167,7 @@ pub fn summarize_dirs(
         .collect();
     let mode = reference.report.config.mode;
     let colocation = colocation(mode, &placements);
+    refuse_shared_exclusive(mode, &colocation)?;
     if options.strict && colocation.fits_mode == Some(false) {
         return Err(AnalysisError::Placement {
             mode,
@@ -194,6 +195,10 @@ pub fn summarize_dirs(
         groups,
         warnings: Vec::new(),
         caveats: CAVEATS.iter().map(|c| (*c).to_owned()).collect(),
+        share: inputs
+            .iter()
+            .find_map(|w| w.report.share.as_ref().and_then(|s| s.declared)),
+        isolation: hog_isolation(&inputs),
         gpm: activity.gpm,
         energy: activity.energy,
     };
@@ -203,6 +208,31 @@ pub fn summarize_dirs(
     summary.warnings = warnings(&summary, &inputs);
     summary.warnings.extend(activity.warnings);
     Ok(summary)
+}
+
+/// An exclusive cohort whose workers shared a physical GPU is no baseline: refused whatever the
+/// strictness (issue 12).
+fn refuse_shared_exclusive(
+    mode: Mode,
+    colocation: &coload_cohort_schema::Colocation,
+) -> Result<(), AnalysisError> {
+    if mode == Mode::Exclusive && colocation.devices.iter().any(|d| d.replicas.len() > 1) {
+        return Err(AnalysisError::SharedExclusive {
+            explanation: colocation.explanation.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// The isolation result of a cohort that holds a hog (issue 12).
+fn hog_isolation(inputs: &[WorkerInput]) -> Option<coload_cohort_schema::IsolationResult> {
+    inputs
+        .iter()
+        .any(|w| w.report.config.workload == Workload::Hog)
+        .then(|| {
+            let reports: Vec<_> = inputs.iter().map(|w| &w.report).collect();
+            crate::isolation::isolation(&reports, 0)
+        })
 }
 
 /// Each group's kept samples over the cohort's device-wide joules.
@@ -510,7 +540,8 @@ fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> 
     WorkerSummary {
         replica: r.replica,
         workload: r.config.workload,
-        model: Some(r.config.model_label()),
+        // A hog runs no model (issue 12).
+        model: (r.config.workload != Workload::Hog).then(|| r.config.model_label()),
         batches: scan.sorted_durations_ns.len() as u64,
         samples: scan.kept_samples,
         batches_recorded: scan.recorded_batches,
@@ -523,6 +554,8 @@ fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> 
         mig_uuid: device.and_then(|d| d.mig_uuid.clone()),
         peak_device_bytes: r.memory.map(|m| m.peak_device_bytes),
         lateness_ns: r.barrier.and_then(|b| b.lateness_ns),
+        share: r.share.clone(),
+        hog: r.hog.clone(),
         serve: None,
     }
 }
@@ -541,11 +574,15 @@ const ZERO_LATENCY: coload_cohort_schema::LatencyMs = coload_cohort_schema::Late
 /// One group per workload. Training and inference rates are never added together: a training
 /// sample (forward, backward, step) and an inference sample are different units of work. Each
 /// group is labelled with its model: the configuration check lets the workloads of a mixed
-/// cohort run different models only as declared, and never the workers of one workload.
+/// cohort run different models only as declared, and never the workers of one workload. A hog
+/// is in no group: it computes nothing, and its "batches" are hold intervals.
 fn group_summaries(workers: &[WorkerSummary], scans: &[Scan]) -> BTreeMap<Workload, GroupSummary> {
     let mut out = BTreeMap::new();
-    let workloads: std::collections::BTreeSet<Workload> =
-        workers.iter().map(|w| w.workload).collect();
+    let workloads: std::collections::BTreeSet<Workload> = workers
+        .iter()
+        .map(|w| w.workload)
+        .filter(|w| *w != Workload::Hog)
+        .collect();
     for workload in workloads {
         let members: Vec<(&WorkerSummary, &Scan)> = workers
             .iter()
@@ -638,7 +675,7 @@ fn warnings(s: &CohortSummary, inputs: &[WorkerInput]) -> Vec<SummaryWarning> {
         Some(false) => out.push(warn("placement_mismatch", s.colocation.explanation.clone())),
         None => out.push(warn("placement_unknown", s.colocation.explanation.clone())),
     }
-    for w in &s.workers {
+    for w in s.workers.iter().filter(|w| w.workload != Workload::Hog) {
         let short: Vec<String> = [(P90, "p90"), (P99, "p99"), (P999, "p99.9")]
             .iter()
             .filter(|(p, _)| w.batches < stats::min_count_for(*p))

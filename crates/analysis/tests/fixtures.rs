@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 
 use coload_analysis::interval::CutSide;
 use coload_analysis::{
-    AnalysisError, CohortProblem, Options, compare, render_comparison_markdown, render_markdown,
-    render_table, summarize_dirs,
+    AnalysisError, CohortProblem, Options, compare, isolation_dirs, render_comparison_markdown,
+    render_isolation_markdown, render_markdown, render_table, summarize_dirs,
 };
-use coload_cohort_schema::{CohortSummary, Workload, exit};
+use coload_cohort_schema::{
+    CohortSummary, FailureKind, HogStop, IsolationOutcome, Stage, Status, Workload, exit,
+};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
@@ -339,6 +341,111 @@ fn placement_mismatch_warns_or_refuses() {
     };
     let e = summarize_dirs(&[fixtures().join("placement-mismatch")], &strict).unwrap_err();
     assert_eq!(e.exit_code(), exit::ALLOCATION_MISMATCH);
+}
+
+/// Issue 12: "seven real cards" is one worker per physical GPU; an exclusive cohort whose
+/// workers shared a GPU is refused whatever the strictness, naming the GPU and the replicas.
+#[test]
+fn exclusive_needs_a_gpu_per_worker_and_sharing_one_is_refused() {
+    let s = ok("exclusive-2gpu");
+    assert_eq!(s.colocation.fits_mode, Some(true));
+    assert_eq!(s.colocation.physical_gpus.len(), 2);
+    let (code, msg) = err("exclusive-shared");
+    assert_eq!(code, exit::ALLOCATION_MISMATCH);
+    assert_eq!(
+        msg,
+        "mode exclusive declares one GPU per worker, but workers shared a physical GPU (mode \
+         exclusive expects one physical GPU per worker, no MIG; seen 2 workers on 1 physical GPU \
+         (GPU-44444440-two: replicas 0, 1), no MIG instance); the cohort is no baseline and was \
+         not summarized: give each worker its own GPU (bench-cohort --visible-devices 0,1,...)"
+    );
+}
+
+/// Issue 12: under plugin-style MPS the hog stops at its share and the trainers run. The hog is
+/// summarized (its hold intervals, 0 samples) but in no group, and the share is shown.
+#[test]
+fn a_contained_hog_is_summarized_apart_from_the_groups() {
+    let s = ok("hog-mps");
+    assert_eq!(s.workload_mix[&Workload::Hog], 1);
+    assert_eq!(
+        s.groups.keys().copied().collect::<Vec<_>>(),
+        [Workload::Train],
+        "a hog is in no group"
+    );
+    assert_eq!(s.groups[&Workload::Train].workers, 2);
+    let hog = &s.workers[0];
+    assert_eq!(
+        (hog.workload, hog.samples, hog.batches),
+        (Workload::Hog, 0, 10)
+    );
+    assert_eq!(hog.hog.as_ref().unwrap().granted_bytes, 20480 << 20);
+    assert!(
+        s.warnings
+            .iter()
+            .all(|w| w.kind != "few_batches" || !w.message.starts_with("replica 0")),
+        "{:?}",
+        s.warnings
+    );
+    let share = s.share.unwrap();
+    assert_eq!(share.active_thread_percentage, Some(14));
+    assert_eq!(
+        s.workers[1]
+            .share
+            .as_ref()
+            .unwrap()
+            .observed
+            .unwrap()
+            .sm_count,
+        Some(18)
+    );
+    let iso = s.isolation.as_ref().unwrap();
+    assert_eq!(iso.outcome, IsolationOutcome::Contained);
+    insta::assert_snapshot!("hog_mps_markdown", render_markdown(&s));
+    assert_eq!(isolation_dirs(&[fixtures().join("hog-mps")]).unwrap(), *iso);
+}
+
+/// Issue 12: under time-slicing the hog takes the memory and the trainers fail: the cohort is
+/// refused, and its isolation result names each trainer, the allocation and the error.
+#[test]
+fn a_hog_under_time_slicing_is_not_contained_and_the_cohort_is_refused() {
+    let (code, msg) = err("hog-timeslice");
+    assert_eq!(code, exit::INCOMPLETE_COHORT);
+    assert!(
+        msg.contains("replica 1 failed at stage warmup (out_of_memory)"),
+        "{msg}"
+    );
+    let r = isolation_dirs(&[fixtures().join("hog-timeslice")]).unwrap();
+    assert_eq!(r.outcome, IsolationOutcome::NotContained);
+    assert_eq!(
+        r.workers[0].hog.as_ref().unwrap().stopped_by,
+        HogStop::Refused
+    );
+    for w in &r.workers[1..] {
+        assert_eq!(w.status, Status::Failed);
+        assert_eq!(
+            (w.stage, w.kind.clone()),
+            (Some(Stage::Warmup), Some(FailureKind::OutOfMemory))
+        );
+        assert_eq!(w.refused_allocation.as_deref(), Some("20.00 MiB"));
+    }
+    assert!(
+        r.explanation.starts_with(
+            "the hog (replica 0) held 139.20 GiB (CUDA refused it more); 2 of the 2 other workers \
+         failed with out_of_memory: replica 1 (train) ran out of device memory in warmup asking \
+         for 20.00 MiB, 0.29 GiB free when it started"
+        ),
+        "{}",
+        r.explanation
+    );
+    let both = [r, isolation_dirs(&[fixtures().join("hog-mps")]).unwrap()];
+    insta::assert_snapshot!("isolation_markdown", render_isolation_markdown(&both));
+    // A cohort without a hog has no isolation result.
+    let e = isolation_dirs(&[fixtures().join("solo-train")]).unwrap_err();
+    assert_eq!(e.exit_code(), exit::INVALID_INPUT);
+    assert!(
+        e.to_string().contains("no hog worker in this cohort"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -20,6 +20,7 @@ use crate::activity::{DEFAULT_GPM_INTERVAL_S, MAX_GPM_INTERVAL_S, MIN_GPM_INTERV
 use crate::config::{
     DeviceChoice, Execution, InputShape, Mode, ModelDeclaration, Precision, Workload,
 };
+use crate::share::{ByteSize, DeclaredShare};
 
 /// The model a worker runs when `--model` is not given: the article's.
 pub const DEFAULT_MODEL: &str = "resnet18";
@@ -98,6 +99,38 @@ pub struct WorkerFlags {
     #[arg(long)]
     pub strict_device: bool,
 
+    /// --mode mps: each client gets the share NVIDIA's device plugin gives at `replicas: N`:
+    /// 100/N % of the threads and 1/N of each GPU's memory (N is the node's setting, not the
+    /// cohort size)
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=100),
+        conflicts_with_all = ["mps_unlimited", "mps_threads", "mps_memory"]
+    )]
+    pub mps_replicas: Option<u32>,
+
+    /// --mode mps: no per-client limit (every client may use all SMs and all memory)
+    #[arg(long, conflicts_with_all = ["mps_threads", "mps_memory"])]
+    pub mps_unlimited: bool,
+
+    /// --mode mps: active thread percentage of each client, 1-100 (with --mps-memory)
+    #[arg(
+        long,
+        value_name = "P",
+        requires = "mps_memory",
+        value_parser = clap::value_parser!(u32).range(1..=100)
+    )]
+    pub mps_threads: Option<u32>,
+
+    /// --mode mps: pinned device memory limit of each client, e.g. 20GiB (with --mps-threads)
+    #[arg(long, value_name = "SIZE", requires = "mps_threads")]
+    pub mps_memory: Option<ByteSize>,
+
+    /// hog workload: device memory to take and hold, e.g. 120GiB (default: all CUDA grants)
+    #[arg(long, value_name = "SIZE")]
+    pub hog_bytes: Option<ByteSize>,
+
     /// Device telemetry sampling rate during the window, hertz (0 turns it off, and with it
     /// the energy readings)
     #[arg(long, default_value_t = 10.0)]
@@ -137,6 +170,12 @@ impl WorkerFlags {
                 self.telemetry_hz
             ));
         }
+        self.validate_share()?;
+        if self.hog_bytes.is_some_and(|b| b.bytes() == 0) {
+            return Err(
+                "--hog-bytes must be more than 0 (leave it out to take all CUDA grants)".into(),
+            );
+        }
         let (lo, hi) = (MIN_GPM_INTERVAL_S, MAX_GPM_INTERVAL_S);
         if !(self.gpm_interval_s == 0.0 || (lo..=hi).contains(&self.gpm_interval_s)) {
             return Err(format!(
@@ -151,6 +190,59 @@ impl WorkerFlags {
             ));
         }
         Ok(())
+    }
+}
+
+impl WorkerFlags {
+    /// The MPS share flags go with `--mode mps`, and `--mode mps` needs one of them: a result
+    /// measured under MPS means little without the share each client had (issue 12).
+    fn validate_share(&self) -> Result<(), String> {
+        let given = [
+            self.mps_replicas.map(|_| "--mps-replicas"),
+            self.mps_unlimited.then_some("--mps-unlimited"),
+            self.mps_threads.map(|_| "--mps-threads"),
+            self.mps_memory.map(|_| "--mps-memory"),
+        ];
+        let given: Vec<&str> = given.into_iter().flatten().collect();
+        match (self.mode, given.first()) {
+            (Mode::Mps, None) => Err(
+                "--mode mps needs the share each MPS client runs under: --mps-replicas N (what \
+                 NVIDIA's device plugin gives at replicas: N, the node's setting), --mps-unlimited \
+                 (no per-client limit), or --mps-threads P --mps-memory SIZE"
+                    .to_owned(),
+            ),
+            (Mode::Mps, Some(_)) => {
+                if self
+                    .mps_memory
+                    .is_some_and(|m| m.bytes() < crate::share::MIB)
+                {
+                    return Err(format!(
+                        "--mps-memory {} is less than 1 MiB; MPS limits memory in whole MiB",
+                        self.mps_memory.unwrap_or_default()
+                    ));
+                }
+                Ok(())
+            }
+            (mode, Some(flag)) => Err(format!(
+                "{flag} declares an MPS share, but --mode is {mode}; use it with --mode mps"
+            )),
+            (_, None) => Ok(()),
+        }
+    }
+
+    /// The declared MPS share, for a device of `memory_total_bytes` (NVML's total, where known);
+    /// `None` outside mode `mps`.
+    #[must_use]
+    pub fn declared_share(&self, memory_total_bytes: Option<u64>) -> Option<DeclaredShare> {
+        if self.mode != Mode::Mps {
+            return None;
+        }
+        match (self.mps_replicas, self.mps_threads, self.mps_memory) {
+            (Some(n), _, _) => Some(DeclaredShare::replicas(n, memory_total_bytes)),
+            (None, Some(p), Some(m)) => Some(DeclaredShare::explicit(p, m.bytes())),
+            _ if self.mps_unlimited => Some(DeclaredShare::unlimited()),
+            _ => None,
+        }
     }
 }
 
@@ -214,7 +306,7 @@ pub struct WorkerPlace {
     #[arg(long)]
     pub count: u32,
 
-    /// What this worker runs: train or infer
+    /// What this worker runs: train, infer, or hog (takes device memory and holds it)
     #[arg(long)]
     pub workload: Workload,
 
@@ -365,6 +457,11 @@ mod tests {
                 num_classes: None,
                 execution: Execution::CudaGraph,
                 strict_device: true,
+                mps_replicas: None,
+                mps_unlimited: false,
+                mps_threads: Some(14),
+                mps_memory: Some(ByteSize(20 << 30)),
+                hog_bytes: Some(ByteSize(120 << 30)),
                 telemetry_hz: 0.0,
                 gpm_interval_s: 2.5,
             },
@@ -396,6 +493,23 @@ mod tests {
         }
     }
 
+    /// The MPS share flags exclude each other: these variants of [`unusual`] render the others.
+    fn unusual_replicas() -> (WorkerPlace, WorkerFlags) {
+        let (place, mut flags) = unusual();
+        flags.mps_replicas = Some(7);
+        flags.mps_threads = None;
+        flags.mps_memory = None;
+        (place, flags)
+    }
+
+    fn unusual_unlimited() -> (WorkerPlace, WorkerFlags) {
+        let (place, mut flags) = unusual();
+        flags.mps_unlimited = true;
+        flags.mps_threads = None;
+        flags.mps_memory = None;
+        (place, flags)
+    }
+
     fn parse(argv: Vec<OsString>) -> Both {
         let mut full: Vec<OsString> = vec!["worker".into()];
         full.extend(argv);
@@ -407,6 +521,8 @@ mod tests {
         for (case, serve) in [
             (unusual(), unusual_serve()),
             (unusual_file(), unusual_serve_file()),
+            (unusual_replicas(), unusual_serve()),
+            (unusual_unlimited(), unusual_serve()),
         ] {
             let mut argv = argv_of(&case);
             argv.extend(to_argv(&serve).unwrap());
@@ -421,6 +537,8 @@ mod tests {
     fn every_flag_clap_knows_is_rendered() {
         let mut argv = argv_of(&unusual());
         argv.extend(argv_of(&unusual_file()));
+        argv.extend(argv_of(&unusual_replicas()));
+        argv.extend(argv_of(&unusual_unlimited()));
         argv.extend(to_argv(&unusual_serve()).unwrap());
         argv.extend(to_argv(&unusual_serve_file()).unwrap());
         let rendered: Vec<String> = argv
@@ -502,5 +620,91 @@ mod tests {
         let mut place = unusual().0;
         place.replica = 7;
         assert!(place.validate().unwrap_err().contains("outside 0..7"));
+    }
+
+    fn parse_flags(args: &[&str]) -> Result<WorkerFlags, String> {
+        #[derive(Debug, Parser)]
+        struct Only {
+            #[command(flatten)]
+            flags: WorkerFlags,
+        }
+        let mut full = vec!["worker"];
+        full.extend_from_slice(args);
+        let only = Only::try_parse_from(full).map_err(|e| e.kind().to_string())?;
+        only.flags.validate()?;
+        Ok(only.flags)
+    }
+
+    #[test]
+    fn mode_mps_needs_exactly_one_share() {
+        let e = parse_flags(&["--mode", "mps"]).unwrap_err();
+        assert!(
+            e.starts_with(
+                "--mode mps needs the share each MPS client runs under: --mps-replicas N"
+            ),
+            "{e}"
+        );
+        let f = parse_flags(&["--mode", "mps", "--mps-replicas", "7"]).unwrap();
+        let share = f.declared_share(Some(143_771 * crate::share::MIB)).unwrap();
+        assert_eq!(share.active_thread_percentage, Some(14));
+        assert_eq!(
+            share.pinned_memory_limit_bytes,
+            Some(20_538 * crate::share::MIB)
+        );
+        let f = parse_flags(&["--mode", "mps", "--mps-unlimited"]).unwrap();
+        assert_eq!(f.declared_share(None), Some(DeclaredShare::unlimited()));
+        let f = parse_flags(&[
+            "--mode",
+            "mps",
+            "--mps-threads",
+            "50",
+            "--mps-memory",
+            "8GiB",
+        ])
+        .unwrap();
+        assert_eq!(
+            f.declared_share(None),
+            Some(DeclaredShare::explicit(50, 8 << 30))
+        );
+        // clap refuses the combinations that make no sense.
+        for bad in [
+            &["--mode", "mps", "--mps-replicas", "7", "--mps-unlimited"][..],
+            &["--mode", "mps", "--mps-threads", "50"],
+            &["--mode", "mps", "--mps-memory", "8GiB"],
+            &["--mode", "mps", "--mps-replicas", "0"],
+            &[
+                "--mode",
+                "mps",
+                "--mps-threads",
+                "101",
+                "--mps-memory",
+                "8GiB",
+            ],
+        ] {
+            assert!(parse_flags(bad).is_err(), "{bad:?} was accepted");
+        }
+        let e = parse_flags(&["--mode", "timeslice", "--mps-replicas", "7"]).unwrap_err();
+        assert_eq!(
+            e,
+            "--mps-replicas declares an MPS share, but --mode is timeslice; use it with --mode mps"
+        );
+        assert_eq!(
+            parse_flags(&["--mode", "timeslice"])
+                .unwrap()
+                .declared_share(None),
+            None
+        );
+        let e = parse_flags(&[
+            "--mode",
+            "mps",
+            "--mps-threads",
+            "5",
+            "--mps-memory",
+            "100KiB",
+        ])
+        .unwrap_err();
+        assert!(e.contains("less than 1 MiB"), "{e}");
+        let e = parse_flags(&["--mode", "exclusive", "--hog-bytes", "0"]).unwrap_err();
+        assert!(e.starts_with("--hog-bytes must be more than 0"), "{e}");
     }
 }

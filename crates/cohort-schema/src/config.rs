@@ -76,6 +76,9 @@ pub enum Workload {
     /// Open-loop requests served by a dynamic batcher running the inference forward at padded
     /// batch sizes; measured per request (`requests.jsonl`).
     Serve,
+    /// Takes device memory up to `--hog-bytes` (or until CUDA refuses) and holds it through the
+    /// window; no samples. Shows whether a sharing mode keeps one tenant's memory from the others.
+    Hog,
 }
 
 impl Workload {
@@ -93,6 +96,7 @@ impl Workload {
             Workload::Train => "train",
             Workload::Infer => "infer",
             Workload::Serve => "serve",
+            Workload::Hog => "hog",
         }
     }
 }
@@ -111,8 +115,9 @@ impl std::str::FromStr for Workload {
             "train" => Ok(Workload::Train),
             "infer" => Ok(Workload::Infer),
             "serve" => Ok(Workload::Serve),
+            "hog" => Ok(Workload::Hog),
             _ => Err(format!(
-                "unknown workload `{s}` (expected train, infer or serve)"
+                "unknown workload `{s}` (expected train, infer, serve or hog)"
             )),
         }
     }
@@ -591,7 +596,10 @@ impl WorkerConfig {
                 .map_or_else(|| "none".to_owned(), per_workload_text),
         );
         let mut model_checked = false;
+        // A hog runs no model: its `model` and `parameter_count` say nothing to compare.
+        let hog = self.workload == Workload::Hog || reference.workload == Workload::Hog;
         if let Some(declared) = &self.model_by_workload
+            && !hog
             && declared.get(&self.workload) != Some(&self.model)
         {
             let expected = declared.get(&self.workload).map_or_else(
@@ -603,7 +611,7 @@ impl WorkerConfig {
         }
         let per_workload =
             self.model_by_workload.is_some() || reference.model_by_workload.is_some();
-        if !per_workload || self.workload == reference.workload {
+        if !hog && (!per_workload || self.workload == reference.workload) {
             if !model_checked {
                 check("model", self.model.clone(), reference.model.clone());
             }

@@ -33,8 +33,10 @@ pub mod exit;
 mod failure;
 #[cfg(feature = "cli")]
 pub mod generate;
+mod hog;
 mod read;
 mod request;
+mod share;
 mod summary;
 mod telemetry;
 mod worker;
@@ -53,11 +55,13 @@ pub use config::{
 };
 pub use error::SchemaError;
 pub use failure::FailureKind;
+pub use hog::{HogReport, HogStop, HoldMarker, IsolationOutcome, IsolationResult, TenantOutcome};
 pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
     read_lines, read_worker_report, write_json_atomic,
 };
 pub use request::{MAX_REQUESTS_PER_LINE, RequestBatchRecord, RequestReader};
+pub use share::{ByteSize, DeclaredShare, MIB, ObservedShare, SharePolicy, ShareReport};
 pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
 pub use worker::{
@@ -76,6 +80,10 @@ pub mod files {
     pub const BATCHES: &str = "batches.jsonl";
     /// One JSON line per raw device telemetry sample (optional).
     pub const TELEMETRY: &str = "telemetry.jsonl";
+    /// Written by a hog worker as soon as it holds its memory, before the barrier.
+    pub const HOLD: &str = "hold.json";
+    /// A hog cohort's memory-isolation result (beside `summary.json`).
+    pub const ISOLATION: &str = "isolation.json";
     /// One JSON line per raw GPM reading and scope (optional).
     pub const GPM: &str = "gpm.jsonl";
     /// A serve worker's requests: one JSON line per dispatched batch with its requests' arrivals,

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::activity::{ActivityScope, GpmStats};
 use crate::config::{Execution, Mode, WorkerConfig, Workload};
+use crate::hog::{HogReport, IsolationResult};
+use crate::share::{DeclaredShare, ShareReport};
 
 /// The summary of one validated cohort (`summary.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,6 +40,12 @@ pub struct CohortSummary {
     pub warnings: Vec<SummaryWarning>,
     /// Limits of the method that hold for every cohort.
     pub caveats: Vec<String>,
+    /// The MPS share the cohort declared (mode `mps`; absent otherwise and in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<DeclaredShare>,
+    /// The memory-isolation result, for a cohort that holds a hog worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<IsolationResult>,
     /// GPU activity counters (NVML GPM) over the common interval: one entry per physical GPU
     /// (scope `device`) and per MIG instance a worker ran on (scope `mig`). Empty when no worker
     /// recorded GPM.
@@ -173,6 +181,13 @@ pub struct WorkerSummary {
     pub peak_device_bytes: Option<u64>,
     /// How late its first batch began after the scheduled start, nanoseconds.
     pub lateness_ns: Option<i64>,
+    /// The share it declared and what the CUDA runtime reported to it (the limits applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareReport>,
+    /// What a hog worker held. A hog's batches are hold intervals of 0 samples, so its
+    /// `latency_ms` describes those intervals, and it is in no group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hog: Option<HogReport>,
     /// A serve worker's request-level figures (absent for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve: Option<ServeSummary>,

@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use crate::activity::{EnergyReport, GpmReport};
 use crate::config::WorkerConfig;
 use crate::failure::FailureKind;
+use crate::hog::HogReport;
+use crate::share::ShareReport;
 use crate::telemetry::TelemetrySummary;
 
 /// Whether the worker completed its window.
@@ -284,6 +286,12 @@ pub struct WorkerReport {
     /// Warnings recorded by the worker.
     #[serde(default)]
     pub warnings: Vec<WorkerWarning>,
+    /// The MPS share declared and what the CUDA runtime reported (absent in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareReport>,
+    /// What a hog worker took and held (`hog` workload only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hog: Option<HogReport>,
     /// A serve worker's request counts (absent for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve: Option<ServeWindowInfo>,

@@ -2,12 +2,13 @@
 //! change shows up in review), a round trip through JSON, and the version check on reading.
 
 use coload_cohort_schema::{
-    AbortRecord, AcceptedWorker, ActivityScope, BarrierTiming, BatchRecord, DeviceInfo, DeviceKind,
-    EnergyReport, EnergyScopeReport, EnergySpan, Failure, FailureKind, GpmRecord, GpmReport,
-    GpmScopeReport, GpmStats, GpmValues, HostInfo, Identity, Max, MeanMax, MemoryInfo,
-    MemorySource, MinMean, Mode, ReadyRecord, RuntimeInfo, SCHEMA_VERSION, SchemaError, Stage,
-    StartRecord, Status, TelemetrySample, TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport,
-    WorkerWarning, Workload, read_worker_report, write_json_atomic,
+    AbortRecord, AcceptedWorker, ActivityScope, BarrierTiming, BatchRecord, DeclaredShare,
+    DeviceInfo, DeviceKind, EnergyReport, EnergyScopeReport, EnergySpan, Failure, FailureKind,
+    GpmRecord, GpmReport, GpmScopeReport, GpmStats, GpmValues, HogReport, HogStop, HoldMarker,
+    HostInfo, Identity, MIB, Max, MeanMax, MemoryInfo, MemorySource, MinMean, Mode, ObservedShare,
+    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, SchemaError, ShareReport, Stage, StartRecord, Status,
+    TelemetrySample, TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport, WorkerWarning,
+    Workload, read_worker_report, write_json_atomic,
 };
 use std::collections::BTreeMap;
 
@@ -126,6 +127,8 @@ fn report() -> WorkerReport {
             kind: "gpu_shared".into(),
             message: "mode `exclusive` but 2 other compute processes share the GPU".into(),
         }],
+        share: None,
+        hog: None,
         serve: None,
     }
 }
@@ -192,6 +195,44 @@ fn energy_report() -> EnergyReport {
     }
 }
 
+/// A hog worker under plugin-style MPS (issue 12): the share it declared and what it saw.
+fn hog_report() -> WorkerReport {
+    let mut r = report();
+    r.status = Status::Complete;
+    r.failure = None;
+    r.config.mode = Mode::Mps;
+    r.config.workload = Workload::Hog;
+    r.share = Some(ShareReport {
+        declared: Some(DeclaredShare::replicas(7, Some(143_771 * MIB))),
+        mps_environment: [(
+            "CUDA_MPS_PIPE_DIRECTORY".to_owned(),
+            "/tmp/mps/pipe".to_owned(),
+        )]
+        .into_iter()
+        .collect(),
+        observed: Some(ObservedShare {
+            memory_free_bytes: 21_367_000_000,
+            memory_total_bytes: 150_110_011_392,
+            sm_count: Some(18),
+            physical_sm_count: Some(132),
+        }),
+        observed_error: None,
+    });
+    r.hog = Some(HogReport {
+        target_bytes: None,
+        step_bytes: 1 << 30,
+        min_step_bytes: 64 << 20,
+        granted_bytes: 21_340_000_256,
+        allocations: 25,
+        stopped_by: HogStop::Refused,
+        refusal: Some("CUDA out of memory. Tried to allocate 1.00 GiB".into()),
+        memory_free_after_bytes: Some(27_000_000),
+        holding_since_unix_ns: 1_500,
+        hold_interval_s: 1.0,
+    });
+    r
+}
+
 fn round_trip<T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug>(value: &T) {
     let text = serde_json::to_string(value).unwrap();
     let back: T = serde_json::from_str(&text).unwrap();
@@ -203,6 +244,27 @@ fn worker_report_is_pinned_and_round_trips() {
     let r = report();
     insta::assert_json_snapshot!("worker_report", r);
     round_trip(&r);
+}
+
+#[test]
+fn share_and_hog_records_are_pinned_and_round_trip() {
+    let r = hog_report();
+    insta::assert_json_snapshot!("hog_worker_report", r);
+    round_trip(&r);
+    let marker = HoldMarker {
+        schema_version: SCHEMA_VERSION,
+        experiment: r.experiment.clone(),
+        replica: r.replica,
+        hog: r.hog.clone().unwrap(),
+    };
+    round_trip(&marker);
+    // A document written before issue 12 has neither section and still reads.
+    let mut old = serde_json::to_value(report()).unwrap();
+    let fields = old.as_object_mut().unwrap();
+    assert!(!fields.contains_key("share") && !fields.contains_key("hog"));
+    fields.remove("warnings");
+    let back: WorkerReport = serde_json::from_value(old).unwrap();
+    assert_eq!((back.share, back.hog), (None, None));
 }
 
 #[test]

@@ -15,6 +15,12 @@
 //! | `not_an_mps_client` | mode `mps` but no MPS server is reachable |
 //! | `unexpected_mps_client` | another mode while the process is an MPS client |
 //!
+//! The MPS share a worker declares (`--mps-replicas`, `--mps-unlimited`, `--mps-threads` and
+//! `--mps-memory`) is checked against what the CUDA runtime reported by [`crate::check_share`]
+//! (module `share`): `mps_memory_limit_not_applied`, `mps_memory_below_share`,
+//! `mps_threads_not_applied`, `mps_threads_below_share`, `mps_threads_limited` and
+//! `mps_share_unverified`, under the same strict rule.
+//!
 //! Strict checking treats `allocation_unverified` as a failure too: strict means the allocation
 //! was shown to match, not merely not shown to differ.
 

@@ -5,7 +5,8 @@
 //!   `cuda:N` to the NVML handle behind it (a whole GPU or a MIG device) and fills
 //!   `worker.json`'s `device`.
 //! - [`check_allocation`] compares the declared [`Mode`](coload_cohort_schema::Mode) with what
-//!   NVML sees and names every mismatch (or fails, when strict).
+//!   NVML sees and names every mismatch (or fails, when strict); [`check_share`] does the same
+//!   for the MPS share a worker declared against what the CUDA runtime reported to it.
 //! - [`TelemetrySampler`] samples the physical GPU on its own thread into a preallocated buffer:
 //!   telemetry with NVML's energy counter, and GPM activity counters (device-wide and per MIG
 //!   instance; see [`Activity`]) where the GPU and driver offer them.
@@ -42,6 +43,7 @@ mod gpm;
 mod host;
 mod identify;
 mod nvml;
+mod share;
 mod telemetry;
 
 pub use activity::{
@@ -61,6 +63,10 @@ pub use host::{
 pub use identify::{DeviceReport, VisibleEnv, identify, identify_with};
 pub use nvml::{
     ComputeProcess, GpuFacts, MigFacts, NvmlSource, NvmlTarget, RealNvml, mig_profile_from_name,
+};
+pub use share::{
+    MEMORY_FLOOR_FRACTION, MEMORY_SLACK_BYTES, SM_SLACK, check_share, mps_environment,
+    mps_environment_from, physical_sm_count,
 };
 pub use telemetry::{
     DEFAULT_RATE_HZ, SamplerOutput, THROTTLE_REASONS, TelemetrySampler, samples_in_window,

@@ -92,9 +92,13 @@ impl WorkloadError {
     pub(crate) fn from_libtorch(message: impl Into<String>) -> Self {
         let message = clean_message(&message.into());
         let lower = message.to_ascii_lowercase();
+        // cuBLAS and cuDNN report a full device as their own status when creating a handle
+        // (`CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)`): what a worker sees
+        // when another tenant holds the GPU's memory (issue 12's hog).
         if lower.contains("out of memory")
             || lower.contains("can't allocate memory")
             || lower.contains("not enough memory")
+            || lower.contains("status_alloc_failed")
         {
             WorkloadError::OutOfMemory(message)
         } else {
@@ -169,6 +173,14 @@ mod tests {
             "[enforce fail at alloc_cpu.cpp:118] data. DefaultCPUAllocator: can't allocate memory",
         );
         assert!(cpu.is_out_of_memory());
+        let cublas = WorkloadError::from_libtorch(
+            "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        );
+        assert!(cublas.is_out_of_memory());
+        assert!(
+            WorkloadError::from_libtorch("cuDNN error: CUDNN_STATUS_ALLOC_FAILED")
+                .is_out_of_memory()
+        );
         let other = WorkloadError::from_libtorch("Target 5000 is out of bounds.");
         assert_eq!(other.kind(), FailureKind::LibtorchError);
         assert!(!other.is_out_of_memory());

@@ -16,6 +16,10 @@
 //! sizes, each a view of one synthetic batch, for the dynamic batcher of
 //! `coload_timing::run_serve`; it implements [`coload_timing::BatchStep`].
 //!
+//! [`Hog`] is the `hog` workload: device memory taken in steps and held through the window
+//! (issue 12). [`probe_device`] asks the CUDA runtime (already loaded by libtorch) for the free
+//! and total memory and the SM count this process sees, which under MPS are its share.
+//!
 //! Every libtorch failure becomes a [`WorkloadError`] carrying libtorch's message, CUDA
 //! out-of-memory included; nothing panics out of this crate. This is the only library that links
 //! libtorch.
@@ -44,8 +48,10 @@
 //! ```
 
 mod error;
+mod hog;
 mod models;
 mod options;
+mod runtime;
 mod serve;
 mod shim;
 mod step;
@@ -53,8 +59,10 @@ mod torchscript;
 
 pub use coload_cohort_schema::DeviceChoice;
 pub use error::{ModelFileProblem, WorkloadError};
+pub use hog::{DEFAULT_HOLD_INTERVAL, DEFAULT_MIN_STEP_BYTES, DEFAULT_STEP_BYTES, Hog, HogOptions};
 pub use models::{MIN_IMAGE_SIZE, ZooModel};
 pub use options::{ModelSource, TorchScriptSpec, WorkloadOptions, parse_input_shape};
+pub use runtime::{CudaFacts, RuntimeError, cuda_ordinal, probe_device, runtime_loaded};
 pub use serve::ServeStep;
 pub use step::{
     GRAPH_WARMUP_STEPS, InferenceGuard, LEARNING_RATE, MOMENTUM, ModelStep, NUM_CLASSES,

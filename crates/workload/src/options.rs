@@ -103,6 +103,9 @@ impl WorkloadOptions {
 /// Refuses empty sizes, sizes that overflow libtorch's 64-bit sizes, and image sizes the
 /// model cannot take.
 pub(crate) fn validate(options: &WorkloadOptions) -> Result<(), WorkloadError> {
+    if options.workload == Workload::Hog {
+        return Err(not_a_model_step());
+    }
     if options.batch_size == 0 {
         return Err(WorkloadError::InvalidOption(
             "batch size must be at least 1".into(),
@@ -127,6 +130,13 @@ pub(crate) fn validate(options: &WorkloadOptions) -> Result<(), WorkloadError> {
         )));
     }
     Ok(())
+}
+
+/// The hog holds memory and runs no model: it is built with [`crate::Hog::allocate`].
+pub(crate) fn not_a_model_step() -> WorkloadError {
+    WorkloadError::InvalidOption(
+        "the hog workload runs no model step; build it with Hog::allocate".into(),
+    )
 }
 
 #[cfg(test)]
@@ -162,6 +172,10 @@ mod tests {
             },
             script([1, 0, 28], 10),
             script([1, 28, 28], 0),
+            WorkloadOptions {
+                workload: Workload::Hog,
+                ..ok
+            },
         ] {
             assert_eq!(
                 validate(&o).unwrap_err().kind(),

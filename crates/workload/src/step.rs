@@ -213,13 +213,13 @@ fn check_execution(execution: Execution, device: Device) -> Result<(), WorkloadE
 }
 
 /// `13000` -> `13.0` (CUDA encodes major * 1000 + minor * 10).
-fn cuda_version_text(v: i64) -> String {
+pub(crate) fn cuda_version_text(v: i64) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
 /// cuDNN 9 encodes major * 10000 + minor * 100 + patch; cuDNN 8 and older major * 1000 +
 /// minor * 100 + patch.
-fn cudnn_version_text(v: i64) -> String {
+pub(crate) fn cudnn_version_text(v: i64) -> String {
     if v >= 90_000 {
         format!("{}.{}.{}", v / 10_000, (v % 10_000) / 100, v % 100)
     } else {
@@ -313,7 +313,7 @@ impl ModelStep {
                 let mut params = vs.trainable_variables();
                 Some(shim::Sgd::new(&mut params, LEARNING_RATE, MOMENTUM)?)
             }
-            Workload::Infer | Workload::Serve => None,
+            Workload::Infer | Workload::Serve | Workload::Hog => None,
         };
         if let Some(index) = cuda_index {
             shim::synchronize(index)?;
@@ -361,6 +361,7 @@ impl ModelStep {
                     .infer_logits()
                     .map(|logits| captured_logits = Some(logits)),
                 (Workload::Infer | Workload::Serve, CapturePhase::Prepare) => Ok(()),
+                (Workload::Hog, _) => Err(crate::options::not_a_model_step()),
             };
             failed_in_capture = result.is_err() && phase == CapturePhase::Capture;
             result
@@ -628,6 +629,7 @@ impl coload_timing::Step for ModelStep {
             (Some(graph), _) => graph.replay()?,
             (None, Workload::Train) => self.train_step()?,
             (None, Workload::Infer | Workload::Serve) => self.infer_step()?,
+            (None, Workload::Hog) => return Err(crate::options::not_a_model_step()),
         }
         if let Some(index) = self.cuda_index {
             shim::synchronize(index)?;

@@ -166,3 +166,26 @@ fn cuda_7_is_refused_with_a_typed_error() {
     let err = ResNetStep::new(&o).unwrap_err();
     assert_eq!(err.kind(), coload_cohort_schema::FailureKind::InvalidOption);
 }
+
+/// The runtime probe sees the whole device outside MPS, and the hog takes what it asks for in
+/// steps, which the runtime then no longer reports free (issue 12).
+#[test]
+fn the_hog_takes_its_target_and_the_probe_sees_it() {
+    use coload_workload::{Hog, HogOptions, probe_device};
+    let before = probe_device(0).unwrap();
+    assert!(before.memory_total_bytes > 8 << 30, "{before:?}");
+    assert!(before.sm_count.is_some_and(|n| n >= 16), "{before:?}");
+    let target = 4_u64 << 30;
+    let hog = Hog::allocate(&HogOptions::new(DeviceChoice::Cuda(0), Some(target)), || 1).unwrap();
+    let r = hog.report();
+    assert_eq!(r.granted_bytes, target);
+    assert_eq!(r.stopped_by, coload_cohort_schema::HogStop::TargetReached);
+    assert_eq!(r.allocations, 4);
+    assert_eq!(hog.held_tensors(), 4);
+    assert!(hog.peak_memory().unwrap().peak_device_bytes >= target);
+    let after = probe_device(0).unwrap();
+    assert!(
+        before.memory_free_bytes - after.memory_free_bytes >= target,
+        "{before:?} -> {after:?}"
+    );
+}

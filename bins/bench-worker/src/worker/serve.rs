@@ -62,6 +62,8 @@ impl Run {
         };
         let build_start = clock.now_unix_ns();
         let f = &args.flags;
+        // Issue 12: the MPS share and what the runtime reports, before anything is allocated.
+        self.report.share = crate::share::observe(f);
         let model = args
             .model_source()
             .map_err(|message| in_warmup(WorkloadError::InvalidOption(message)))?;

@@ -3,7 +3,7 @@
 //! - [`document`]: the document model (headings, paragraphs, tables, lists, figures), with no
 //!   output format in it.
 //! - What each report says, as a document: [`comparison`] (`comparison.md`, `report.html`) and
-//!   [`summary`] (one cohort, for a terminal or as Markdown).
+//!   [`summary`] (one cohort, for a terminal or as Markdown), [`isolation`] (hog cohorts).
 //! - One module per output: [`markdown`], [`html`] (a self-contained page) and [`text`]
 //!   (aligned columns for a terminal).
 //! - [`plots`]: the comparison's SVG charts (plotters), inlined by the HTML page.
@@ -15,6 +15,7 @@
 mod comparison;
 mod document;
 mod html;
+mod isolation;
 mod markdown;
 mod plots;
 mod serve;
@@ -28,6 +29,7 @@ use coload_cohort_schema::{Comparison, write_json_atomic};
 
 use crate::error::AnalysisError;
 
+pub use isolation::{render_isolation_markdown, render_isolation_table};
 pub use summary::{render_markdown, render_table};
 
 /// The comparison as Markdown (`comparison.md`).

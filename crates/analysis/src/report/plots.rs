@@ -53,6 +53,7 @@ fn workload_color(w: Workload) -> RGBColor {
     match w {
         Workload::Train => RGBColor(31, 119, 180),
         Workload::Infer => RGBColor(255, 127, 14),
+        Workload::Hog => RGBColor(127, 127, 127),
         Workload::Serve => RGBColor(44, 160, 44),
     }
 }

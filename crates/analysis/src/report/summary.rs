@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use coload_cohort_schema::{CohortSummary, LatencyMs};
+use coload_cohort_schema::{CohortSummary, LatencyMs, Workload};
 
 use super::document::{Document, Table, f2, f3, gib, group_label, mix};
 use super::markdown::markdown;
@@ -27,11 +27,45 @@ const LATENCY_HEADER: [&str; 7] = [
     "max ms",
 ];
 
-/// The summary's three tables: workers, groups, devices.
+/// The summary's tables: workers, groups, devices, and the share each worker saw (when any
+/// recorded one).
 struct Tables {
     workers: Table,
     groups: Table,
     devices: Table,
+    share: Option<Table>,
+}
+
+/// What each worker's CUDA runtime reported against the declared share (issue 12).
+fn share_table(s: &CohortSummary) -> Option<Table> {
+    if s.workers.iter().all(|w| w.share.is_none()) {
+        return None;
+    }
+    let mut t = Table::new(&[
+        "replica",
+        "declared",
+        "free at start GiB",
+        "total GiB",
+        "SMs",
+        "physical SMs",
+    ]);
+    for w in &s.workers {
+        let share = w.share.as_ref();
+        let observed = share.and_then(|x| x.observed.as_ref());
+        let count = |n: Option<u32>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        t.row(vec![
+            w.replica.to_string(),
+            share.and_then(|x| x.declared.as_ref()).map_or_else(
+                || "-".to_owned(),
+                coload_cohort_schema::DeclaredShare::describe,
+            ),
+            gib(observed.map(|o| o.memory_free_bytes)),
+            gib(observed.map(|o| o.memory_total_bytes)),
+            count(observed.and_then(|o| o.sm_count)),
+            count(observed.and_then(|o| o.physical_sm_count)),
+        ]);
+    }
+    Some(t)
 }
 
 fn tables(s: &CohortSummary) -> Tables {
@@ -57,7 +91,12 @@ fn tables(s: &CohortSummary) -> Tables {
             f2(w.samples_per_s),
             f3(w.overlap_fraction),
         ];
-        cells.extend(latency_cells(&w.latency_ms));
+        if w.workload == Workload::Hog {
+            // A hog's "batches" are hold intervals: no latency to show.
+            cells.extend(std::iter::repeat_n("-".to_owned(), LATENCY_HEADER.len()));
+        } else {
+            cells.extend(latency_cells(&w.latency_ms));
+        }
         cells.push(gib(w.peak_device_bytes));
         workers.row(cells);
     }
@@ -108,7 +147,14 @@ fn tables(s: &CohortSummary) -> Tables {
         workers,
         groups,
         devices,
+        share: share_table(s),
     }
+}
+
+fn share_line(s: &CohortSummary) -> Option<String> {
+    s.share
+        .as_ref()
+        .map(|d| format!("MPS share: {}", d.describe()))
 }
 
 /// `model resnet18, eager`, or per group in a mixed cohort that declared one model per
@@ -162,6 +208,9 @@ pub fn render_table(s: &CohortSummary) -> String {
         s.common_interval.seconds
     );
     let _ = writeln!(out, "{}", placement_line(s));
+    if let Some(line) = share_line(s) {
+        let _ = writeln!(out, "{line}");
+    }
     out.push('\n');
     out.push_str(&columns(&t.workers));
     if let Some(serve) = serve_table(s) {
@@ -177,6 +226,16 @@ pub fn render_table(s: &CohortSummary) -> String {
     if !s.colocation.devices.is_empty() {
         out.push('\n');
         out.push_str(&columns(&t.devices));
+    }
+    if let Some(share) = &t.share {
+        out.push('\n');
+        out.push_str(&columns(share));
+    }
+    if let Some(isolation) = &s.isolation {
+        out.push('\n');
+        out.push_str(&super::isolation::render_isolation_table(
+            std::slice::from_ref(isolation),
+        ));
     }
     if let Some((gpm, energy)) = super::why::summary_activity(s) {
         out.push_str("\nGPU activity (NVML GPM, device-wide unless scope mig):\n");
@@ -215,6 +274,9 @@ fn document(s: &CohortSummary) -> Document {
         s.common_interval.seconds
     ));
     doc.para(placement_line(s));
+    if let Some(line) = share_line(s) {
+        doc.para(line);
+    }
     doc.heading(2, "Workers");
     doc.table(t.workers);
     if let Some(serve) = serve_table(s) {
@@ -232,6 +294,18 @@ fn document(s: &CohortSummary) -> Document {
     if !s.colocation.devices.is_empty() {
         doc.heading(2, "Device memory");
         doc.table(t.devices);
+    }
+    if let Some(share) = t.share {
+        doc.heading(2, "Share each worker saw");
+        doc.para(
+            "Free and total memory as cudaMemGetInfo reported them before the worker allocated \
+             anything, and the SM count the runtime reported: under an MPS share, the limits \
+             applied.",
+        );
+        doc.table(share);
+    }
+    if let Some(isolation) = &s.isolation {
+        super::isolation::section(&mut doc, 2, isolation);
     }
     if let Some((gpm, energy)) = super::why::summary_activity(s) {
         doc.heading(2, "GPU activity");
