@@ -11,14 +11,27 @@ mod cohort;
 mod error;
 mod mix;
 mod mps;
+mod study;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let args = cli::Args::parse();
-    match cohort::run(&args) {
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        Some(cli::Command::Study(args)) => return study::main(&args),
+        Some(cli::Command::Run(args)) => cohort::run(&args),
+        None => match cli.run {
+            Some(args) => cohort::run(&args),
+            None => Err(error::LauncherError::Usage(
+                "say what to run: a cohort (--workers infer=1,train=6 --mode timeslice --out DIR) \
+                 or a study (study quick --out DIR); see --help"
+                    .to_owned(),
+            )),
+        },
+    };
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("error: {}", error::chain(&err));

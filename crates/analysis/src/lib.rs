@@ -56,6 +56,8 @@ pub use compare::{CompareInput, compare, load_compare_input};
 pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
 pub use report::{
-    render_comparison_markdown, render_markdown, render_report_html, render_table, write_report,
+    CapacityRow, ContextCohort, IsolationRow, ReportContext, render_comparison_markdown,
+    render_comparison_markdown_with, render_markdown, render_report_html, render_report_html_with,
+    render_table, write_report, write_report_with,
 };
 pub use summarize::{CAVEATS, HOST_PRESSURE_PCT, Options, summarize_dirs};
