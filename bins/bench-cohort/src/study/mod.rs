@@ -747,6 +747,7 @@ fn report(out: &Path, plan: &Plan, node_line: &str, index: &Index) -> Result<(),
                 policy: e.policy.clone(),
                 workers: e.workers.clone(),
                 outcome: e.outcome.as_str().to_owned(),
+                experiment: e.experiment.clone(),
                 note: match (&e.reason, &e.experiment) {
                     (Some(r), _) => r.clone(),
                     (None, Some(x)) => x.clone(),

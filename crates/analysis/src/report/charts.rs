@@ -66,7 +66,7 @@ pub(crate) fn per_worker(v: &Verdict) -> Option<String> {
     let top = Panel {
         left: 70.0,
         top: 36.0,
-        right: w - 12.0,
+        right: w - 40.0,
         bottom: 196.0,
         x: Scale::Linear { lo: 0.0, hi: n },
         y: Scale::Linear {
@@ -201,7 +201,9 @@ pub(crate) fn scaling(c: &Comparison, v: &Verdict, ctx: &super::ReportContext) -
         true,
     );
     let panels = data.len() as f64;
-    let width = (w - 70.0 - 12.0 - (panels - 1.0) * 70.0) / panels;
+    // Each panel keeps 70 px on its left for tick labels and the axis title, and 66 px on its
+    // right for the reference line's label.
+    let width = (w - 70.0 - 66.0 - (panels - 1.0) * 136.0) / panels;
     for (i, (workload, by_policy)) in data.iter().enumerate() {
         let max_n = by_policy
             .values()
@@ -218,7 +220,7 @@ pub(crate) fn scaling(c: &Comparison, v: &Verdict, ctx: &super::ReportContext) -
             .fold(0.0f64, f64::max)
             .max(1.0)
             * 1.12;
-        let left = 70.0 + i as f64 * (width + 70.0);
+        let left = 70.0 + i as f64 * (width + 136.0);
         let p = Panel {
             left,
             top: 56.0,
@@ -400,7 +402,7 @@ pub(crate) fn percentiles(
     let mut svg = Svg::new(w, h);
     let mut lines: Vec<(String, bool, &str, Vec<(f64, f64)>)> = Vec::new();
     for (workload, solo_k) in solo {
-        if !k.groups.contains_key(workload) {
+        if !k.groups.contains_key(workload) || solo_k.experiment == k.experiment {
             continue;
         }
         if let Some(sw) = solo_k
@@ -436,8 +438,7 @@ pub(crate) fn percentiles(
         .iter()
         .flat_map(|l| l.3.iter().map(|p| p.0))
         .fold(2.0f64, f64::max)
-        .ceil()
-        .max(2.0);
+        + 0.25;
     let p = Panel {
         left: 64.0,
         top: 30.0,
@@ -447,15 +448,19 @@ pub(crate) fn percentiles(
         y: Scale::Linear { lo: 0.0, hi },
     };
     p.y_axis(&mut svg, &nice_ticks(0.0, hi, 4), &num, "batch latency, ms");
-    let names = ["0%", "90%", "99%", "99.9%", "99.99%", "99.999%"];
-    let mut ticks: Vec<(f64, String)> = vec![(tail_x(0.5), "50%".to_owned())];
-    for (i, name) in names.iter().enumerate().skip(1) {
-        if i as f64 <= x_hi + 1e-9 {
-            ticks.push((i as f64, (*name).to_owned()));
-        }
-    }
-    ticks.insert(0, (0.0, names[0].to_owned()));
-    for (x, _) in ticks.iter().skip(1) {
+    let ticks: Vec<(f64, String)> = [
+        (0.5, "50%"),
+        (0.9, "90%"),
+        (0.99, "99%"),
+        (0.999, "99.9%"),
+        (0.9999, "99.99%"),
+        (0.99999, "99.999%"),
+    ]
+    .iter()
+    .map(|(q, name)| (tail_x(*q), (*name).to_owned()))
+    .filter(|(x, _)| *x <= x_hi)
+    .collect();
+    for (x, _) in &ticks {
         svg.line((p.px(*x), p.top), (p.px(*x), p.bottom), "grid");
     }
     p.x_axis(&mut svg, &ticks, "percentile (log scale of 1 / (1 - p))");

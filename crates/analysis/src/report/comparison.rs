@@ -287,9 +287,14 @@ fn cohorts(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document)
                 cohort.experiment
             ),
         }]);
+        let name = ctx
+            .cohorts
+            .iter()
+            .find(|k| k.experiment.as_deref() == Some(cohort.experiment.as_str()))
+            .map_or(cohort.experiment.as_str(), |k| k.name.as_str());
         doc.details(
             format!(
-                "{label} · {} · {}",
+                "{label} · {} · {} · {name}",
                 mix(&cohort.workload_mix),
                 cohort_line(cohort)
             ),

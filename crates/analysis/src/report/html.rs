@@ -24,7 +24,7 @@ ul.findings{margin:.6em 0 .8em;padding-left:1.2em}ul.findings li{margin:.25em 0}
 figure{margin:.4em 0}figcaption{font-size:.85em;color:var(--muted);max-width:600px}
 table{border-collapse:collapse;margin:.5em 0 1.2em;font-size:.9em;font-variant-numeric:tabular-nums}
 th,td{border-bottom:1px solid var(--rule);padding:.25em .7em;text-align:right}
-th:first-child,td:first-child{text-align:left}th{font-weight:600;border-bottom:2px solid #aab3ba}
+th.t,td.t{text-align:left}th{font-weight:600;border-bottom:2px solid #aab3ba}
 details{border:1px solid var(--rule);border-radius:6px;padding:.3em .8em;margin:.4em 0}
 details[open]{padding-bottom:.8em}summary{cursor:pointer;font-weight:600}
 svg.chart{font-family:inherit;max-width:100%;height:auto}
@@ -106,16 +106,41 @@ fn figure(f: &Figure) -> String {
     )
 }
 
+/// Whether a cell reads as a figure (right-aligned): a number, `-`, or an interval.
+fn is_figure(cell: &str) -> bool {
+    let c = cell.trim();
+    c == "-"
+        || c.starts_with('[')
+        || c.parse::<f64>().is_ok()
+        || c.split(" / ").all(|p| p.trim().parse::<f64>().is_ok())
+}
+
 fn table(t: &Table) -> String {
+    // Columns of figures align right, columns of words left (the first one always left).
+    let text_col: Vec<bool> = (0..t.header.len())
+        .map(|i| {
+            i == 0
+                || t.rows
+                    .iter()
+                    .any(|r| r.get(i).is_some_and(|c| !is_figure(c)))
+        })
+        .collect();
+    let class = |i: usize| {
+        if text_col.get(i).copied().unwrap_or(false) {
+            " class=\"t\""
+        } else {
+            ""
+        }
+    };
     let mut out = String::from("<table>\n<thead><tr>");
-    for h in &t.header {
-        let _ = write!(out, "<th>{}</th>", escape_html(h));
+    for (i, h) in t.header.iter().enumerate() {
+        let _ = write!(out, "<th{}>{}</th>", class(i), escape_html(h));
     }
     out.push_str("</tr></thead>\n<tbody>\n");
     for r in &t.rows {
         out.push_str("<tr>");
-        for c in r {
-            let _ = write!(out, "<td>{}</td>", escape_html(c));
+        for (i, c) in r.iter().enumerate() {
+            let _ = write!(out, "<td{}>{}</td>", class(i), escape_html(c));
         }
         out.push_str("</tr>\n");
     }

@@ -67,6 +67,8 @@ pub struct ContextCohort {
     pub workers: String,
     /// `complete`, `failed`, `not_offered`, ...
     pub outcome: String,
+    /// Its experiment id, where it completed (names its section in the report).
+    pub experiment: Option<String>,
     /// Why, or its experiment id.
     pub note: String,
 }

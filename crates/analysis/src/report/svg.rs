@@ -288,7 +288,7 @@ impl Panel {
         }
         svg.line((self.left, self.bottom), (self.right, self.bottom), "axis");
         svg.vtext(
-            self.left - 44.0,
+            self.left - 52.0,
             f64::midpoint(self.top, self.bottom),
             "axis-title",
             title,
@@ -311,11 +311,12 @@ impl Panel {
         );
     }
 
-    /// A dashed reference line across the panel at data y `v`, labelled at the right end.
+    /// A dashed reference line across the panel at data y `v`, labelled just outside its
+    /// right end (keep a margin of about 40 pixels there), so that no mark covers the label.
     pub(crate) fn reference(&self, svg: &mut Svg, v: f64, label: &str) {
         let y = self.py(v);
         svg.line((self.left, y), (self.right, y), "ref");
-        svg.text(self.right - 2.0, y - 5.0, "end", "ref-label", label);
+        svg.text(self.right + 4.0, y + 4.0, "start", "ref-label", label);
     }
 }
 

@@ -62,7 +62,10 @@ impl Shape {
     /// `7 train`, or `1 infer + 6 train: infer`.
     pub(crate) fn label(&self) -> String {
         if self.mixed {
-            let mix: Vec<String> = self.mix.iter().map(|(w, n)| format!("{n} {w}")).collect();
+            // The smaller group first: `1 infer + 6 train`.
+            let mut parts: Vec<(&u32, &Workload)> = self.mix.iter().map(|(w, n)| (n, w)).collect();
+            parts.sort();
+            let mix: Vec<String> = parts.iter().map(|(n, w)| format!("{n} {w}")).collect();
             format!("{}: {}", mix.join(" + "), self.group)
         } else {
             format!("{} {}", self.count, self.group)
