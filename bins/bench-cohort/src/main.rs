@@ -22,14 +22,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(cli::Command::Study(args)) => return study::main(&args),
         Some(cli::Command::Run(args)) => cohort::run(&args),
-        None => match cli.run {
-            Some(args) => cohort::run(&args),
-            None => Err(error::LauncherError::Usage(
-                "say what to run: a cohort (--workers infer=1,train=6 --mode timeslice --out DIR) \
-                 or a study (study quick --out DIR); see --help"
-                    .to_owned(),
-            )),
-        },
+        // The bare form. clap's `Option` flatten does not always say whether the run flags were
+        // given (it tracks only some of them), so they are parsed again on their own: the same
+        // flags, the same errors as before subcommands existed.
+        None => cohort::run(&cli.run.unwrap_or_else(cli::Args::parse)),
     };
     match result {
         Ok(code) => ExitCode::from(code),

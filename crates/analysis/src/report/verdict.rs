@@ -310,9 +310,14 @@ fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
             .map(|c| describe(c))
             .collect();
         let need = format!(
-            "{} throughput, {n} {workload} workers on one GPU:",
+            "{} throughput, {n} {workload} workers sharing one device:",
             cap(workload.as_str())
         );
+        let flat_names: Vec<String> = at_n
+            .iter()
+            .filter(|c| c.aggregate_vs_solo.unwrap_or(0.0) < GAIN)
+            .map(|c| name(c))
+            .collect();
         let text = match (gains.is_empty(), flat.is_empty()) {
             (false, true) => format!(
                 "{} adds throughput over one worker alone: {}.",
@@ -324,21 +329,16 @@ fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
                 and_list(&gains)
             ),
             (false, false) => format!(
-                "use {}; {} only divides the GPU: {}.",
+                "use {}; {} only shares it out: {}.",
                 and_list(&gains),
-                and_list(
-                    &at_n
-                        .iter()
-                        .filter(|c| c.aggregate_vs_solo.unwrap_or(0.0) < GAIN)
-                        .map(|c| name(c))
-                        .collect::<Vec<_>>()
-                ),
+                and_list(&flat_names),
                 and_list(&flat)
             ),
             (true, _) => format!(
-                "no policy adds throughput over one worker alone (at least {} would); each \
-                 divides the GPU: {}.",
+                "no policy measured adds throughput over one worker alone (that takes {}); {} \
+                 only shares it out: {}.",
                 x(GAIN),
+                and_list(&flat_names),
                 and_list(&flat)
             ),
         };
