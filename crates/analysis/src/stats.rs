@@ -224,6 +224,17 @@ pub fn estimate(values: &[f64]) -> Option<Estimate> {
     reason = "the figures are exact by construction and the tests assert them exactly"
 )]
 mod tests {
+    #[test]
+    fn p99_99_takes_the_nearest_rank_at_a_finer_step() {
+        assert_eq!(nearest_rank_10k(10_000, P9999_PER_10K), 9999);
+        assert_eq!(nearest_rank_10k(20_000, P9999_PER_10K), 19_998);
+        // Below 10000 values it is the maximum.
+        assert_eq!(nearest_rank_10k(5_000, P9999_PER_10K), 5_000);
+        let values: Vec<u64> = (1..=20_000).collect();
+        let l = latency_ms(&[&values[..10_000], &values[10_000..]]).unwrap();
+        assert_eq!(l.p9999, Some(19_998.0 / 1e6));
+    }
+
     use super::*;
 
     #[test]
