@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use coload_cohort_schema::{CohortComparison, Comparison, Mode, Workload};
 
-use super::svg::{Panel, Scale, Svg, log_ticks, nice_ticks, num};
+use super::svg::{Panel, Scale, Svg, log_ticks, nice_ticks, num, tick};
 use super::verdict::{Policy, Verdict};
 
 /// Width of a chart of the verdict (two sit side by side on a wide screen), pixels.
@@ -83,7 +83,7 @@ pub(crate) fn per_worker(v: &Verdict) -> Option<String> {
         },
         ..top
     };
-    top.y_axis(&mut svg, &nice_ticks(0.0, rate_hi, 4), &num, "rate ÷ solo");
+    top.y_axis(&mut svg, &nice_ticks(0.0, rate_hi, 4), &tick, "rate ÷ solo");
     svg.text(
         top.left,
         top.top - 4.0,
@@ -93,7 +93,7 @@ pub(crate) fn per_worker(v: &Verdict) -> Option<String> {
     );
     top.reference(&mut svg, 1.0, "solo");
     let ticks = log_ticks(p99_lo, p99_hi);
-    bottom.y_axis(&mut svg, &ticks, &num, "p99 ÷ solo (log)");
+    bottom.y_axis(&mut svg, &ticks, &tick, "p99 ÷ solo (log)");
     svg.text(
         bottom.left,
         bottom.top - 4.0,
@@ -235,7 +235,7 @@ pub(crate) fn scaling(c: &Comparison, v: &Verdict, ctx: &super::ReportContext) -
         p.y_axis(
             &mut svg,
             &nice_ticks(0.0, hi, 5),
-            &num,
+            &tick,
             &format!("{workload} samples/s, all workers"),
         );
         svg.text(
@@ -447,7 +447,12 @@ pub(crate) fn percentiles(
         x: Scale::Linear { lo: 0.0, hi: x_hi },
         y: Scale::Linear { lo: 0.0, hi },
     };
-    p.y_axis(&mut svg, &nice_ticks(0.0, hi, 4), &num, "batch latency, ms");
+    p.y_axis(
+        &mut svg,
+        &nice_ticks(0.0, hi, 4),
+        &tick,
+        "batch latency, ms",
+    );
     let ticks: Vec<(f64, String)> = [
         (0.5, "50%"),
         (0.9, "90%"),

@@ -100,6 +100,15 @@ pub(crate) fn num(v: f64) -> String {
     }
 }
 
+/// A tick label: whole numbers without decimals (`30`, `6,000`), others as [`num`] writes them.
+pub(crate) fn tick(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        thousands(v)
+    } else {
+        num(v)
+    }
+}
+
 /// `12,345` (rounded to a whole number).
 pub(crate) fn thousands(v: f64) -> String {
     let n = v.round() as i64;
@@ -340,6 +349,8 @@ mod tests {
         assert_eq!(num(1.0), "1");
         assert_eq!(num(1.52), "1.52");
         assert_eq!(thousands(1_234_567.0), "1,234,567");
+        assert_eq!(tick(30.0), "30");
+        assert_eq!(tick(0.25), "0.25");
     }
 
     #[test]
