@@ -1,6 +1,8 @@
 //! `index.json`: every cohort of the plan with its outcome, rewritten after each cohort so
 //! that a study stopped at any point says how far it got; and the same as a table for people.
 
+use std::fmt::Write as _;
+
 use serde::{Deserialize, Serialize};
 
 /// Version of the `index.json` document.
@@ -130,9 +132,9 @@ impl Index {
                 if i + 1 == cells.len() {
                     s.push_str(c);
                 } else if i == 4 {
-                    s.push_str(&format!("{c:>w$}  "));
+                    let _ = write!(s, "{c:>w$}  ");
                 } else {
-                    s.push_str(&format!("{c:<w$}  "));
+                    let _ = write!(s, "{c:<w$}  ");
                 }
             }
             s.trim_end().to_owned()
@@ -144,9 +146,10 @@ impl Index {
             out.push('\n');
         }
         let count = |o: Outcome| self.cohorts.iter().filter(|e| e.outcome == o).count();
-        out.push_str(&format!(
+        let _ = writeln!(
+            out,
             "{} cohorts: {} complete ({} from earlier runs), {} failed ({} earlier), {} not \
-             offered, {} not run, {} interrupted\n",
+             offered, {} not run, {} interrupted",
             self.cohorts.len(),
             count(Outcome::Complete) + count(Outcome::AlreadyComplete),
             count(Outcome::AlreadyComplete),
@@ -155,7 +158,7 @@ impl Index {
             count(Outcome::NotOffered),
             count(Outcome::NotRun),
             count(Outcome::Interrupted),
-        ));
+        );
         out
     }
 }

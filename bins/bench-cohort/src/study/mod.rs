@@ -21,6 +21,7 @@ pub(crate) mod schedule;
 
 use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -48,6 +49,10 @@ const INTERRUPTED: u8 = 130;
 const SETUP_S_GPU: f64 = 25.0;
 const SETUP_S_CPU: f64 = 8.0;
 
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent command-line switches, as clap derives them"
+)]
 /// Run a study plan. Examples: `bench-cohort study quick --out runs/quick`,
 /// `bench-cohort study article --out runs/article`, `bench-cohort study my-plan.toml --out DIR`.
 #[derive(Debug, clap::Args)]
@@ -181,6 +186,10 @@ fn relative(out: &Path, p: &Path) -> String {
 }
 
 /// Runs the study; returns the exit code.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the study's steps in order: plan, node, resume, run, index, report"
+)]
 pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
     let plan = Plan::load(&args.plan)?;
     let node = match &args.node_listing {
@@ -533,8 +542,9 @@ fn dry_run(items: &[Item], node: &Node, lanes: &[u32], est: &Estimator) -> Strin
                 "-".to_owned(),
             )
         };
-        out.push_str(&format!(
-            "{:>5}  {}  {}  {}  {}  {:.0}\n",
+        let _ = writeln!(
+            out,
+            "{:>5}  {}  {}  {}  {}  {:.0}",
             if i.queued {
                 k.to_string()
             } else {
@@ -545,17 +555,18 @@ fn dry_run(items: &[Item], node: &Node, lanes: &[u32], est: &Estimator) -> Strin
             place,
             state,
             if i.queued { est.seconds(&i.job) } else { 0.0 }
-        ));
+        );
     }
     let queue: Vec<&Job> = items.iter().filter(|i| i.queued).map(|i| &i.job).collect();
-    out.push_str(&format!(
+    let _ = writeln!(
+        out,
         "{} cohorts to run, expected about {} on {} lane(s) (setup {:.0} s per cohort assumed \
-         outside each window)\n",
+         outside each window)",
         queue.len(),
         minutes(expected_wall_s(&queue, node, lanes, est)),
         lanes.len().max(1),
         est.setup_s.get()
-    ));
+    );
     out
 }
 

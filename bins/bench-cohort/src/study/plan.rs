@@ -245,9 +245,9 @@ impl Job {
 
 /// The 1-based line holding byte `offset` of `text`.
 fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|b| **b == b'\n')
+    text.char_indices()
+        .take_while(|(i, _)| *i < offset)
+        .filter(|(_, c)| *c == '\n')
         .count()
         + 1
 }
@@ -259,7 +259,10 @@ impl Plan {
             return Plan::parse(name, text);
         }
         let path = std::path::Path::new(plan);
-        if !path.exists() && !plan.contains('/') && !plan.ends_with(".toml") {
+        let toml_ext = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        if !path.exists() && !plan.contains('/') && !toml_ext {
             let names: Vec<&str> = BUILTIN.iter().map(|(n, _, _)| *n).collect();
             return Err(PlanError {
                 source: plan.to_owned(),
@@ -280,6 +283,10 @@ impl Plan {
     }
 
     /// Parses and checks a plan's TOML text; `source` names it in messages.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the plan is read and checked top to bottom, each error with the span it names"
+    )]
     pub(crate) fn parse(source: &str, text: &str) -> Result<Plan, PlanError> {
         let err = |span: Option<Range<usize>>, message: String| PlanError {
             source: source.to_owned(),
@@ -464,17 +471,18 @@ impl Plan {
                             ),
                         ));
                     }
-                    if job.baseline && job.repeat == 1 {
-                        if let Some(first) = baselines.insert(job.workers.clone(), job.line) {
-                            return Err(line_err(
-                                job.line,
-                                format!(
-                                    "a second `{}` baseline (the first is on line {first}): one \
-                                     baseline per workload",
-                                    job.workers
-                                ),
-                            ));
-                        }
+                    if job.baseline
+                        && job.repeat == 1
+                        && let Some(first) = baselines.insert(job.workers.clone(), job.line)
+                    {
+                        return Err(line_err(
+                            job.line,
+                            format!(
+                                "a second `{}` baseline (the first is on line {first}): one \
+                                 baseline per workload",
+                                job.workers
+                            ),
+                        ));
                     }
                 }
                 let argv = cohort_argv(&job, std::path::Path::new("/study/cohort"), cpu);
@@ -751,6 +759,21 @@ flags = { window_s = 40 }
     }
 
     #[test]
+    fn the_plan_files_in_scripts_gpu_parse() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/gpu");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let plan = Plan::load(path.to_str().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!plan.jobs(false).is_empty());
+                n += 1;
+            }
+        }
+        assert!(n >= 1, "no plan in {dir}");
+    }
+
+    #[test]
     fn unknown_built_in_names_are_listed() {
         let e = Plan::load("articel").unwrap_err();
         assert!(e.message.contains("built-in plans: article, quick"), "{e}");
@@ -765,12 +788,12 @@ flags = { window_s = 40 }
             .find(|j| j.name == "mps-train7-r2")
             .unwrap();
         let argv = cohort_argv(&job, std::path::Path::new("/o"), true);
-        let args = Args::try_parse_from(&argv).unwrap();
-        assert_eq!(args.flags.mode, Mode::Mps);
-        assert!((args.flags.window_s - 2.0).abs() < 1e-12);
-        assert_eq!(args.flags.image_size, 32);
-        assert_eq!(args.mix().unwrap().len(), 7);
-        assert_eq!(args.out, std::path::Path::new("/o"));
-        assert!(args.quiet);
+        let parsed = Args::try_parse_from(&argv).unwrap();
+        assert_eq!(parsed.flags.mode, Mode::Mps);
+        assert!((parsed.flags.window_s - 2.0).abs() < 1e-12);
+        assert_eq!(parsed.flags.image_size, 32);
+        assert_eq!(parsed.mix().unwrap().len(), 7);
+        assert_eq!(parsed.out, std::path::Path::new("/o"));
+        assert!(parsed.quiet);
     }
 }

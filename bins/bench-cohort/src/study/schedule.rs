@@ -69,6 +69,12 @@ pub(crate) trait Estimate {
 
 /// Runs `queue` (jobs in order, by index) on `lanes` of `node`. `stop` is polled: when it
 /// returns true, nothing more starts and the running cohorts are interrupted.
+#[expect(
+    clippy::too_many_arguments,
+    clippy::too_many_lines,
+    reason = "the scheduler's whole state and its rules in one loop, read top to bottom; every \
+              argument is a seam the tests replace"
+)]
 pub(crate) fn run<L: Launcher>(
     queue: &[&Job],
     node: &Node,

@@ -28,6 +28,10 @@ fn legend(svg: &mut Svg, policies: &[&Policy], x0: f64, y: f64, line: bool) {
 
 /// Per worker against solo, by shape and policy: rate (higher is better) above, p99 (lower is
 /// better, log scale) below. `None` when no cell has a ratio (no baselines).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one chart, drawn top to bottom: legend, two panels, bars, axis"
+)]
 pub(crate) fn per_worker(v: &Verdict) -> Option<String> {
     let cells: Vec<_> = v
         .cells
@@ -45,8 +49,7 @@ pub(crate) fn per_worker(v: &Verdict) -> Option<String> {
         u.dedup();
         u
     };
-    let (w, h) = (WIDE, 460.0);
-    let mut svg = Svg::new(w, h);
+    let mut svg = Svg::new(WIDE, 460.0);
     legend(
         &mut svg,
         &used.iter().map(|i| &v.policies[*i]).collect::<Vec<_>>(),
@@ -54,7 +57,7 @@ pub(crate) fn per_worker(v: &Verdict) -> Option<String> {
         18.0,
         false,
     );
-    let n = shapes.len() as f64;
+    let slots = shapes.len() as f64;
     let rate_hi = cells
         .iter()
         .filter_map(|c| c.rate_vs_solo)
@@ -66,9 +69,9 @@ pub(crate) fn per_worker(v: &Verdict) -> Option<String> {
     let top = Panel {
         left: 70.0,
         top: 36.0,
-        right: w - 40.0,
+        right: WIDE - 40.0,
         bottom: 196.0,
-        x: Scale::Linear { lo: 0.0, hi: n },
+        x: Scale::Linear { lo: 0.0, hi: slots },
         y: Scale::Linear {
             lo: 0.0,
             hi: rate_hi,
@@ -102,7 +105,7 @@ pub(crate) fn per_worker(v: &Verdict) -> Option<String> {
         "p99 batch latency per worker ÷ solo (lower is better)",
     );
     bottom.reference(&mut svg, 1.0, "solo");
-    let slot = (top.right - top.left) / n;
+    let slot = (top.right - top.left) / slots;
     for (i, shape) in shapes.iter().enumerate() {
         let here: Vec<_> = cells.iter().filter(|c| &c.shape == shape).collect();
         let bar = (slot * 0.8 / here.len().max(1) as f64).min(26.0);
@@ -167,6 +170,10 @@ pub(crate) fn per_worker(v: &Verdict) -> Option<String> {
 
 /// Aggregate samples/s against worker count, one line per policy and a panel per workload
 /// (homogeneous cohorts). `None` without any.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one chart, drawn top to bottom: gathering, legend, a panel per workload"
+)]
 pub(crate) fn scaling(c: &Comparison, v: &Verdict, ctx: &super::ReportContext) -> Option<String> {
     // workload -> policy -> count -> aggregates.
     let mut data: BTreeMap<Workload, BTreeMap<usize, BTreeMap<u32, Vec<f64>>>> = BTreeMap::new();
@@ -188,8 +195,7 @@ pub(crate) fn scaling(c: &Comparison, v: &Verdict, ctx: &super::ReportContext) -
     if data.is_empty() {
         return None;
     }
-    let (w, h) = (WIDE, 460.0);
-    let mut svg = Svg::new(w, h);
+    let mut svg = Svg::new(WIDE, 460.0);
     let mut used: Vec<usize> = data.values().flat_map(|m| m.keys().copied()).collect();
     used.sort_unstable();
     used.dedup();
@@ -203,7 +209,7 @@ pub(crate) fn scaling(c: &Comparison, v: &Verdict, ctx: &super::ReportContext) -
     let panels = data.len() as f64;
     // Each panel keeps 70 px on its left for tick labels and the axis title, and 66 px on its
     // right for the reference line's label.
-    let width = (w - 70.0 - 66.0 - (panels - 1.0) * 136.0) / panels;
+    let width = (WIDE - 70.0 - 66.0 - (panels - 1.0) * 136.0) / panels;
     for (i, (workload, by_policy)) in data.iter().enumerate() {
         let max_n = by_policy
             .values()
@@ -356,6 +362,9 @@ pub(crate) fn capacity(v: &Verdict, rows: &[super::CapacityRow]) -> Option<Strin
     Some(svg.finish("serving capacity at the objective, per policy"))
 }
 
+/// One line of a percentile plot: its label, dashed or not, its colour, its points.
+type Line<'a> = (String, bool, &'a str, Vec<(f64, f64)>);
+
 /// x of percentile `p` (0 to 1) on the tail axis: `-log10(1 - p)`.
 fn tail_x(p: f64) -> f64 {
     -(1.0 - p).max(1e-9).log10()
@@ -398,9 +407,9 @@ pub(crate) fn percentiles(
     color: &str,
     solo: &[(Workload, &CohortComparison)],
 ) -> String {
-    let (w, h) = (560.0, 300.0);
-    let mut svg = Svg::new(w, h);
-    let mut lines: Vec<(String, bool, &str, Vec<(f64, f64)>)> = Vec::new();
+    let (width, height) = (560.0, 300.0);
+    let mut svg = Svg::new(width, height);
+    let mut lines: Vec<Line<'_>> = Vec::new();
     for (workload, solo_k) in solo {
         if !k.groups.contains_key(workload) || solo_k.experiment == k.experiment {
             continue;
@@ -442,8 +451,8 @@ pub(crate) fn percentiles(
     let p = Panel {
         left: 64.0,
         top: 30.0,
-        right: w - 16.0,
-        bottom: h - 50.0,
+        right: width - 16.0,
+        bottom: height - 50.0,
         x: Scale::Linear { lo: 0.0, hi: x_hi },
         y: Scale::Linear { lo: 0.0, hi },
     };

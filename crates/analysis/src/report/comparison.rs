@@ -41,50 +41,7 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
     for n in &ctx.notes {
         doc.para(n.clone());
     }
-    doc.heading(2, "Verdict");
-    doc.findings(v.sentences.clone());
-    let mut figs = Vec::new();
-    if let Some(svg) = charts::per_worker(&v) {
-        figs.push(Figure {
-            svg,
-            caption: "Each worker against running alone, by shape (x) and policy (colour); the \
-                      dashed line is solo. Hover a bar for its figures."
-                .into(),
-        });
-    }
-    if let Some(svg) = charts::scaling(c, &v, ctx) {
-        figs.push(Figure {
-            svg,
-            caption: "All workers of a homogeneous cohort together, by worker count and policy; \
-                      dots are cohorts, lines their means, the dashed line one worker alone. \
-                      Exclusive with several workers means one GPU each."
-                .into(),
-        });
-    }
-    if let Some(svg) = charts::capacity(&v, &ctx.capacity) {
-        figs.push(Figure {
-            svg,
-            caption: "Requests per second each policy sustains while meeting the objective.".into(),
-        });
-    }
-    doc.figures(figs);
-    if !ctx.isolation.is_empty() {
-        let mut t = Table::new(&["policy", "mode", "outcome", "others kept running", "note"]);
-        for r in &ctx.isolation {
-            t.row(vec![
-                r.policy.clone(),
-                r.mode.to_string(),
-                r.outcome.clone(),
-                if r.isolated { "yes" } else { "no" }.to_owned(),
-                r.note.clone(),
-            ]);
-        }
-        doc.heading(3, "Memory isolation");
-        doc.table(t);
-    }
-    doc.para(RATIO_NOTE);
-    doc.table(verdict_table(&v));
-
+    verdict_section(c, ctx, &v, &mut doc);
     doc.heading(2, "Cohorts");
     doc.para(
         "One folded section per cohort: its groups and workers against solo, and each worker's \
@@ -143,6 +100,54 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
         &c.caveats,
     );
     doc
+}
+
+/// The verdict: the findings, the charts, memory isolation when measured, and the figures as
+/// a table.
+fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document) {
+    doc.heading(2, "Verdict");
+    doc.findings(v.sentences.clone());
+    let mut figs = Vec::new();
+    if let Some(svg) = charts::per_worker(v) {
+        figs.push(Figure {
+            svg,
+            caption: "Each worker against running alone, by shape (x) and policy (colour); the \
+                      dashed line is solo. Hover a bar for its figures."
+                .into(),
+        });
+    }
+    if let Some(svg) = charts::scaling(c, v, ctx) {
+        figs.push(Figure {
+            svg,
+            caption: "All workers of a homogeneous cohort together, by worker count and policy; \
+                      dots are cohorts, lines their means, the dashed line one worker alone. \
+                      Exclusive with several workers means one GPU each."
+                .into(),
+        });
+    }
+    if let Some(svg) = charts::capacity(v, &ctx.capacity) {
+        figs.push(Figure {
+            svg,
+            caption: "Requests per second each policy sustains while meeting the objective.".into(),
+        });
+    }
+    doc.figures(figs);
+    if !ctx.isolation.is_empty() {
+        let mut t = Table::new(&["policy", "mode", "outcome", "others kept running", "note"]);
+        for r in &ctx.isolation {
+            t.row(vec![
+                r.policy.clone(),
+                r.mode.to_string(),
+                r.outcome.clone(),
+                if r.isolated { "yes" } else { "no" }.to_owned(),
+                r.note.clone(),
+            ]);
+        }
+        doc.heading(3, "Memory isolation");
+        doc.table(t);
+    }
+    doc.para(RATIO_NOTE);
+    doc.table(verdict_table(v));
 }
 
 /// The verdict's figures as a table: one row per shape and policy.

@@ -45,7 +45,7 @@ impl Scale {
 /// "Nice" tick values for a linear axis from `lo` to `hi`: about `n` of them, at 1, 2 or 5
 /// times a power of ten.
 pub(crate) fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if !(hi > lo) || n == 0 {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) || n == 0 {
         return vec![lo];
     }
     let raw = (hi - lo) / n as f64;
@@ -67,7 +67,7 @@ pub(crate) fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 /// Tick values for a log axis from `lo` to `hi`: 1, 2 and 5 times powers of ten inside it.
 pub(crate) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let mut out = Vec::new();
-    if !(lo > 0.0 && hi > lo) {
+    if lo <= 0.0 || hi <= lo || lo.is_nan() || hi.is_nan() {
         return out;
     }
     let mut p = 10f64.powf(lo.log10().floor());
@@ -115,7 +115,7 @@ pub(crate) fn thousands(v: f64) -> String {
     let digits = n.unsigned_abs().to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

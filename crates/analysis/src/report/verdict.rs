@@ -272,6 +272,28 @@ fn and_list(items: &[String]) -> String {
 /// The sentences: one per need the data can answer.
 fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    for part in [
+        throughput,
+        tail_beside_others,
+        real_cards,
+        capacity,
+        isolation,
+    ] {
+        part(v, ctx, &mut out);
+    }
+    if out.is_empty() {
+        out.push((
+            "Not enough to judge:".to_owned(),
+            "a verdict needs solo baselines and shared cohorts of the same workload; see the \
+             tables below."
+                .to_owned(),
+        ));
+    }
+    out
+}
+
+/// Throughput on one device, per workload: the policies that add some and those that only share it out.
+fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
     let name = |c: &Cell| v.policies[c.policy].label.clone();
     for workload in [Workload::Train, Workload::Infer] {
         // Throughput on one GPU: the largest homogeneous shape that policies share one GPU in.
@@ -344,6 +366,11 @@ fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
         };
         out.push((need, text));
     }
+}
+
+/// The inference tail beside other workers (the mixed shapes): who keeps it within [`TAIL_OK`].
+fn tail_beside_others(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
+    let name = |c: &Cell| v.policies[c.policy].label.clone();
     // A latency-sensitive worker beside others: the mixed shapes' inference group.
     let tails: Vec<&Cell> = v
         .cells
@@ -407,6 +434,11 @@ fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
         };
         out.push((need, text));
     }
+}
+
+/// N real cards (exclusive across GPUs) against the same shape on one card.
+fn real_cards(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
+    let name = |c: &Cell| v.policies[c.policy].label.clone();
     // Real cards against one card: exclusive across GPUs beside the same shape on one GPU.
     for across in v.cells.iter().filter(|c| c.across_gpus && !c.shape.mixed) {
         let on_one: Vec<String> = v
@@ -437,6 +469,10 @@ fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
             ),
         ));
     }
+}
+
+/// Capacity at the objective, when a serve study measured it.
+fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) {
     // Capacity at the objective, when a serve study measured it.
     let cap: Vec<&super::CapacityRow> = ctx.capacity.iter().collect();
     if !cap.is_empty() {
@@ -458,6 +494,10 @@ fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
             format!("{} sustains the most; {}.", rows[0].policy, and_list(&text)),
         ));
     }
+}
+
+/// Memory isolation against a hog, when a study measured it.
+fn isolation(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) {
     if !ctx.isolation.is_empty() {
         let held: Vec<String> = ctx
             .isolation
@@ -491,15 +531,6 @@ fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
             text,
         ));
     }
-    if out.is_empty() {
-        out.push((
-            "Not enough to judge:".to_owned(),
-            "a verdict needs solo baselines and shared cohorts of the same workload; see the \
-             tables below."
-                .to_owned(),
-        ));
-    }
-    out
 }
 
 fn cap(s: &str) -> String {
