@@ -413,20 +413,24 @@ policies = ["mps", "exclusive", "timeslice"]
 
     #[test]
     fn two_lanes_run_side_by_side_but_one_mps_cohort_at_a_time() {
-        let log = schedule(&two_gpus(), &[0, 1], |j| if j.count == 1 { 1 } else { 3 });
+        // mps-train4 runs long: the time-sliced cohort behind it passes mps-train2, which
+        // waits for it (rule 2) but does not stop the queue.
+        let log = schedule(&two_gpus(), &[0, 1], |j| {
+            if j.name == "mps-train4-r1" { 6 } else { 1 }
+        });
         assert_eq!(
             log,
             [
                 "start exclusive-train1-r1 on 0",
                 "start mps-train4-r1 on 1",
                 "end exclusive-train1-r1",
-                // timeslice-train4 may pass mps-train2 (which waits for the other MPS cohort).
                 "start timeslice-train4-r1 on 0",
-                "end mps-train4-r1",
-                "start mps-train2-r1 on 1",
                 "end timeslice-train4-r1",
+                // mps-train2 waits for the MPS cohort; exclusive-train2 needs both lanes, so
+                // nothing passes it (rule 1).
+                "end mps-train4-r1",
+                "start mps-train2-r1 on 0",
                 "end mps-train2-r1",
-                // Two real cards: it waits for both lanes, and nothing passes it.
                 "start exclusive-train2-r1 on 0,1",
                 "end exclusive-train2-r1",
                 "start timeslice-train2-r1 on 0",
