@@ -109,11 +109,31 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
     doc.findings(v.sentences.clone());
     let mut figs = Vec::new();
     if let Some(svg) = charts::per_worker(v) {
+        let mut mixes: Vec<String> = v
+            .cells
+            .iter()
+            .filter(|c| c.shape.mixed)
+            .map(|c| {
+                c.shape
+                    .label()
+                    .split(':')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        mixes.dedup();
         figs.push(Figure {
             svg,
-            caption: "Each worker against running alone, by shape (x) and policy (colour); the \
-                      dashed line is solo. Hover a bar for its figures."
-                .into(),
+            caption: format!(
+                "Each worker against running alone, by shape (x) and policy (colour); the dashed \
+                 line is solo. Hover a bar for its figures.{}",
+                if mixes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" mix = {}.", mixes.join("; "))
+                }
+            ),
         });
     }
     if let Some(svg) = charts::scaling(c, v, ctx) {
