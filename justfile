@@ -79,8 +79,18 @@ check-laptop:
 package:
     scripts/check-package.sh
 
-# What CI runs: lint, the tests, the laptop build and packaging
-ci: lint test check-laptop package
+
+# Render the reports (recorded cohorts, a CPU `study quick`) in headless Chromium: screenshots, and a failure on console errors or empty charts
+report-check OUT="":
+    scripts/report-check.sh {{OUT}}
+
+# Run a study plan on this node (article, quick, or a TOML file), e.g. `just study quick runs/quick`
+study PLAN OUT *FLAGS:
+    {{tl}} cargo build --release -p bench-cohort -p bench-worker
+    "$({{tl}} cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/bench-cohort" study {{PLAN}} --out {{OUT}} {{FLAGS}}
+
+# What CI runs: lint, the tests, the laptop build, packaging, then the reports in a real browser
+ci: lint test check-laptop package report-check
 
 # Fuzz the worker.json / batches.jsonl readers for SECONDS each (nightly + cargo-fuzz; not in CI)
 fuzz SECONDS="60":

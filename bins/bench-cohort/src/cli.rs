@@ -1,9 +1,14 @@
 //! Command-line flags: the launcher's own, plus the worker flags it passes on to every worker
-//! ([`WorkerFlags`], one definition shared with `bench-worker`).
+//! ([`WorkerFlags`], one definition shared with `bench-worker`), and the `study` subcommand.
+//!
+//! `bench-cohort --workers ... --out ...` (one cohort) stays the default command: the run flags
+//! are flattened into [`Cli`] as an `Option`, and clap refuses them next to a subcommand
+//! (`args_conflicts_with_subcommands`), so `bench-cohort study PLAN --out DIR` and the old
+//! command line both parse. `bench-cohort run ...` is the same as the bare form.
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use coload_cohort_schema::cli::{ServeFlags, WorkerFlags};
 use coload_cohort_schema::{DeviceChoice, Mode, Workload};
 
@@ -14,7 +19,38 @@ use crate::serve::CapacityArgs;
 /// barrier directory, then print the cohort's summary. Example:
 /// `bench-cohort --workers infer=1,train=6 --mode timeslice --out runs/mixed`; a serve worker
 /// beside six trainers: `--workers serve=1,train=6 --rate 500 --slo-ms 10`; its capacity at that
-/// objective: `--workers serve=1,train=6 --find-capacity --slo-ms 10 --slo-quantile 0.99`
+/// objective: `--workers serve=1,train=6 --find-capacity --slo-ms 10 --slo-quantile 0.99`.
+/// A whole study (many cohorts, then the comparison and report.html):
+/// `bench-cohort study article --out runs/study`
+#[derive(Debug, Parser)]
+#[command(
+    name = "bench-cohort",
+    version,
+    about,
+    max_term_width = 100,
+    args_override_self = true,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+    /// One cohort (the default command).
+    #[command(flatten)]
+    pub(crate) run: Option<Args>,
+}
+
+/// What to do.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run one cohort (the same as giving its flags without a subcommand).
+    Run(Box<Args>),
+    /// Run a study plan (a TOML file, or the built-in `article` or `quick`): every cohort, in
+    /// an interleaved order, resumable, then the comparison and report.html.
+    Study(crate::study::StudyArgs),
+}
+
+/// Run one cohort of bench-worker processes on this node.
 #[derive(Debug, Parser)]
 #[command(
     name = "bench-cohort",

@@ -112,8 +112,13 @@ fn compare_writes_json_markdown_and_a_self_contained_page() {
     let md = std::fs::read_to_string(report.join("comparison.md")).unwrap();
     assert_eq!(md, String::from_utf8(o.stdout).unwrap());
     let html = std::fs::read_to_string(report.join("report.html")).unwrap();
-    // One CDF and one rate plot per cohort, one aggregate plot per workload.
-    assert_eq!(html.matches("<svg").count(), 4 * 2 + 2);
+    // The verdict's two charts (per worker against solo, aggregate against worker count),
+    // then one latency-by-percentile plot per cohort, each folded under <details>.
+    assert_eq!(html.matches("<svg").count(), 2 + 4);
+    assert_eq!(html.matches("<details>").count(), 4 + c.repeats.len());
+    let verdict = html.find("<h2>Verdict</h2>").unwrap();
+    assert!(verdict < html.find("<svg").unwrap());
+    assert!(html.find("<svg").unwrap() < html.find("<details>").unwrap());
     // Nothing loaded from elsewhere: no scripts, stylesheets, images or links by URL.
     for needle in ["src=", "href=", "<script", "<link", "@import", "url("] {
         assert!(!html.contains(needle), "report.html contains {needle}");

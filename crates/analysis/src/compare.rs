@@ -185,6 +185,8 @@ fn compare_cohort(
                 rate_vs_solo: solo.map(|b| ratio(w.samples_per_s, b.samples_per_s)),
                 p99_vs_solo: solo.map(|b| ratio(w.latency_ms.p99, b.p99_ms)),
                 latency_cdf_ms: w.latency_cdf_ms.clone(),
+                latency_ms: Some(w.latency_ms),
+                batches: Some(w.batches),
             })
             .collect();
         groups.insert(

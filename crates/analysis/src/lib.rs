@@ -63,8 +63,10 @@ pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
 pub use isolation::isolation_dirs;
 pub use report::{
-    render_comparison_markdown, render_isolation_markdown, render_isolation_table, render_markdown,
-    render_report_html, render_table, write_report,
+    CapacityRow, ContextCohort, IsolationRow, ReportContext, render_comparison_markdown,
+    render_comparison_markdown_with, render_isolation_markdown, render_isolation_table,
+    render_markdown, render_report_html, render_report_html_with, render_table, write_report,
+    write_report_with,
 };
 pub use serve::{
     BACKLOG_BATCHES, BACKLOG_FRACTION, EARLY_STOPPING_CONFIDENCE, GROWTH_FLOOR_NS, GROWTH_RATIO,

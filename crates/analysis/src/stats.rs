@@ -28,6 +28,16 @@ pub const P90: u32 = 900;
 pub const P99: u32 = 990;
 /// 99.9th percentile, parts per thousand.
 pub const P999: u32 = 999;
+/// 99.99th percentile, parts per ten thousand (finer than the permille constants above).
+pub const P9999_PER_10K: u64 = 9999;
+
+/// The 1-based nearest rank of the percentile `per_10k / 10000` among `n` values (the same rule
+/// as [`nearest_rank`], at a finer step, for p99.99).
+#[must_use]
+pub fn nearest_rank_10k(n: u64, per_10k: u64) -> u64 {
+    let rank = (u128::from(per_10k.min(10_000)) * u128::from(n)).div_ceil(10_000);
+    (rank as u64).clamp(1, n.max(1))
+}
 
 /// The 1-based nearest rank of percentile `permille` among `n` values: `ceil(permille * n /
 /// 1000)`, at least 1 and at most `n`. `n` must be positive.
@@ -119,6 +129,7 @@ pub fn latency_ms(parts: &[&[u64]]) -> Option<LatencyMs> {
         nearest_rank(n, P90),
         nearest_rank(n, P99),
         nearest_rank(n, P999),
+        nearest_rank_10k(n, P9999_PER_10K),
     ];
     let picked = if let [one] = parts {
         ranks.iter().map(|&r| one[(r - 1) as usize]).collect()
@@ -131,6 +142,7 @@ pub fn latency_ms(parts: &[&[u64]]) -> Option<LatencyMs> {
         p90: ms(picked[1]),
         p99: ms(picked[2]),
         p999: ms(picked[3]),
+        p9999: Some(ms(picked[4])),
         mean: mean_ns / NS_PER_MS,
         stddev: stddev_ns / NS_PER_MS,
         min: ms(min),
@@ -212,6 +224,17 @@ pub fn estimate(values: &[f64]) -> Option<Estimate> {
     reason = "the figures are exact by construction and the tests assert them exactly"
 )]
 mod tests {
+    #[test]
+    fn p99_99_takes_the_nearest_rank_at_a_finer_step() {
+        assert_eq!(nearest_rank_10k(10_000, P9999_PER_10K), 9999);
+        assert_eq!(nearest_rank_10k(20_000, P9999_PER_10K), 19_998);
+        // Below 10000 values it is the maximum.
+        assert_eq!(nearest_rank_10k(5_000, P9999_PER_10K), 5_000);
+        let values: Vec<u64> = (1..=20_000).collect();
+        let l = latency_ms(&[&values[..10_000], &values[10_000..]]).unwrap();
+        assert_eq!(l.p9999, Some(19_998.0 / 1e6));
+    }
+
     use super::*;
 
     #[test]

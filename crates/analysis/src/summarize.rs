@@ -565,6 +565,7 @@ const ZERO_LATENCY: coload_cohort_schema::LatencyMs = coload_cohort_schema::Late
     p90: 0.0,
     p99: 0.0,
     p999: 0.0,
+    p9999: None,
     mean: 0.0,
     stddev: 0.0,
     min: 0.0,

@@ -135,6 +135,10 @@ pub struct LatencyMs {
     pub p99: f64,
     /// 99.9th percentile (needs at least 1000 batches).
     pub p999: f64,
+    /// 99.99th percentile (needs at least 10000 batches; below that it is the maximum). Added
+    /// for the report's percentile plot (issue 16); `null` in summaries written before.
+    #[serde(default)]
+    pub p9999: Option<f64>,
     /// Arithmetic mean.
     pub mean: f64,
     /// Sample standard deviation (n - 1), 0 for one batch.
@@ -458,6 +462,14 @@ pub struct WorkerComparison {
     pub p99_vs_solo: Option<f64>,
     /// The worker's latency CDF (see [`WorkerSummary::latency_cdf_ms`]), for the report's plot.
     pub latency_cdf_ms: Vec<f64>,
+    /// The worker's latency statistics (the tail percentiles for the report's percentile
+    /// plot). `null` in comparisons written before issue 16.
+    #[serde(default)]
+    pub latency_ms: Option<LatencyMs>,
+    /// Batches kept in the common interval: how far into the tail its percentiles mean
+    /// anything (p99.9 needs 1000). `null` in comparisons written before issue 16.
+    #[serde(default)]
+    pub batches: Option<u64>,
 }
 
 /// Cohorts of one shape: same mode, workload mix, count and configuration.

@@ -1,14 +1,54 @@
-//! What the comparison says (`comparison.md`, `report.html`): its [`Document`] and its figures.
+//! What the comparison says (`comparison.md`, `report.html`), as one [`Document`] that leads
+//! with the verdict:
+//!
+//! 1. the title and the study's notes;
+//! 2. **Verdict**: which policy meets each need and which does not, with the numbers; the
+//!    per-worker chart (rate and p99 against solo by shape and policy) beside the scaling chart
+//!    (aggregate throughput against worker count); capacity at the objective and memory
+//!    isolation when the study measured them; the same figures as a table;
+//! 3. below, folded: each cohort (its tables and its latency-by-percentile plot), the
+//!    baselines, the "why" table, the repeats with their confidence intervals, every cohort of
+//!    the study with its outcome (failures are listed, never dropped), warnings and caveats.
 
-use coload_cohort_schema::{Comparison, Workload};
+use coload_cohort_schema::{CohortComparison, Comparison, Workload};
 
+use super::ReportContext;
+use super::charts;
 use super::document::{Document, Figure, Table, f2, f3, group_label, mix, opt};
-use super::plots::{aggregate_svg, cdf_svg, rate_svg};
+use super::svg::num;
+use super::verdict::{self, Verdict};
 
-/// The comparison's text: baselines, every cohort against them, repeats, warnings and caveats.
-pub(crate) fn document(c: &Comparison) -> Document {
+/// What the ratios mean, said once under the verdict.
+const RATIO_NOTE: &str = "rate ÷ solo = a worker's samples/s over the same workload's solo \
+     samples/s (below 1 is a slowdown); p99 ÷ solo = its p99 batch latency over the solo's (above \
+     1 is a slowdown); aggregate ÷ solo = all workers of the group together over one worker \
+     alone. Each figure is the mean over the shape's repeated cohorts; training and inference \
+     are never added together.";
+
+/// The comparison as a document, with the study's `ctx` (title, notes, policy names, outcomes,
+/// and the capacity and isolation results when measured).
+pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
+    let v = verdict::verdict(c, ctx);
     let mut doc = Document::default();
-    doc.heading(1, "coload comparison");
+    doc.heading(
+        1,
+        if ctx.title.is_empty() {
+            "coload comparison"
+        } else {
+            &ctx.title
+        },
+    );
+    for n in &ctx.notes {
+        doc.para(n.clone());
+    }
+    verdict_section(c, ctx, &v, &mut doc);
+    doc.heading(2, "Cohorts");
+    doc.para(
+        "One folded section per cohort: its groups and workers against solo, and each worker's \
+         batch latency by percentile (the tail axis is logarithmic: 90, 99, 99.9 % are equally \
+         spaced; a line ends at the slowest batch, at its own rank 1 - 1/n).",
+    );
+    cohorts(c, ctx, &v, &mut doc);
     doc.heading(2, "Baselines");
     if c.baselines.is_empty() {
         doc.para("No solo baseline given: no ratios against solo.");
@@ -25,14 +65,6 @@ pub(crate) fn document(c: &Comparison) -> Document {
         }
         doc.table(t);
     }
-    doc.heading(2, "Cohorts");
-    doc.para(
-        "rate vs solo = samples/s / solo samples/s (below 1 is a slowdown); p99 vs solo = p99 / \
-         solo p99 (above 1 is a slowdown); aggregate vs solo above 1 means the co-located \
-         workers together did more than one worker alone. Training and inference are never \
-         added together.",
-    );
-    cohorts(c, &mut doc);
     // The "why" view (issue 15): GPM activity and energy beside rate and tail, when recorded.
     if let Some(t) = super::why::comparison_why(c) {
         doc.heading(2, "Why: GPU activity and energy");
@@ -46,6 +78,20 @@ pub(crate) fn document(c: &Comparison) -> Document {
          interval of the mean (none for a single cohort).",
     );
     repeats(c, &mut doc);
+    if !ctx.cohorts.is_empty() {
+        doc.heading(2, "Every cohort of the study");
+        let mut t = Table::new(&["cohort", "policy", "workers", "outcome", "note"]);
+        for k in &ctx.cohorts {
+            t.row(vec![
+                k.name.clone(),
+                k.policy.clone(),
+                k.workers.clone(),
+                k.outcome.clone(),
+                k.note.clone(),
+            ]);
+        }
+        doc.table(t);
+    }
     doc.warnings_and_caveats(
         c.warnings
             .iter()
@@ -56,36 +102,185 @@ pub(crate) fn document(c: &Comparison) -> Document {
     doc
 }
 
-/// Per cohort: its groups against solo, then its workers against solo.
-fn cohorts(c: &Comparison, doc: &mut Document) {
-    for cohort in &c.cohorts {
-        doc.heading(
-            3,
-            format!(
-                "{}: mode {}, {} workers ({}), {}, common interval {:.3} s",
-                cohort.experiment,
-                cohort.mode,
-                cohort.count,
-                mix(&cohort.workload_mix),
-                cohort.execution,
-                cohort.common_s
+/// The verdict: the findings, the charts, memory isolation when measured, and the figures as
+/// a table.
+fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document) {
+    doc.heading(2, "Verdict");
+    doc.findings(v.sentences.clone());
+    let mut figs = Vec::new();
+    if let Some(svg) = charts::per_worker(v) {
+        let mut mixes: Vec<String> = v
+            .cells
+            .iter()
+            .filter(|c| c.shape.mixed)
+            .map(|c| {
+                c.shape
+                    .label()
+                    .split(':')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        mixes.dedup();
+        figs.push(Figure {
+            svg,
+            caption: format!(
+                "Each worker against running alone, by shape (x) and policy (colour); the dashed \
+                 line is solo. Hover a bar for its figures.{}",
+                if mixes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" mix = {}.", mixes.join("; "))
+                }
             ),
-        );
+        });
+    }
+    if let Some(svg) = charts::scaling(c, v, ctx) {
+        figs.push(Figure {
+            svg,
+            caption: "All workers of a homogeneous cohort together, by worker count and policy; \
+                      dots are cohorts, lines their means, the dashed line one worker alone. \
+                      Exclusive with several workers means one GPU each."
+                .into(),
+        });
+    }
+    if let Some(svg) = charts::capacity(v, &ctx.capacity) {
+        figs.push(Figure {
+            svg,
+            caption: "Requests per second each policy sustains while meeting the objective.".into(),
+        });
+    }
+    doc.figures(figs);
+    if !ctx.isolation.is_empty() {
+        let mut t = Table::new(&["policy", "mode", "outcome", "others kept running", "note"]);
+        for r in &ctx.isolation {
+            t.row(vec![
+                r.policy.clone(),
+                r.mode.to_string(),
+                r.outcome.clone(),
+                if r.isolated { "yes" } else { "no" }.to_owned(),
+                r.note.clone(),
+            ]);
+        }
+        doc.heading(3, "Memory isolation");
+        doc.table(t);
+    }
+    doc.para(RATIO_NOTE);
+    doc.table(verdict_table(v));
+}
+
+/// The verdict's figures as a table: one row per shape and policy.
+fn verdict_table(v: &Verdict) -> Table {
+    let mut t = Table::new(&[
+        "shape",
+        "policy",
+        "cohorts",
+        "per-worker samples/s",
+        "rate ÷ solo",
+        "p99 ms",
+        "p99 ÷ solo",
+        "aggregate samples/s",
+        "aggregate ÷ solo",
+        "Jain",
+    ]);
+    for c in &v.cells {
+        let p = &v.policies[c.policy];
+        t.row(vec![
+            c.shape.label(),
+            if c.across_gpus {
+                format!("{} ({} GPUs)", p.label, c.shape.count)
+            } else {
+                p.label.clone()
+            },
+            c.cohorts.to_string(),
+            f2(c.rate),
+            opt(c.rate_vs_solo, 3),
+            f3(c.p99_ms),
+            opt(c.p99_vs_solo, 2),
+            f2(c.aggregate),
+            opt(c.aggregate_vs_solo, 3),
+            format!("{:.4}", c.jain),
+        ]);
+    }
+    t
+}
+
+/// One line that says what a cohort did: `7 train, per worker 0.15× solo, p99 5.9× solo`.
+fn cohort_line(k: &CohortComparison) -> String {
+    let mut parts = Vec::new();
+    for (w, g) in &k.groups {
+        let n = g.per_worker.len().max(1) as f64;
+        let rate: Option<f64> = g
+            .per_worker
+            .iter()
+            .map(|p| p.rate_vs_solo)
+            .sum::<Option<f64>>()
+            .map(|s| s / n);
+        let p99: Option<f64> = g
+            .per_worker
+            .iter()
+            .map(|p| p.p99_vs_solo)
+            .sum::<Option<f64>>()
+            .map(|s| s / n);
+        parts.push(match (rate, p99) {
+            (Some(r), Some(p)) => format!("{w} {}× solo, p99 {}×", num(r), num(p)),
+            _ => format!(
+                "{w} {} samples/s per worker",
+                num(g.aggregate_samples_per_s / n)
+            ),
+        });
+    }
+    parts.join("; ")
+}
+
+/// Per cohort, folded: its groups and workers against solo and its percentile plot.
+fn cohorts(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document) {
+    // The baselines' own cohorts, for the grey reference lines.
+    let solo: Vec<(Workload, &CohortComparison)> = c
+        .baselines
+        .iter()
+        .filter_map(|(w, b)| {
+            c.cohorts
+                .iter()
+                .find(|k| k.experiment == b.experiment)
+                .map(|k| (*w, k))
+        })
+        .collect();
+    for cohort in &c.cohorts {
+        let label = verdict::policy_label(ctx, cohort);
+        let color = v
+            .policies
+            .iter()
+            .find(|p| p.label == label)
+            .map_or("#555", |p| p.color);
+        let mut inner = Document::default();
+        inner.para(format!(
+            "Experiment {}: mode {}, {} workers ({}), {}, common interval {:.3} s.",
+            cohort.experiment,
+            cohort.mode,
+            cohort.count,
+            mix(&cohort.workload_mix),
+            cohort.execution,
+            cohort.common_s
+        ));
         let mut g = Table::new(&[
             "group",
             "workers",
             "aggregate samples/s",
-            "aggregate vs solo",
-            "jain",
+            "aggregate ÷ solo",
+            "Jain",
             "p99 ms",
         ]);
         let mut w = Table::new(&[
             "replica",
             "workload",
             "samples/s",
-            "rate vs solo",
+            "rate ÷ solo",
+            "p50 ms",
             "p99 ms",
-            "p99 vs solo",
+            "p99.9 ms",
+            "p99 ÷ solo",
         ]);
         for (workload, grp) in &cohort.groups {
             g.row(vec![
@@ -102,31 +297,42 @@ fn cohorts(c: &Comparison, doc: &mut Document) {
                     workload.to_string(),
                     f2(pw.samples_per_s),
                     opt(pw.rate_vs_solo, 3),
+                    opt(pw.latency_ms.map(|l| l.p50), 3),
                     f3(pw.p99_ms),
+                    opt(pw.latency_ms.map(|l| l.p999), 3),
                     opt(pw.p99_vs_solo, 3),
                 ]);
             }
         }
-        doc.table(g);
-        doc.table(w);
+        inner.table(g);
+        inner.table(w);
+        inner.figures(vec![Figure {
+            svg: charts::percentiles(cohort, color, &solo),
+            caption: format!(
+                "Batch latency by percentile, cohort {}: one line per worker.",
+                cohort.experiment
+            ),
+        }]);
+        let name = ctx
+            .cohorts
+            .iter()
+            .find(|k| k.experiment.as_deref() == Some(cohort.experiment.as_str()))
+            .map_or(cohort.experiment.as_str(), |k| k.name.as_str());
+        doc.details(
+            format!(
+                "{label} · {} · {} · {name}",
+                mix(&cohort.workload_mix),
+                cohort_line(cohort)
+            ),
+            inner,
+        );
     }
 }
 
 /// Per shape of repeated cohorts: the estimates, then each cohort's values behind them.
 fn repeats(c: &Comparison, doc: &mut Document) {
     for r in &c.repeats {
-        doc.heading(
-            3,
-            format!(
-                "mode {}, {} workers ({}), {}: {} cohort{}",
-                r.mode,
-                r.count,
-                mix(&r.workload_mix),
-                r.execution,
-                r.experiments.len(),
-                if r.experiments.len() == 1 { "" } else { "s" }
-            ),
-        );
+        let mut inner = Document::default();
         let mut t = Table::new(&["group", "quantity", "n", "mean", "stddev", "95% CI"]);
         let mut pts = Table::new(&[
             "experiment",
@@ -164,35 +370,19 @@ fn repeats(c: &Comparison, doc: &mut Document) {
                 ]);
             }
         }
-        doc.table(t);
-        doc.table(pts);
-    }
-}
-
-/// The comparison's plots: per cohort the latency CDF of each worker and each worker's rate
-/// against solo; per workload present, the aggregate rate against worker count per mode.
-pub(crate) fn figures(c: &Comparison) -> Vec<Figure> {
-    let mut out = Vec::new();
-    for cohort in &c.cohorts {
-        out.push(Figure {
-            svg: cdf_svg(cohort),
-            caption: format!("Latency CDF per worker, cohort {}", cohort.experiment),
-        });
-        out.push(Figure {
-            svg: rate_svg(cohort),
-            caption: format!(
-                "Per-worker rate against solo, cohort {} (1 = as fast as alone)",
-                cohort.experiment
+        inner.table(t);
+        inner.table(pts);
+        doc.details(
+            format!(
+                "mode {}, {} workers ({}), {}: {} cohort{}",
+                r.mode,
+                r.count,
+                mix(&r.workload_mix),
+                r.execution,
+                r.experiments.len(),
+                if r.experiments.len() == 1 { "" } else { "s" }
             ),
-        });
+            inner,
+        );
     }
-    for workload in [Workload::Train, Workload::Infer, Workload::Serve] {
-        if c.cohorts.iter().any(|k| k.groups.contains_key(&workload)) {
-            out.push(Figure {
-                svg: aggregate_svg(c, workload),
-                caption: format!("Aggregate {workload} samples/s against worker count, per mode"),
-            });
-        }
-    }
-    out
 }

@@ -41,6 +41,25 @@ impl Document {
         self.blocks.push(Block::List(items));
     }
 
+    /// Appends a list of findings: each a short lead (the need) and what the data say.
+    pub(crate) fn findings(&mut self, items: Vec<(String, String)>) {
+        self.blocks.push(Block::Findings(items));
+    }
+
+    /// Appends figures shown side by side where the output can (HTML); others leave them out.
+    pub(crate) fn figures(&mut self, figures: Vec<Figure>) {
+        if !figures.is_empty() {
+            self.blocks.push(Block::Figures(figures));
+        }
+    }
+
+    /// Appends a section folded under `summary` where the output can (HTML `<details>`); others
+    /// show `summary` as a level-3 heading with the blocks under it.
+    pub(crate) fn details(&mut self, summary: impl Into<String>, inner: Document) {
+        self.blocks
+            .push(Block::Details(summary.into(), inner.blocks));
+    }
+
     /// Appends the closing sections every report has: `Warnings` (only when there are any),
     /// then `Caveats`.
     pub(crate) fn warnings_and_caveats(&mut self, warnings: Vec<String>, caveats: &[String]) {
@@ -64,6 +83,12 @@ pub(crate) enum Block {
     Table(Table),
     /// A bulleted list.
     List(Vec<String>),
+    /// Findings: (lead, text) pairs, the lead set in bold.
+    Findings(Vec<(String, String)>),
+    /// Figures side by side (HTML only).
+    Figures(Vec<Figure>),
+    /// A folded section: its summary line and its blocks.
+    Details(String, Vec<Block>),
 }
 
 /// A table of text cells under a header. Outputs align the first column left and the others

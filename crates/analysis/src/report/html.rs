@@ -1,32 +1,62 @@
-//! HTML output: a [`Document`] and its figures as one self-contained page (`report.html`), with
-//! the style inline and the plots as inline SVG, so that the page opens offline with no external
-//! asset.
+//! HTML output: a [`Document`] as one self-contained page (`report.html`): the style inline, the
+//! charts as inline SVG, no script and no external asset, so the page opens offline and reads
+//! the same in any browser.
+//!
+//! Figures sit side by side (they wrap on a narrow screen); folded sections are `<details>`, so
+//! the first screen holds the verdict and everything per cohort is one click away.
 
 use std::fmt::Write as _;
 
 use super::document::{Block, Document, Figure, Table};
 
-const STYLE: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;\
-color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;\
-padding:.2em .6em;text-align:right}th:first-child,td:first-child{text-align:left}\
-th{background:#f3f3f3}figure{margin:1em 0}figcaption{font-size:.9em;color:#555}";
+/// The page's style: a readable system font, tables with light rules, the charts' text classes
+/// (see [`super::svg`]): tick labels, axis titles with units, light grid lines, dashed
+/// reference lines.
+const STYLE: &str = "\
+:root{--ink:#1d232a;--muted:#5b6770;--rule:#d9dee2}
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'Noto Sans','DejaVu Sans',sans-serif;\
+font-size:16px;line-height:1.45;color:var(--ink);max-width:1240px;margin:1.2em auto;padding:0 1.2em}
+h1{font-size:1.6em;margin:.2em 0 .3em}h2{font-size:1.25em;margin:1.4em 0 .4em;\
+border-bottom:1px solid var(--rule);padding-bottom:.2em}h3{font-size:1.05em}
+p.note{color:var(--muted);margin:.2em 0}
+ul.findings{margin:.6em 0 .8em;padding-left:1.2em}ul.findings li{margin:.25em 0}
+.figures{display:flex;flex-wrap:wrap;gap:16px 24px;align-items:flex-start}
+figure{margin:.4em 0}figcaption{font-size:.85em;color:var(--muted);max-width:600px}
+table{border-collapse:collapse;margin:.5em 0 1.2em;font-size:.9em;font-variant-numeric:tabular-nums}
+th,td{border-bottom:1px solid var(--rule);padding:.25em .7em;text-align:right}
+th.t,td.t{text-align:left}th{font-weight:600;border-bottom:2px solid #aab3ba}
+details{border:1px solid var(--rule);border-radius:6px;padding:.3em .8em;margin:.4em 0}
+details[open]{padding-bottom:.8em}summary{cursor:pointer;font-weight:600}
+svg.chart{font-family:inherit;max-width:100%;height:auto}
+svg .tick{font-size:12px;fill:#3d464d}svg .axis-title{font-size:13px;fill:#3d464d}
+svg .panel-title{font-size:13px;font-weight:600;fill:var(--ink)}svg .legend{font-size:13px;fill:var(--ink)}
+svg .grid{stroke:#e6e9ec;stroke-width:1}svg .axis{stroke:#8a949b;stroke-width:1}
+svg .ref{stroke:#333;stroke-width:1;stroke-dasharray:5 4}svg .ref-label{font-size:11px;fill:#333}
+svg .legend-line{stroke:none}";
 
-/// The page: `title`, the document's blocks, then the figures under a `Plots` heading.
-pub(crate) fn page(title: &str, doc: &Document, figures: &[Figure]) -> String {
+/// The page: `title`, then the document's blocks.
+pub(crate) fn page(title: &str, doc: &Document) -> String {
     let mut out = format!(
         "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>{}</title>\n<style>",
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>\n",
         escape_html(title)
     );
     out.push_str(STYLE);
-    out.push_str("</style>\n</head>\n<body>\n");
-    for b in &doc.blocks {
+    out.push_str("\n</style>\n</head>\n<body>\n");
+    blocks(&mut out, &doc.blocks);
+    out.push_str("</body>\n</html>\n");
+    out
+}
+
+fn blocks(out: &mut String, list: &[Block]) {
+    for b in list {
         match b {
             Block::Heading(level, text) => {
                 let _ = writeln!(out, "<h{level}>{}</h{level}>", escape_html(text));
             }
             Block::Para(text) => {
-                let _ = writeln!(out, "<p>{}</p>", escape_html(text));
+                let _ = writeln!(out, "<p class=\"note\">{}</p>", escape_html(text));
             }
             Block::Table(t) => out.push_str(&table(t)),
             Block::List(items) => {
@@ -36,33 +66,81 @@ pub(crate) fn page(title: &str, doc: &Document, figures: &[Figure]) -> String {
                 }
                 out.push_str("</ul>\n");
             }
+            Block::Findings(items) => {
+                out.push_str("<ul class=\"findings\">\n");
+                for (lead, text) in items {
+                    let _ = writeln!(
+                        out,
+                        "<li><strong>{}</strong> {}</li>",
+                        escape_html(lead),
+                        escape_html(text)
+                    );
+                }
+                out.push_str("</ul>\n");
+            }
+            Block::Figures(figures) => {
+                out.push_str("<div class=\"figures\">\n");
+                for f in figures {
+                    out.push_str(&figure(f));
+                }
+                out.push_str("</div>\n");
+            }
+            Block::Details(summary, inner) => {
+                let _ = writeln!(
+                    out,
+                    "<details>\n<summary>{}</summary>",
+                    escape_html(summary)
+                );
+                blocks(out, inner);
+                out.push_str("</details>\n");
+            }
         }
     }
-    if !figures.is_empty() {
-        out.push_str("<h2>Plots</h2>\n");
-    }
-    for f in figures {
-        let _ = writeln!(
-            out,
-            "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>",
-            f.svg,
-            escape_html(&f.caption)
-        );
-    }
-    out.push_str("</body>\n</html>\n");
-    out
+}
+
+fn figure(f: &Figure) -> String {
+    format!(
+        "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>\n",
+        f.svg,
+        escape_html(&f.caption)
+    )
+}
+
+/// Whether a cell reads as a figure (right-aligned): a number, `-`, or an interval.
+fn is_figure(cell: &str) -> bool {
+    let c = cell.trim();
+    c == "-"
+        || c.starts_with('[')
+        || c.parse::<f64>().is_ok()
+        || c.split(" / ").all(|p| p.trim().parse::<f64>().is_ok())
 }
 
 fn table(t: &Table) -> String {
+    // Columns of figures align right, columns of words left (the first one always left).
+    let text_col: Vec<bool> = (0..t.header.len())
+        .map(|i| {
+            i == 0
+                || t.rows
+                    .iter()
+                    .any(|r| r.get(i).is_some_and(|c| !is_figure(c)))
+        })
+        .collect();
+    let class = |i: usize| {
+        if text_col.get(i).copied().unwrap_or(false) {
+            " class=\"t\""
+        } else {
+            ""
+        }
+    };
     let mut out = String::from("<table>\n<thead><tr>");
-    for h in &t.header {
-        let _ = write!(out, "<th>{}</th>", escape_html(h));
+    for (i, h) in t.header.iter().enumerate() {
+        let _ = write!(out, "<th{}>{}</th>", class(i), escape_html(h));
     }
     out.push_str("</tr></thead>\n<tbody>\n");
     for r in &t.rows {
         out.push_str("<tr>");
-        for c in r {
-            let _ = write!(out, "<td>{}</td>", escape_html(c));
+        for (i, c) in r.iter().enumerate() {
+            let _ = write!(out, "<td{}>{}</td>", class(i), escape_html(c));
         }
         out.push_str("</tr>\n");
     }

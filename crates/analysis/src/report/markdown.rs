@@ -8,7 +8,14 @@ use super::document::{Block, Document, Table};
 /// `-` lists, blocks separated by one blank line, ending with one newline.
 pub(crate) fn markdown(doc: &Document) -> String {
     let mut out = String::new();
-    for b in &doc.blocks {
+    blocks(&mut out, &doc.blocks);
+    out.truncate(out.trim_end().len());
+    out.push('\n');
+    out
+}
+
+fn blocks(out: &mut String, list: &[Block]) {
+    for b in list {
         match b {
             Block::Heading(level, text) => {
                 let _ = writeln!(out, "{} {text}\n", "#".repeat(*level));
@@ -26,11 +33,20 @@ pub(crate) fn markdown(doc: &Document) -> String {
                 }
                 out.push('\n');
             }
+            Block::Findings(items) => {
+                for (lead, text) in items {
+                    let _ = writeln!(out, "- **{lead}** {text}");
+                }
+                out.push('\n');
+            }
+            // The charts are in report.html; the tables beside them hold the same figures.
+            Block::Figures(_) => {}
+            Block::Details(summary, inner) => {
+                let _ = writeln!(out, "### {summary}\n");
+                blocks(out, inner);
+            }
         }
     }
-    out.truncate(out.trim_end().len());
-    out.push('\n');
-    out
 }
 
 /// A pipe table, the first column left-aligned and the others right-aligned.

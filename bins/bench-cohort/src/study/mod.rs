@@ -1,0 +1,782 @@
+//! `bench-cohort study PLAN --out DIR`: a whole study on one node in one command.
+//!
+//! The plan ([`plan`]) lists cohorts by policy and mix with their repeats; the node ([`node`])
+//! decides which of them it offers and on which GPUs; earlier runs of the same study are read
+//! back ([`resume`]) so that complete cohorts are skipped and failed ones kept; the queue runs on
+//! the lanes ([`schedule`]), each cohort as a `bench-cohort` process of its own (the same code
+//! path as running it by hand, its log beside its artifacts); [`index`] records every cohort's
+//! outcome after each one ends; at the end the complete cohorts are compared against the solo
+//! baselines and the report is written.
+//!
+//! Layout of `DIR`: `plan.toml` (the plan's text), `index.json`, `cohorts/<name>/` per cohort
+//! (bench-cohort's folder plus `cohort.log`), `cohorts/<name>.failed-<k>/` for failed runs,
+//! `report/` (`comparison.json`, `comparison.md`, `report.html`).
+
+pub(crate) mod index;
+pub(crate) mod node;
+pub(crate) mod plan;
+mod progress;
+pub(crate) mod resume;
+pub(crate) mod schedule;
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use coload_cohort_schema::{CohortSummary, exit};
+
+use self::index::{Entry, INDEX_VERSION, Index, Outcome};
+use self::node::{Node, Placement};
+use self::plan::{Job, Plan};
+use self::resume::{FAILURE_FILE, FailureRecord, Found};
+use self::schedule::{Estimate, Events, RunResult};
+
+/// Exit code of a study that stopped before its end because of `--time-budget-s`: run the same
+/// command again to go on (sysexits' EX_TEMPFAIL).
+pub(crate) const STUDY_UNFINISHED: u8 = 75;
+
+/// Exit code after Ctrl-C (128 + SIGINT, as bench-cohort uses).
+const INTERRUPTED: u8 = 130;
+
+/// Expected seconds outside the window for one cohort until one has been measured: process
+/// start, libtorch load, warmup, barrier, writing and the summary.
+const SETUP_S_GPU: f64 = 25.0;
+const SETUP_S_CPU: f64 = 8.0;
+
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent command-line switches, as clap derives them"
+)]
+/// Run a study plan. Examples: `bench-cohort study quick --out runs/quick`,
+/// `bench-cohort study article --out runs/article`, `bench-cohort study my-plan.toml --out DIR`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StudyArgs {
+    /// The plan: `article` or `quick` (built in), or a TOML plan file (docs/study.md)
+    #[arg(value_name = "PLAN")]
+    pub(crate) plan: String,
+
+    /// Study folder: index.json, cohorts/<name>/ per cohort, report/ (report.html). Run the
+    /// same command again to resume: complete cohorts are skipped
+    #[arg(long)]
+    pub(crate) out: PathBuf,
+
+    /// Run again the cohorts that failed in an earlier run (their folders are kept, renamed
+    /// <name>.failed-<k>)
+    #[arg(long)]
+    pub(crate) retry_failed: bool,
+
+    /// GPU indices to use as lanes, e.g. 0,1 (default: the plan's `lanes`, else every GPU, or
+    /// the indices in CUDA_VISIBLE_DEVICES)
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) gpus: Vec<u32>,
+
+    /// Every cohort's window, seconds, instead of the plan's (a rehearsal; a study folder holds
+    /// one window length, so use another --out)
+    #[arg(long)]
+    pub(crate) window_s: Option<f64>,
+
+    /// Start no cohort that would not end within this many seconds; the rest are left for the
+    /// next run of the same command (exit 75)
+    #[arg(long)]
+    pub(crate) time_budget_s: Option<f64>,
+
+    /// Print the cohorts in order, where each would run and the expected duration; run nothing
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+
+    /// The bench-worker executable (default: next to this one)
+    #[arg(long)]
+    pub(crate) worker_bin: Option<PathBuf>,
+
+    /// Plain progress lines even on a terminal
+    #[arg(long)]
+    pub(crate) no_progress_bar: bool,
+
+    /// Describe the node from this saved `nvidia-smi -L` output instead of asking the machine
+    /// (to plan for another node with --dry-run)
+    #[arg(long, value_name = "FILE")]
+    pub(crate) node_listing: Option<PathBuf>,
+
+    /// With --node-listing: that node has nvidia-cuda-mps-control
+    #[arg(long, requires = "node_listing")]
+    pub(crate) node_mps: bool,
+}
+
+/// Why a study could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StudyError {
+    /// The plan is bad.
+    #[error(transparent)]
+    Plan(#[from] plan::PlanError),
+    /// The command line or the node does not fit the plan.
+    #[error("{0}")]
+    Usage(String),
+    /// A file of the study could not be read or written.
+    #[error("{what} {}", .path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The index or the report could not be written.
+    #[error("cannot write {}", .0.display())]
+    Write(PathBuf, #[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The Ctrl-C handler could not be installed.
+    #[error("cannot install the Ctrl-C handler")]
+    Signals(#[from] ctrlc::Error),
+}
+
+impl StudyError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            StudyError::Plan(_) | StudyError::Usage(_) => exit::INVALID_INPUT,
+            StudyError::Io { .. } | StudyError::Write(..) => exit::WRITE_FAILED,
+            StudyError::Signals(_) => exit::INTERNAL,
+        }
+    }
+}
+
+/// Runs the study and maps errors to exit codes.
+pub(crate) fn main(args: &StudyArgs) -> ExitCode {
+    match run(args) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("error: {}", crate::error::chain(&err));
+            ExitCode::from(err.exit_code())
+        }
+    }
+}
+
+/// A cohort of the plan and what is known of it.
+#[derive(Debug)]
+struct Item {
+    job: Job,
+    entry: Entry,
+    /// To run in this run.
+    queued: bool,
+}
+
+fn entry(job: &Job) -> Entry {
+    Entry {
+        name: job.name.clone(),
+        policy: job.policy.clone(),
+        mode: job.mode.to_string(),
+        workers: job.workers.clone(),
+        repeat: job.repeat,
+        baseline: job.baseline,
+        outcome: Outcome::NotRun,
+        reason: None,
+        exit_code: None,
+        lanes: None,
+        duration_s: None,
+        experiment: None,
+        failed_dirs: Vec::new(),
+    }
+}
+
+fn relative(out: &Path, p: &Path) -> String {
+    p.strip_prefix(out).unwrap_or(p).display().to_string()
+}
+
+/// Runs the study; returns the exit code.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the study's steps in order: plan, node, resume, run, index, report"
+)]
+pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
+    let plan = Plan::load(&args.plan)?;
+    let node = match &args.node_listing {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| StudyError::Io {
+                what: "cannot read",
+                path: path.clone(),
+                source,
+            })?;
+            Node::from_listing(&text, args.node_mps)
+        }
+        None => Node::detect(),
+    };
+    let cpu = node.is_cpu();
+    if cpu && plan.needs_gpu {
+        return Err(StudyError::Usage(format!(
+            "plan `{}` measures GPU sharing and this node has no GPU (nvidia-smi lists none); \
+             run `bench-cohort study quick` to try the tool on the CPU",
+            plan.name
+        )));
+    }
+    let wanted = if !args.gpus.is_empty() {
+        Some(args.gpus.clone())
+    } else if let Some(l) = &plan.lanes {
+        Some(l.clone())
+    } else {
+        visible_indices()
+    };
+    let lanes = node.lanes(wanted.as_deref()).map_err(StudyError::Usage)?;
+    if let Some(w) = args.window_s
+        && !(w.is_finite() && w > 0.0)
+    {
+        return Err(StudyError::Usage(format!(
+            "--window-s must be a positive number of seconds, got {w}"
+        )));
+    }
+    let mut jobs = plan.jobs(cpu);
+    if let Some(w) = args.window_s {
+        for j in &mut jobs {
+            j.flags.insert("window-s".into(), w.into());
+        }
+    }
+    let cohorts_dir = args.out.join("cohorts");
+
+    // What the node offers and what earlier runs left.
+    let mut items: Vec<Item> = Vec::new();
+    for job in jobs {
+        let mut e = entry(&job);
+        let mut queued = false;
+        match node.place(&job, &lanes) {
+            Err(why) => {
+                e.outcome = Outcome::NotOffered;
+                e.reason = Some(why);
+            }
+            Ok(_) => match resume::inspect(&cohorts_dir, &job).map_err(StudyError::Usage)? {
+                Found::Complete { experiment } => {
+                    e.outcome = Outcome::AlreadyComplete;
+                    e.experiment = Some(experiment);
+                }
+                Found::Failed { dirs, last } => {
+                    e.failed_dirs = dirs.iter().map(|d| relative(&args.out, d)).collect();
+                    if args.retry_failed {
+                        queued = true;
+                    } else {
+                        e.outcome = Outcome::FailedEarlier;
+                        e.exit_code = last.as_ref().and_then(|l| l.exit_code);
+                        e.reason = Some(format!(
+                            "{} (run again with --retry-failed)",
+                            last.map_or_else(|| "failed earlier".to_owned(), |l| l.reason)
+                        ));
+                    }
+                }
+                Found::Partial => {
+                    if !args.dry_run {
+                        let to = resume::set_aside(&cohorts_dir, &job.name, "interrupted")
+                            .map_err(|source| StudyError::Io {
+                                what: "cannot set aside the unfinished folder",
+                                path: cohorts_dir.join(&job.name),
+                                source,
+                            })?;
+                        eprintln!(
+                            "{}: an earlier run left it unfinished; kept as {} and run again",
+                            job.name,
+                            relative(&args.out, &to)
+                        );
+                    }
+                    queued = true;
+                }
+                Found::New => queued = true,
+            },
+        }
+        items.push(Item {
+            job,
+            entry: e,
+            queued,
+        });
+    }
+
+    let estimator = Estimator {
+        setup_s: Cell::new(if cpu { SETUP_S_CPU } else { SETUP_S_GPU }),
+        measured: Cell::new((0.0, 0)),
+    };
+    let node_line = node.describe();
+    let lanes_line = if cpu {
+        "the CPU, one cohort at a time".to_owned()
+    } else {
+        format!("GPU(s) {lanes:?}")
+    };
+    eprintln!(
+        "study `{}` ({}): {} cohorts planned; this node: {node_line}; lanes: {lanes_line}",
+        plan.name,
+        plan.description.as_deref().unwrap_or(&plan.source),
+        items.len()
+    );
+    if args.dry_run {
+        print!("{}", dry_run(&items, &node, &lanes, &estimator));
+        return Ok(exit::COMPLETE);
+    }
+
+    create_dir(&cohorts_dir)?;
+    write_file(&args.out.join("plan.toml"), plan.text.as_bytes())?;
+    let mut index = Index {
+        schema_version: INDEX_VERSION,
+        plan: plan.name.clone(),
+        plan_source: plan.source.clone(),
+        node: node_line.clone(),
+        lanes: lanes.clone(),
+        cohorts: items.iter().map(|i| i.entry.clone()).collect(),
+    };
+    write_index(&args.out, &index)?;
+
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = Arc::clone(&interrupted);
+        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
+    }
+    let worker_bin = match &args.worker_bin {
+        Some(p) => p.clone(),
+        None => sibling("bench-worker")?,
+    };
+    if !worker_bin.exists() {
+        return Err(StudyError::Usage(format!(
+            "bench-worker not found at {} (build it, or pass --worker-bin)",
+            worker_bin.display()
+        )));
+    }
+    let queue: Vec<&Job> = items.iter().filter(|i| i.queued).map(|i| &i.job).collect();
+    let weights = queue
+        .iter()
+        .map(|j| (j.name.clone(), estimator.seconds(j).round() as u64))
+        .collect();
+    let bar = !args.no_progress_bar && std::io::stderr().is_terminal();
+    let mut events = StudyEvents {
+        progress: progress::Progress::new(bar, weights),
+        out: &args.out,
+        cohorts: &cohorts_dir,
+        index: &mut index,
+        estimator: &estimator,
+        interrupted: &interrupted,
+        write_error: None,
+    };
+    let mut launcher = schedule::ProcessLauncher {
+        bin: sibling("bench-cohort")?,
+        worker_bin,
+        cohorts: &cohorts_dir,
+        cpu,
+    };
+    events.progress.line(&format!(
+        "{} to run ({} already complete, {} failed earlier, {} not offered); expected about {}",
+        queue.len(),
+        items
+            .iter()
+            .filter(|i| i.entry.outcome == Outcome::AlreadyComplete)
+            .count(),
+        items
+            .iter()
+            .filter(|i| i.entry.outcome == Outcome::FailedEarlier)
+            .count(),
+        items
+            .iter()
+            .filter(|i| i.entry.outcome == Outcome::NotOffered)
+            .count(),
+        minutes(expected_wall_s(&queue, &node, &lanes, &estimator))
+    ));
+    let budget = args.time_budget_s.map(Duration::from_secs_f64);
+    let flag = Arc::clone(&interrupted);
+    let results = schedule::run(
+        &queue,
+        &node,
+        &lanes,
+        &mut launcher,
+        &mut events,
+        &estimator,
+        budget,
+        &move || flag.load(Ordering::SeqCst),
+        Duration::from_millis(100),
+    );
+    events.progress.finish();
+    if let Some(e) = events.write_error.take() {
+        return Err(e);
+    }
+    for (i, result, _) in &results {
+        if let RunResult::NotRun(why) = result {
+            let name = &queue[*i].name;
+            if let Some(e) = index.cohorts.iter_mut().find(|e| &e.name == name) {
+                e.outcome = Outcome::NotRun;
+                e.reason = Some(why.clone());
+            }
+        }
+    }
+    write_index(&args.out, &index)?;
+    println!("{}", index.table());
+    eprintln!("wrote {}", args.out.join("index.json").display());
+
+    report(&args.out, &plan, &node_line, &index)?;
+
+    let has = |o: Outcome| index.cohorts.iter().any(|e| e.outcome == o);
+    Ok(
+        if interrupted.load(Ordering::SeqCst) || has(Outcome::Interrupted) {
+            INTERRUPTED
+        } else if has(Outcome::Failed) || has(Outcome::FailedEarlier) {
+            exit::INCOMPLETE_COHORT
+        } else if has(Outcome::NotRun) {
+            STUDY_UNFINISHED
+        } else {
+            exit::COMPLETE
+        },
+    )
+}
+
+/// `CUDA_VISIBLE_DEVICES` as GPU indices, when it is a list of them.
+fn visible_indices() -> Option<Vec<u32>> {
+    let v = std::env::var("CUDA_VISIBLE_DEVICES").ok()?;
+    v.split(',')
+        .map(|s| s.trim().parse().ok())
+        .collect::<Option<Vec<u32>>>()
+        .filter(|l| !l.is_empty())
+}
+
+fn sibling(name: &str) -> Result<PathBuf, StudyError> {
+    std::env::current_exe()
+        .map(|p| p.with_file_name(name))
+        .map_err(|source| StudyError::Io {
+            what: "cannot find",
+            path: PathBuf::from("the current executable"),
+            source,
+        })
+}
+
+fn create_dir(path: &Path) -> Result<(), StudyError> {
+    std::fs::create_dir_all(path).map_err(|source| StudyError::Io {
+        what: "cannot create",
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), StudyError> {
+    std::fs::write(path, bytes).map_err(|source| StudyError::Io {
+        what: "cannot write",
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn write_index(out: &Path, index: &Index) -> Result<(), StudyError> {
+    let path = out.join("index.json");
+    coload_cohort_schema::write_json_atomic(&path, index)
+        .map_err(|e| StudyError::Write(path, Box::new(e)))
+}
+
+/// Expected seconds per cohort: its window and start lead, plus the setup time outside them,
+/// first a default, then the mean measured so far in this run.
+#[derive(Debug)]
+struct Estimator {
+    setup_s: Cell<f64>,
+    measured: Cell<(f64, u32)>,
+}
+
+impl Estimate for Estimator {
+    fn seconds(&self, job: &Job) -> f64 {
+        let window = job.flag_f64("window-s").unwrap_or(45.0);
+        let lead = job.flag_f64("start-lead-s").unwrap_or(5.0);
+        window + lead + self.setup_s.get()
+    }
+}
+
+impl Estimator {
+    fn observe(&self, job: &Job, elapsed: Duration) {
+        let window = job.flag_f64("window-s").unwrap_or(45.0);
+        let lead = job.flag_f64("start-lead-s").unwrap_or(5.0);
+        let setup = (elapsed.as_secs_f64() - window - lead).max(0.0);
+        let (sum, n) = self.measured.get();
+        self.measured.set((sum + setup, n + 1));
+        self.setup_s.set((sum + setup) / f64::from(n + 1));
+    }
+}
+
+/// Wall seconds for `queue` on `lanes`: greedy list scheduling of the estimates, with MPS
+/// cohorts one at a time and multi-GPU cohorts holding their lanes (the scheduler's rules,
+/// approximately).
+fn expected_wall_s(queue: &[&Job], node: &Node, lanes: &[u32], est: &dyn Estimate) -> f64 {
+    let n = lanes.len().max(1);
+    let mut lane_free = vec![0.0f64; n];
+    let mut host_free = 0.0f64;
+    for job in queue {
+        let p = node.place(job, lanes).ok();
+        let k = p.as_ref().map_or(1, |p| p.gpus.len().max(1)).min(n);
+        let host = p.as_ref().is_some_and(|p| p.host_exclusive);
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|a, b| lane_free[*a].total_cmp(&lane_free[*b]));
+        let held = &order[..k];
+        let mut start = held.iter().map(|i| lane_free[*i]).fold(0.0, f64::max);
+        if host {
+            start = start.max(host_free);
+        }
+        let end = start + est.seconds(job);
+        for i in held {
+            lane_free[*i] = end;
+        }
+        if host {
+            host_free = end;
+        }
+    }
+    lane_free.into_iter().fold(0.0, f64::max)
+}
+
+fn minutes(s: f64) -> String {
+    format!("{:.0} min ({:.0} s)", s / 60.0, s)
+}
+
+fn dry_run(items: &[Item], node: &Node, lanes: &[u32], est: &Estimator) -> String {
+    let mut out = String::from("order  cohort  workers  where  state  expected s\n");
+    let mut k = 0;
+    for i in items {
+        let (state, place) = if i.queued {
+            k += 1;
+            let p = node.place(&i.job, lanes).map(|p| placement_words(&p));
+            ("to run".to_owned(), p.unwrap_or_default())
+        } else {
+            (
+                format!(
+                    "{}{}",
+                    i.entry.outcome.as_str(),
+                    i.entry
+                        .reason
+                        .as_ref()
+                        .map_or_else(String::new, |r| format!(": {r}"))
+                ),
+                "-".to_owned(),
+            )
+        };
+        let _ = writeln!(
+            out,
+            "{:>5}  {}  {}  {}  {}  {:.0}",
+            if i.queued {
+                k.to_string()
+            } else {
+                "-".to_owned()
+            },
+            i.job.name,
+            i.job.workers,
+            place,
+            state,
+            if i.queued { est.seconds(&i.job) } else { 0.0 }
+        );
+    }
+    let queue: Vec<&Job> = items.iter().filter(|i| i.queued).map(|i| &i.job).collect();
+    let _ = writeln!(
+        out,
+        "{} cohorts to run, expected about {} on {} lane(s) (setup {:.0} s per cohort assumed \
+         outside each window)",
+        queue.len(),
+        minutes(expected_wall_s(&queue, node, lanes, est)),
+        lanes.len().max(1),
+        est.setup_s.get()
+    );
+    out
+}
+
+fn placement_words(p: &Placement) -> String {
+    if p.per_worker.is_empty() {
+        format!("gpu {}", p.label())
+    } else {
+        format!("gpus {} (one per worker)", p.per_worker.join(","))
+    }
+}
+
+/// Classifies each cohort as it ends, sets failed ones aside, and rewrites the index.
+struct StudyEvents<'a> {
+    progress: progress::Progress,
+    out: &'a Path,
+    cohorts: &'a Path,
+    index: &'a mut Index,
+    estimator: &'a Estimator,
+    interrupted: &'a AtomicBool,
+    write_error: Option<StudyError>,
+}
+
+impl Events for StudyEvents<'_> {
+    fn started(&mut self, job: &Job, placement: &Placement) {
+        self.progress.started(job, placement);
+    }
+
+    fn ended(&mut self, job: &Job, placement: &Placement, result: &RunResult, elapsed: Duration) {
+        self.progress.ended(job, placement, result, elapsed);
+        let dir = self.cohorts.join(&job.name);
+        let Some(e) = self.index.cohorts.iter_mut().find(|e| e.name == job.name) else {
+            return;
+        };
+        e.lanes = Some(placement.label());
+        e.duration_s = Some(elapsed.as_secs_f64());
+        e.reason = None;
+        let (outcome, code, reason) = match result {
+            RunResult::Exited(ended) => {
+                let code = ended.code;
+                let interrupted =
+                    self.interrupted.load(Ordering::SeqCst) || code == Some(i32::from(INTERRUPTED));
+                match (code, interrupted) {
+                    (Some(0), _) => match resume::summary_of(&dir.join("summary.json"), job) {
+                        Ok(s) => {
+                            self.estimator.observe(job, elapsed);
+                            e.experiment = Some(s.experiment);
+                            (Outcome::Complete, code, None)
+                        }
+                        Err(why) => (
+                            Outcome::Failed,
+                            code,
+                            Some(format!("exit 0 but no valid summary.json: {why}")),
+                        ),
+                    },
+                    (_, true) => (Outcome::Interrupted, code, Some("interrupted".to_owned())),
+                    (Some(c), false) => (
+                        Outcome::Failed,
+                        code,
+                        Some(log_reason(&dir).unwrap_or_else(|| {
+                            format!("exit {c} ({})", u8::try_from(c).map_or("?", exit::name))
+                        })),
+                    ),
+                    (None, false) => (Outcome::Failed, None, Some("killed by a signal".to_owned())),
+                }
+            }
+            RunResult::StartFailed(why) => (
+                Outcome::Failed,
+                None,
+                Some(format!("could not start bench-cohort: {why}")),
+            ),
+            RunResult::NotRun(why) => (Outcome::NotRun, None, Some(why.clone())),
+        };
+        e.outcome = outcome;
+        e.exit_code = code;
+        e.reason.clone_from(&reason);
+        let kind = match outcome {
+            Outcome::Failed => Some("failed"),
+            Outcome::Interrupted => Some("interrupted"),
+            _ => None,
+        };
+        if let (Some(kind), true) = (kind, dir.exists()) {
+            let record = FailureRecord {
+                exit_code: code,
+                reason: reason.unwrap_or_default(),
+            };
+            if let Ok(bytes) = serde_json::to_vec_pretty(&record) {
+                let _ = std::fs::write(dir.join(FAILURE_FILE), bytes);
+            }
+            match resume::set_aside(self.cohorts, &job.name, kind) {
+                Ok(to) => {
+                    if outcome == Outcome::Failed {
+                        e.failed_dirs.push(relative(self.out, &to));
+                    }
+                    self.progress
+                        .line(&format!("  kept as {}", relative(self.out, &to)));
+                }
+                Err(err) => self.progress.line(&format!(
+                    "  warning: cannot rename {}: {err}",
+                    dir.display()
+                )),
+            }
+        }
+        if let Err(err) = write_index(self.out, self.index) {
+            self.write_error.get_or_insert(err);
+        }
+    }
+
+    fn tick(&mut self) {
+        self.progress.tick();
+    }
+}
+
+/// The `error:` lines of a failed cohort's log, joined (at most three), or its last line.
+fn log_reason(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("cohort.log")).ok()?;
+    let errors: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("error: "))
+        .collect();
+    let lines: Vec<&str> = if errors.is_empty() {
+        text.lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .into_iter()
+            .collect()
+    } else {
+        errors.into_iter().rev().take(3).rev().collect()
+    };
+    (!lines.is_empty()).then(|| lines.join("; "))
+}
+
+/// Compares the complete cohorts against the solo baselines and writes `report/`.
+fn report(out: &Path, plan: &Plan, node_line: &str, index: &Index) -> Result<(), StudyError> {
+    let mut summaries: Vec<(CohortSummary, &Entry)> = Vec::new();
+    for e in index.cohorts.iter().filter(|e| e.outcome.has_summary()) {
+        let path = out.join("cohorts").join(&e.name).join("summary.json");
+        match coload_analysis::load_compare_input(&path, &coload_analysis::Options::default()) {
+            Ok((s, _)) => summaries.push((s, e)),
+            Err(err) => eprintln!("warning: {}: {err}", path.display()),
+        }
+    }
+    if summaries.is_empty() {
+        eprintln!("no complete cohort yet: no report");
+        return Ok(());
+    }
+    // One baseline per workload: the first complete solo the plan marks as one.
+    let mut baselines: BTreeMap<coload_cohort_schema::Workload, CohortSummary> = BTreeMap::new();
+    for (s, e) in &summaries {
+        if let (true, Some(w)) = (e.baseline, s.workers.first()) {
+            baselines.entry(w.workload).or_insert_with(|| s.clone());
+        }
+    }
+    let cohorts: Vec<CohortSummary> = summaries.iter().map(|(s, _)| s.clone()).collect();
+    let baselines: Vec<CohortSummary> = baselines.into_values().collect();
+    let comparison = match coload_analysis::compare(&cohorts, &baselines) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("warning: no comparison: {e}");
+            return Ok(());
+        }
+    };
+    let counts = |o: Outcome| index.cohorts.iter().filter(|e| e.outcome == o).count();
+    let context = coload_analysis::ReportContext {
+        title: format!("coload study: {}", plan.name),
+        notes: vec![
+            format!(
+                "{}. Node: {node_line}.",
+                plan.description.as_deref().unwrap_or("a coload study")
+            ),
+            format!(
+                "{} cohorts planned: {} complete, {} failed, {} not offered by this node, {} not \
+                 run yet. Every cohort is listed with its outcome at the end of this page.",
+                index.cohorts.len(),
+                counts(Outcome::Complete) + counts(Outcome::AlreadyComplete),
+                counts(Outcome::Failed) + counts(Outcome::FailedEarlier),
+                counts(Outcome::NotOffered),
+                counts(Outcome::NotRun) + counts(Outcome::Interrupted)
+            ),
+        ],
+        policies: summaries
+            .iter()
+            .map(|(s, e)| (s.experiment.clone(), e.policy.clone()))
+            .collect(),
+        cohorts: index
+            .cohorts
+            .iter()
+            .map(|e| coload_analysis::ContextCohort {
+                name: e.name.clone(),
+                policy: e.policy.clone(),
+                workers: e.workers.clone(),
+                outcome: e.outcome.as_str().to_owned(),
+                experiment: e.experiment.clone(),
+                note: match (&e.reason, &e.experiment) {
+                    (Some(r), _) => r.clone(),
+                    (None, Some(x)) => x.clone(),
+                    (None, None) => String::new(),
+                },
+            })
+            .collect(),
+        // Capacity at an objective (serve cohorts, issue 13) and memory isolation (hog
+        // cohorts, issue 12) come from their own results once those land.
+        capacity: Vec::new(),
+        isolation: Vec::new(),
+    };
+    let dir = out.join("report");
+    coload_analysis::write_report_with(&dir, &comparison, &context)
+        .map_err(|e| StudyError::Write(dir.clone(), Box::new(e)))?;
+    eprintln!(
+        "wrote {0}/comparison.json, {0}/comparison.md and {0}/report.html",
+        dir.display()
+    );
+    Ok(())
+}

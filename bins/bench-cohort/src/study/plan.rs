@@ -1,0 +1,808 @@
+//! Study plans: the TOML format, the built-in plans, and their expansion into an ordered list of
+//! cohorts.
+//!
+//! A plan names *policies* (a sharing mode with the flags that make it what it is, such as an
+//! MPS share) and *cohorts* (a workload mix, the policies to run it under, repeats). Expanding
+//! it gives one [`Job`] per cohort, policy and repeat, in the order the study runs them:
+//! repeats interleaved across shapes (every shape's first repeat, then every shape's second, ...)
+//! so that drift over the hours of a study spreads over the shapes instead of piling onto the
+//! last one.
+//!
+//! Every flag a plan sets is checked before anything runs by parsing the command line the study
+//! will give `bench-cohort` for each cohort with the same clap parser, so a plan error is found
+//! at once, with the line of the plan it came from, rather than an hour into the study.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+
+use clap::Parser as _;
+use coload_cohort_schema::Mode;
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::cli::Args;
+use crate::mix::Mix;
+
+/// The built-in plans: name, what it is, and its TOML text.
+pub(crate) const BUILTIN: [(&str, &str, &str); 2] = [
+    (
+        "article",
+        "the article's matrix: solos, 1/2/4/7 homogeneous and 1 inference + 6 training per mode",
+        include_str!("../../plans/article.toml"),
+    ),
+    (
+        "quick",
+        "a few minutes: solos, 2 trainers and a mixed pair (small shapes on a CPU node)",
+        include_str!("../../plans/quick.toml"),
+    ),
+];
+
+/// Why a plan was refused: the line (1-based) where known, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PlanError {
+    /// The plan's name or path, for the message.
+    pub(crate) source: String,
+    /// 1-based line of the offending value or table, where known.
+    pub(crate) line: Option<usize>,
+    /// What is wrong and what to do.
+    pub(crate) message: String,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "plan {}, line {line}: {}", self.source, self.message),
+            None => write!(f, "plan {}: {}", self.source, self.message),
+        }
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// Flags a plan may set, at the top (`[flags]`, `[cpu]`), on a policy or on a cohort
+/// (`flags = { ... }`). Each is the `bench-cohort` flag of the same name with `-` for `_`
+/// (`window_s` is `--window-s`). Some belong to features that arrive with other issues
+/// (the MPS shares, the model and execution, the serve workload): a plan that uses a flag this
+/// build does not have is refused, naming it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all(serialize = "kebab-case"))]
+pub(crate) struct Flags {
+    // The worker flags of today's `WorkerFlags` (but `mode` and `device`, which the plan's
+    // policies and the node decide).
+    pub(crate) window_s: Option<f64>,
+    pub(crate) warmup_batches: Option<u32>,
+    pub(crate) start_lead_s: Option<f64>,
+    pub(crate) join_timeout_s: Option<f64>,
+    pub(crate) batch_size: Option<u32>,
+    pub(crate) image_size: Option<u32>,
+    pub(crate) precision: Option<String>,
+    pub(crate) seed: Option<u64>,
+    pub(crate) telemetry_hz: Option<f64>,
+    pub(crate) gpm_interval_s: Option<f64>,
+    /// `bench-cohort --strict`.
+    pub(crate) strict: Option<bool>,
+    // Issue 12: the MPS share as NVIDIA's device plugin sets it, or none; the memory hog.
+    pub(crate) mps_replicas: Option<u32>,
+    pub(crate) mps_unlimited: Option<bool>,
+    pub(crate) mps_threads: Option<u32>,
+    pub(crate) mps_memory: Option<String>,
+    pub(crate) hog_bytes: Option<String>,
+    // Issue 14: the model and how it is executed.
+    pub(crate) model: Option<String>,
+    pub(crate) model_file: Option<String>,
+    pub(crate) input_shape: Option<String>,
+    pub(crate) num_classes: Option<u32>,
+    pub(crate) execution: Option<String>,
+    // Issue 13: the serve workload's request rate and objective, or a capacity search.
+    pub(crate) rate: Option<f64>,
+    pub(crate) slo_ms: Option<f64>,
+    pub(crate) slo_quantile: Option<f64>,
+    pub(crate) find_capacity: Option<bool>,
+}
+
+impl Flags {
+    /// The flags as `name -> value`, unset ones left out.
+    fn entries(&self) -> serde_json::Map<String, serde_json::Value> {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => {
+                map.into_iter().filter(|(_, v)| !v.is_null()).collect()
+            }
+            _ => serde_json::Map::new(),
+        }
+    }
+}
+
+/// `flags` with `over` laid on top (a flag set in `over` wins).
+fn overlay(
+    mut base: serde_json::Map<String, serde_json::Value>,
+    over: &Flags,
+) -> serde_json::Map<String, serde_json::Value> {
+    base.extend(over.entries());
+    base
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanFile {
+    /// A name for the study (the report's title).
+    name: Option<String>,
+    /// What the plan is for, one line.
+    description: Option<String>,
+    /// Refuse to run on a node without a GPU.
+    #[serde(default)]
+    needs_gpu: bool,
+    /// Repeats of every cohort that does not say.
+    repeats: Option<Spanned<u32>>,
+    /// GPU indices to use as lanes (cohorts on different lanes run at the same time); default:
+    /// every GPU the node shows.
+    lanes: Option<Spanned<Vec<u32>>>,
+    /// Flags every cohort gets.
+    #[serde(default)]
+    flags: Flags,
+    /// Flags laid over everything else on a node without a GPU (small shapes).
+    #[serde(default)]
+    cpu: Flags,
+    #[serde(default, rename = "policy")]
+    policies: Vec<Spanned<PolicyFile>>,
+    #[serde(default, rename = "cohort")]
+    cohorts: Vec<Spanned<CohortFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    name: String,
+    mode: Mode,
+    #[serde(default)]
+    flags: Flags,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CohortFile {
+    /// The workload mix, as `--workers` takes it: `infer=1,train=6`.
+    workers: Spanned<String>,
+    /// Policies to run it under (default: every policy of the plan).
+    policies: Option<Spanned<Vec<String>>>,
+    repeats: Option<Spanned<u32>>,
+    /// A solo cohort whose worker is the reference rate of its workload.
+    #[serde(default)]
+    baseline: bool,
+    /// The folder name's middle part (default: the mix, `infer1-train6`).
+    name: Option<String>,
+    #[serde(default)]
+    flags: Flags,
+}
+
+/// A sharing policy of the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Policy {
+    pub(crate) name: String,
+    pub(crate) mode: Mode,
+    pub(crate) flags: Flags,
+}
+
+/// A parsed, checked plan.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// Where it came from (a built-in name or a path).
+    pub(crate) source: String,
+    pub(crate) name: String,
+    pub(crate) description: Option<String>,
+    pub(crate) needs_gpu: bool,
+    pub(crate) lanes: Option<Vec<u32>>,
+    pub(crate) policies: Vec<Policy>,
+    /// One entry per cohort, policy and repeat, in plan order (not yet interleaved).
+    shapes: Vec<Shape>,
+    flags: Flags,
+    cpu: Flags,
+    /// The plan's text, copied into the study folder.
+    pub(crate) text: String,
+}
+
+/// A cohort of the plan under one policy, with its repeats.
+#[derive(Debug, Clone)]
+struct Shape {
+    base_name: String,
+    policy: usize,
+    mix: Mix,
+    workers: String,
+    repeats: u32,
+    baseline: bool,
+    flags: Flags,
+    line: usize,
+}
+
+/// One cohort to run: a shape's repeat.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Job {
+    /// Folder name under `cohorts/`: `<policy>-<mix>-r<k>`.
+    pub(crate) name: String,
+    /// The policy's name.
+    pub(crate) policy: String,
+    pub(crate) mode: Mode,
+    /// The mix as `--workers` takes it.
+    pub(crate) workers: String,
+    /// Number of workers.
+    pub(crate) count: u32,
+    /// 1-based repeat.
+    pub(crate) repeat: u32,
+    pub(crate) baseline: bool,
+    /// The flags, merged (plan, policy, cohort, then the CPU overrides on a CPU node), as
+    /// `--name value` pairs ready for [`crate::cli::Args`].
+    pub(crate) flags: serde_json::Map<String, serde_json::Value>,
+    /// The plan line of the cohort, for messages.
+    pub(crate) line: usize,
+}
+
+impl Job {
+    /// The flag's value as a number, where the job sets it.
+    pub(crate) fn flag_f64(&self, name: &str) -> Option<f64> {
+        self.flags.get(name).and_then(serde_json::Value::as_f64)
+    }
+}
+
+/// The 1-based line holding byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.char_indices()
+        .take_while(|(i, _)| *i < offset)
+        .filter(|(_, c)| *c == '\n')
+        .count()
+        + 1
+}
+
+impl Plan {
+    /// Resolves `plan`: a built-in name, or a path to a TOML file.
+    pub(crate) fn load(plan: &str) -> Result<Plan, PlanError> {
+        if let Some((name, _, text)) = BUILTIN.iter().find(|(n, _, _)| *n == plan) {
+            return Plan::parse(name, text);
+        }
+        let path = std::path::Path::new(plan);
+        let toml_ext = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        if !path.exists() && !plan.contains('/') && !toml_ext {
+            let names: Vec<&str> = BUILTIN.iter().map(|(n, _, _)| *n).collect();
+            return Err(PlanError {
+                source: plan.to_owned(),
+                line: None,
+                message: format!(
+                    "no built-in plan `{plan}` and no such file (built-in plans: {}; or give a \
+                     path to a TOML plan)",
+                    names.join(", ")
+                ),
+            });
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| PlanError {
+            source: plan.to_owned(),
+            line: None,
+            message: format!("cannot read it: {e}"),
+        })?;
+        Plan::parse(plan, &text)
+    }
+
+    /// Parses and checks a plan's TOML text; `source` names it in messages.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the plan is read and checked top to bottom, each error with the span it names"
+    )]
+    pub(crate) fn parse(source: &str, text: &str) -> Result<Plan, PlanError> {
+        let err = |span: Option<Range<usize>>, message: String| PlanError {
+            source: source.to_owned(),
+            line: span.map(|s| line_of(text, s.start)),
+            message,
+        };
+        let file: PlanFile = toml::from_str(text).map_err(|e| {
+            // toml's message carries its own rendering of the line; the first sentence is
+            // what is wrong, and the span gives the line.
+            err(e.span(), e.message().trim().to_owned())
+        })?;
+        let default_repeats = match &file.repeats {
+            Some(r) if *r.get_ref() == 0 => {
+                return Err(err(Some(r.span()), "`repeats` must be at least 1".into()));
+            }
+            Some(r) => *r.get_ref(),
+            None => 1,
+        };
+        if let Some(lanes) = &file.lanes
+            && lanes.get_ref().is_empty()
+        {
+            return Err(err(
+                Some(lanes.span()),
+                "`lanes` is empty: list GPU indices (e.g. [0, 1]) or leave it out for every GPU"
+                    .into(),
+            ));
+        }
+        let mut policies: Vec<Policy> = Vec::new();
+        for p in &file.policies {
+            let span = p.span();
+            let p = p.get_ref();
+            if policies.iter().any(|q| q.name == p.name) {
+                return Err(err(
+                    Some(span),
+                    format!("policy `{}` is defined twice", p.name),
+                ));
+            }
+            if p.name.is_empty()
+                || !p
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(err(
+                    Some(span),
+                    format!(
+                        "policy name `{}` must be letters, digits, `-` or `_` (it names folders)",
+                        p.name
+                    ),
+                ));
+            }
+            policies.push(Policy {
+                name: p.name.clone(),
+                mode: p.mode,
+                flags: p.flags.clone(),
+            });
+        }
+        if policies.is_empty() {
+            return Err(err(
+                None,
+                "no `[[policy]]`: name at least one (e.g. name = \"timeslice\", mode = \
+                 \"timeslice\")"
+                    .into(),
+            ));
+        }
+        if file.cohorts.is_empty() {
+            return Err(err(
+                None,
+                "no `[[cohort]]`: list at least one (e.g. workers = \"train=4\")".into(),
+            ));
+        }
+        let mut shapes = Vec::new();
+        for c in &file.cohorts {
+            let line = line_of(text, c.span().start);
+            let c = c.get_ref();
+            let mix = Mix::parse(c.workers.get_ref()).map_err(|m| {
+                err(
+                    Some(c.workers.span()),
+                    format!("field `workers`: {}", m.replace("--workers", "`workers`")),
+                )
+            })?;
+            let repeats = match &c.repeats {
+                Some(r) if *r.get_ref() == 0 => {
+                    return Err(err(Some(r.span()), "`repeats` must be at least 1".into()));
+                }
+                Some(r) => *r.get_ref(),
+                None => default_repeats,
+            };
+            let chosen: Vec<usize> = match &c.policies {
+                None => (0..policies.len()).collect(),
+                Some(names) => {
+                    if names.get_ref().is_empty() {
+                        return Err(err(
+                            Some(names.span()),
+                            "field `policies` is empty: name at least one, or leave it out for \
+                             every policy"
+                                .into(),
+                        ));
+                    }
+                    let mut idx = Vec::new();
+                    for n in names.get_ref() {
+                        let i = policies.iter().position(|p| &p.name == n).ok_or_else(|| {
+                            let known: Vec<&str> =
+                                policies.iter().map(|p| p.name.as_str()).collect();
+                            err(
+                                Some(names.span()),
+                                format!(
+                                    "field `policies` names `{n}`, which is not a policy of \
+                                     this plan ({})",
+                                    known.join(", ")
+                                ),
+                            )
+                        })?;
+                        idx.push(i);
+                    }
+                    idx
+                }
+            };
+            if c.baseline && (mix.len() != 1 || chosen.len() != 1) {
+                return Err(err(
+                    Some(c.workers.span()),
+                    format!(
+                        "field `baseline`: a baseline is one worker under one policy; this \
+                         cohort has {} worker(s) under {} policies",
+                        mix.len(),
+                        chosen.len()
+                    ),
+                ));
+            }
+            let base_name = c.name.clone().unwrap_or_else(|| mix.label());
+            for i in chosen {
+                shapes.push(Shape {
+                    base_name: base_name.clone(),
+                    policy: i,
+                    mix: mix.clone(),
+                    workers: c.workers.get_ref().clone(),
+                    repeats,
+                    baseline: c.baseline,
+                    flags: c.flags.clone(),
+                    line,
+                });
+            }
+        }
+        let plan = Plan {
+            source: source.to_owned(),
+            name: file.name.unwrap_or_else(|| source.to_owned()),
+            description: file.description,
+            needs_gpu: file.needs_gpu,
+            lanes: file.lanes.map(Spanned::into_inner),
+            policies,
+            shapes,
+            flags: file.flags,
+            cpu: file.cpu,
+            text: text.to_owned(),
+        };
+        plan.check(&err)?;
+        Ok(plan)
+    }
+
+    /// Checks what only the whole plan shows: unique folder names, one baseline per workload,
+    /// and that `bench-cohort` accepts every cohort's flags (on a GPU node and on a CPU node).
+    fn check(
+        &self,
+        err: &dyn Fn(Option<Range<usize>>, String) -> PlanError,
+    ) -> Result<(), PlanError> {
+        let line_err = |line: usize, message: String| PlanError {
+            line: Some(line),
+            ..err(None, message)
+        };
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        let mut baselines: BTreeMap<String, usize> = BTreeMap::new();
+        for cpu in [false, true] {
+            for job in self.jobs(cpu) {
+                if !cpu {
+                    if let Some(first) = seen.insert(job.name.clone(), job.line) {
+                        return Err(line_err(
+                            job.line,
+                            format!(
+                                "cohort `{}` would be run twice (also from line {first}); give \
+                                 one of them a `name`",
+                                job.name
+                            ),
+                        ));
+                    }
+                    if job.baseline
+                        && job.repeat == 1
+                        && let Some(first) = baselines.insert(job.workers.clone(), job.line)
+                    {
+                        return Err(line_err(
+                            job.line,
+                            format!(
+                                "a second `{}` baseline (the first is on line {first}): one \
+                                 baseline per workload",
+                                job.workers
+                            ),
+                        ));
+                    }
+                }
+                let mut argv = cohort_argv(&job, std::path::Path::new("/study/cohort"), cpu);
+                // Exclusive across several GPUs: the study pins one GPU per worker when it
+                // places the cohort (Node::place); check the flags with such a list.
+                if job.mode == coload_cohort_schema::Mode::Exclusive {
+                    let n = crate::mix::Mix::parse(&job.workers).map_or(1, |m| m.len());
+                    if n > 1 {
+                        let list: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+                        argv.push(format!("--visible-devices={}", list.join(",")));
+                    }
+                }
+                let parsed = Args::try_parse_from(&argv).map_err(|e| {
+                    let text = e.to_string();
+                    let first = text
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .trim_start_matches("error: ");
+                    line_err(
+                        job.line,
+                        format!(
+                            "cohort `{}`{}: bench-cohort refuses its flags: {first} (a flag this \
+                             build does not have comes with a later version; see docs/study.md)",
+                            job.name,
+                            if cpu { " on a CPU node" } else { "" }
+                        ),
+                    )
+                })?;
+                parsed.validate().map_err(|m| {
+                    line_err(
+                        job.line,
+                        format!(
+                            "cohort `{}`{}: {m}",
+                            job.name,
+                            if cpu { " on a CPU node" } else { "" }
+                        ),
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every cohort to run, in the study's order: the shapes' first repeats in plan order,
+    /// then their second repeats, and so on. `cpu` lays the plan's `[cpu]` flags on top.
+    pub(crate) fn jobs(&self, cpu: bool) -> Vec<Job> {
+        let rounds = self.shapes.iter().map(|s| s.repeats).max().unwrap_or(0);
+        let mut out = Vec::new();
+        for k in 1..=rounds {
+            for s in self.shapes.iter().filter(|s| s.repeats >= k) {
+                let policy = &self.policies[s.policy];
+                let mut flags = overlay(self.flags.entries(), &policy.flags);
+                flags = overlay(flags, &s.flags);
+                if cpu {
+                    flags = overlay(flags, &self.cpu);
+                }
+                out.push(Job {
+                    name: format!("{}-{}-r{k}", policy.name, s.base_name),
+                    policy: policy.name.clone(),
+                    mode: policy.mode,
+                    workers: s.workers.clone(),
+                    count: s.mix.len() as u32,
+                    repeat: k,
+                    baseline: s.baseline,
+                    flags,
+                    line: s.line,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// The `bench-cohort` command line (after the program name) that runs `job` into `out`: its
+/// mode, mix, output folder and flags; `cpu` adds `--device cpu`. The study adds
+/// `--worker-bin` and, where the placement needs it, `--visible-devices`.
+pub(crate) fn cohort_argv(job: &Job, out: &std::path::Path, cpu: bool) -> Vec<String> {
+    let mut argv = vec![
+        "bench-cohort".to_owned(),
+        "--mode".to_owned(),
+        job.mode.to_string(),
+        "--workers".to_owned(),
+        job.workers.clone(),
+        "--out".to_owned(),
+        out.display().to_string(),
+        "--quiet".to_owned(),
+    ];
+    if cpu {
+        argv.extend(["--device".to_owned(), "cpu".to_owned()]);
+    }
+    // `--name=value`, so that a negative value is not read as a flag of its own.
+    if let Ok(rendered) = coload_cohort_schema::cli::to_argv(&job.flags) {
+        let mut tokens = rendered
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .peekable();
+        while let Some(flag) = tokens.next() {
+            match tokens.next_if(|t| !t.starts_with("--")) {
+                Some(value) => argv.push(format!("{flag}={value}")),
+                None => argv.push(flag),
+            }
+        }
+    }
+    argv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "t"
+repeats = 1
+[flags]
+window_s = 20
+[cpu]
+window_s = 2
+image_size = 32
+
+[[policy]]
+name = "exclusive"
+mode = "exclusive"
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+[[policy]]
+name = "mps"
+mode = "mps"
+flags = { window_s = 30, mps_unlimited = true }
+
+[[cohort]]
+workers = "train=1"
+policies = ["exclusive"]
+baseline = true
+
+[[cohort]]
+workers = "train=4"
+policies = ["timeslice", "mps"]
+
+[[cohort]]
+workers = "train=7"
+policies = ["timeslice", "mps"]
+repeats = 3
+
+[[cohort]]
+workers = "infer=1,train=6"
+repeats = 2
+flags = { window_s = 40 }
+"#;
+
+    fn names(jobs: &[Job]) -> Vec<&str> {
+        jobs.iter().map(|j| j.name.as_str()).collect()
+    }
+
+    #[test]
+    fn a_good_plan_expands_with_repeats_interleaved_across_shapes() {
+        let plan = Plan::parse("good.toml", GOOD).unwrap();
+        let jobs = plan.jobs(false);
+        assert_eq!(
+            names(&jobs),
+            [
+                "exclusive-train1-r1",
+                "timeslice-train4-r1",
+                "mps-train4-r1",
+                "timeslice-train7-r1",
+                "mps-train7-r1",
+                "exclusive-infer1-train6-r1",
+                "timeslice-infer1-train6-r1",
+                "mps-infer1-train6-r1",
+                // Round 2: only the shapes with a second repeat, in plan order.
+                "timeslice-train7-r2",
+                "mps-train7-r2",
+                "exclusive-infer1-train6-r2",
+                "timeslice-infer1-train6-r2",
+                "mps-infer1-train6-r2",
+                "timeslice-train7-r3",
+                "mps-train7-r3",
+            ]
+        );
+        // No two runs of one shape are next to each other.
+        for w in jobs.windows(2) {
+            assert_ne!(
+                (w[0].policy.as_str(), w[0].workers.as_str()),
+                (w[1].policy.as_str(), w[1].workers.as_str())
+            );
+        }
+        let j = |n: &str| jobs.iter().find(|j| j.name == n).unwrap().clone();
+        assert!(j("exclusive-train1-r1").baseline);
+        assert_eq!(j("mps-train7-r2").count, 7);
+        // Flags: plan, then policy, then cohort.
+        assert_eq!(j("timeslice-train4-r1").flag_f64("window-s"), Some(20.0));
+        assert_eq!(j("mps-train4-r1").flag_f64("window-s"), Some(30.0));
+        assert_eq!(j("mps-infer1-train6-r1").flag_f64("window-s"), Some(40.0));
+        // On a CPU node the [cpu] flags win.
+        let cpu = plan.jobs(true);
+        assert_eq!(cpu[6].flag_f64("window-s"), Some(2.0));
+        assert_eq!(cpu[6].flag_f64("image-size"), Some(32.0));
+    }
+
+    #[test]
+    fn the_built_in_plans_parse() {
+        for (name, _, text) in BUILTIN {
+            let plan = Plan::parse(name, text).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!plan.jobs(false).is_empty(), "{name}");
+        }
+        let article = Plan::load("article").unwrap();
+        let jobs = article.jobs(false);
+        // The mixed and 7-trainer shapes run three times under every sharing policy.
+        for policy in ["timeslice", "mps-plugin", "mps-unlimited"] {
+            for mix in ["train7", "infer1-train6"] {
+                assert!(
+                    jobs.iter().any(|j| j.name == format!("{policy}-{mix}-r3")),
+                    "{policy}-{mix}-r3 missing"
+                );
+            }
+        }
+        assert_eq!(jobs.iter().filter(|j| j.baseline).count(), 2);
+        assert!(jobs.iter().all(|j| j.flag_f64("window-s") == Some(45.0)));
+    }
+
+    fn refused(text: &str) -> PlanError {
+        Plan::parse("bad.toml", text).unwrap_err()
+    }
+
+    const HEAD: &str = "[[policy]]\nname = \"timeslice\"\nmode = \"timeslice\"\n";
+
+    #[test]
+    fn bad_plans_are_refused_naming_the_line_and_field() {
+        // A misspelt field: toml names it and the line.
+        let e = refused(&format!(
+            "{HEAD}\n[[cohort]]\nworkers = \"train=2\"\nrepeat = 3\n"
+        ));
+        assert_eq!(e.line, Some(7), "{e}");
+        assert!(e.message.contains("unknown field `repeat`"), "{e}");
+        // A bad value for a typed field.
+        let e = refused(
+            "[[policy]]\nname = \"x\"\nmode = \"slices\"\n[[cohort]]\nworkers = \"train=1\"\n",
+        );
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("slices"), "{e}");
+        // A bad mix: the workers field is named.
+        let e = refused(&format!("{HEAD}[[cohort]]\nworkers = \"train=0\"\n"));
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.message.contains("field `workers`"), "{e}");
+        assert!(e.message.contains("0 train workers"), "{e}");
+        // An unknown policy.
+        let e = refused(&format!(
+            "{HEAD}[[cohort]]\nworkers = \"train=2\"\npolicies = [\"mig\"]\n"
+        ));
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("names `mig`"), "{e}");
+        // A value bench-cohort refuses (checked through its own parser): the cohort's line.
+        let e = refused(&format!(
+            "{HEAD}\n[[cohort]]\nworkers = \"train=2\"\nflags = {{ window_s = -1 }}\n"
+        ));
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(
+            e.message.contains("--window-s must be a positive number"),
+            "{e}"
+        );
+        let e = refused(&format!(
+            "{HEAD}[[cohort]]\nworkers = \"train=2\"\nflags = {{ precision = \"fp8\" }}\n"
+        ));
+        assert!(e.message.contains("fp8"), "{e}");
+        // Two cohorts that would share a folder.
+        let e = refused(&format!(
+            "{HEAD}[[cohort]]\nworkers = \"train=2\"\n[[cohort]]\nworkers = \"train=2\"\n"
+        ));
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("run twice (also from line 4)"), "{e}");
+        // A baseline of several workers.
+        let e = refused(&format!(
+            "{HEAD}[[cohort]]\nworkers = \"train=2\"\nbaseline = true\n"
+        ));
+        assert!(e.message.contains("field `baseline`"), "{e}");
+        // Nothing to run.
+        assert!(refused(HEAD).message.contains("no `[[cohort]]`"));
+        // Not TOML at all.
+        let e = refused("[[policy]\n");
+        assert_eq!(e.line, Some(1), "{e}");
+        assert!(e.to_string().starts_with("plan bad.toml, line 1: "), "{e}");
+    }
+
+    #[test]
+    fn the_plan_files_in_scripts_gpu_parse() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/gpu");
+        let mut n = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let plan = Plan::load(path.to_str().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!plan.jobs(false).is_empty());
+                n += 1;
+            }
+        }
+        assert!(n >= 1, "no plan in {dir}");
+    }
+
+    #[test]
+    fn unknown_built_in_names_are_listed() {
+        let e = Plan::load("articel").unwrap_err();
+        assert!(e.message.contains("built-in plans: article, quick"), "{e}");
+    }
+
+    #[test]
+    fn the_argv_parses_back_into_the_plans_values() {
+        let plan = Plan::parse("good.toml", GOOD).unwrap();
+        let job = plan
+            .jobs(true)
+            .into_iter()
+            .find(|j| j.name == "mps-train7-r2")
+            .unwrap();
+        let argv = cohort_argv(&job, std::path::Path::new("/o"), true);
+        let parsed = Args::try_parse_from(&argv).unwrap();
+        assert_eq!(parsed.flags.mode, Mode::Mps);
+        assert!((parsed.flags.window_s - 2.0).abs() < 1e-12);
+        assert_eq!(parsed.flags.image_size, 32);
+        assert_eq!(parsed.mix().unwrap().len(), 7);
+        assert_eq!(parsed.out, std::path::Path::new("/o"));
+        assert!(parsed.quiet);
+    }
+}

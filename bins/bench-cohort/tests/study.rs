@@ -1,0 +1,320 @@
+//! `bench-cohort study` end to end: the built-in `quick` plan with real CPU workers (its report
+//! renders, a second run resumes without running anything), failed cohorts kept and re-run only
+//! when asked (a stand-in worker that fails, at the process seam), and bad plans refused with
+//! their line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use coload_cohort_schema::exit;
+
+const COHORT: &str = env!("CARGO_BIN_EXE_bench-cohort");
+
+fn worker_bin() -> PathBuf {
+    let p = Path::new(COHORT).with_file_name("bench-worker");
+    assert!(
+        p.exists(),
+        "{} is missing: build it first (cargo build -p bench-worker, or cargo test --workspace)",
+        p.display()
+    );
+    p
+}
+
+/// Runs `bench-cohort study ...` as a node without GPU (an empty `nvidia-smi -L` listing), so
+/// the test is the same on a GPU machine.
+fn study(dir: &Path, args: &[&str], worker: &Path) -> Output {
+    let listing = dir.join("no-gpu.txt");
+    std::fs::write(&listing, "").unwrap();
+    Command::new(COHORT)
+        .arg("study")
+        .args(args)
+        .arg("--node-listing")
+        .arg(&listing)
+        .arg("--worker-bin")
+        .arg(worker)
+        .env("OMP_NUM_THREADS", "1")
+        .output()
+        .unwrap()
+}
+
+fn index(out: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap()
+}
+
+fn outcomes(index: &serde_json::Value) -> Vec<(String, String)> {
+    index["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("quick");
+    let o = study(
+        tmp.path(),
+        &["quick", "--out", out.to_str().unwrap()],
+        &worker_bin(),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let idx = index(&out);
+    let got = outcomes(&idx);
+    let complete: Vec<&str> = got
+        .iter()
+        .filter(|(_, o)| o == "complete")
+        .map(|(n, _)| n.as_str())
+        .collect();
+    // Interleaved: both solos, then each shape's first repeat, then the second repeats.
+    assert_eq!(
+        complete,
+        [
+            "exclusive-train1-r1",
+            "exclusive-infer1-r1",
+            "timeslice-train2-r1",
+            "timeslice-infer1-train1-r1",
+            "timeslice-train2-r2",
+            "timeslice-infer1-train1-r2",
+        ]
+    );
+    // MPS is not offered without a GPU, and says so.
+    let mps: Vec<&serde_json::Value> = idx["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["policy"] == "mps")
+        .collect();
+    assert_eq!(mps.len(), 4);
+    for c in mps {
+        assert_eq!(c["outcome"], "not_offered");
+        assert!(c["reason"].as_str().unwrap().contains("needs a GPU"));
+    }
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("10 cohorts: 6 complete (0 from earlier runs), 0 failed"),
+        "{table}"
+    );
+    for name in &complete {
+        assert!(
+            out.join("cohorts")
+                .join(name)
+                .join("summary.json")
+                .is_file()
+        );
+        assert!(out.join("cohorts").join(name).join("cohort.log").is_file());
+    }
+    assert!(out.join("plan.toml").is_file());
+    let html = std::fs::read_to_string(out.join("report/report.html")).unwrap();
+    assert!(html.contains("<title>coload study: quick</title>"));
+    let verdict = html.find("<h2>Verdict</h2>").expect("a verdict section");
+    let first_details = html.find("<details>").expect("folded cohorts");
+    let first_svg = html.find("<svg").expect("charts");
+    assert!(verdict < first_svg && first_svg < first_details);
+    assert!(html.contains("Inference p99 beside others"), "{html}");
+    assert_eq!(
+        html.matches("<details>").count(),
+        6 + 4,
+        "6 cohorts and 4 shapes of repeats"
+    );
+    let md = std::fs::read_to_string(out.join("report/comparison.md")).unwrap();
+    assert!(
+        md.contains("## Verdict") && md.contains("| not_offered |"),
+        "{md}"
+    );
+
+    // Again: everything is complete, nothing runs.
+    let begin = std::time::Instant::now();
+    let o = study(
+        tmp.path(),
+        &["quick", "--out", out.to_str().unwrap()],
+        &worker_bin(),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert!(begin.elapsed().as_secs() < 20, "{:?}", begin.elapsed());
+    let again = outcomes(&index(&out));
+    assert_eq!(
+        again
+            .iter()
+            .filter(|(_, o)| o == "already_complete")
+            .count(),
+        6,
+        "{again:?}"
+    );
+}
+
+/// A stand-in bench-worker that fails at once with the workload code (20).
+fn failing_worker(dir: &Path) -> PathBuf {
+    let fake = dir.join("failing-worker");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"out of memory (stand-in)\" >&2\nexit 20\n",
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&fake, perms).unwrap();
+    fake
+}
+
+const ONE_COHORT: &str = r#"
+name = "one"
+[flags]
+window_s = 2
+start_lead_s = 1
+join_timeout_s = 20
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+[[cohort]]
+workers = "train=2"
+"#;
+
+#[test]
+fn a_failed_cohort_is_kept_reported_and_run_again_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tmp.path().join("one.toml");
+    std::fs::write(&plan, ONE_COHORT).unwrap();
+    let out = tmp.path().join("s");
+    let fake = failing_worker(tmp.path());
+    let args = [plan.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let cohorts = out.join("cohorts");
+
+    let o = study(tmp.path(), &args, &fake);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INCOMPLETE_COHORT)),
+        "{stderr}"
+    );
+    let idx = index(&out);
+    let c = &idx["cohorts"][0];
+    assert_eq!(c["outcome"], "failed");
+    assert_eq!(c["exit_code"], 30);
+    assert_eq!(c["failed_dirs"][0], "cohorts/timeslice-train2-r1.failed-1");
+    assert!(
+        c["reason"].as_str().unwrap().contains("the cohort failed"),
+        "{c}"
+    );
+    let kept = cohorts.join("timeslice-train2-r1.failed-1");
+    assert!(kept.join("cohort.log").is_file());
+    assert!(kept.join("study-failure.json").is_file());
+    assert!(kept.join("worker-1").join("log").is_file());
+    assert!(!cohorts.join("timeslice-train2-r1").exists());
+    // No cohort complete: no report, and it says so.
+    assert!(!out.join("report").exists());
+
+    // Again without --retry-failed: reported, not run.
+    let o = study(tmp.path(), &args, &fake);
+    assert_eq!(o.status.code(), Some(i32::from(exit::INCOMPLETE_COHORT)));
+    let c = &index(&out)["cohorts"][0];
+    assert_eq!(c["outcome"], "failed_earlier");
+    assert!(
+        c["reason"].as_str().unwrap().contains("--retry-failed"),
+        "{c}"
+    );
+    assert!(!cohorts.join("timeslice-train2-r1.failed-2").exists());
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        table.contains("[kept: cohorts/timeslice-train2-r1.failed-1]"),
+        "{table}"
+    );
+
+    // With --retry-failed: run again, and its failure kept beside the first.
+    let mut retry = args.to_vec();
+    retry.push("--retry-failed");
+    let o = study(tmp.path(), &retry, &fake);
+    assert_eq!(o.status.code(), Some(i32::from(exit::INCOMPLETE_COHORT)));
+    assert!(cohorts.join("timeslice-train2-r1.failed-1").is_dir());
+    assert!(cohorts.join("timeslice-train2-r1.failed-2").is_dir());
+    let c = &index(&out)["cohorts"][0];
+    assert_eq!(c["outcome"], "failed");
+    assert_eq!(c["failed_dirs"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn bad_plans_and_nodes_are_refused_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tmp.path().join("bad.toml");
+    std::fs::write(
+        &plan,
+        "[[policy]]\nname = \"t\"\nmode = \"timeslice\"\n\n[[cohort]]\nworkers = \"train=2\"\nflags = { mps_replicas = 7 }\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("s");
+    let o = study(
+        tmp.path(),
+        &[plan.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &worker_bin(),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INVALID_INPUT)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("bad.toml, line 5: cohort `t-train2-r1`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--mps-replicas"), "{stderr}");
+    assert!(!out.exists(), "nothing was created");
+
+    // The article plan needs a GPU.
+    let o = study(
+        tmp.path(),
+        &["article", "--out", out.to_str().unwrap()],
+        &worker_bin(),
+    );
+    assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("run `bench-cohort study quick`"));
+
+    // `run` is the bare form by name.
+    let o = Command::new(COHORT)
+        .args([
+            "run",
+            "--workers",
+            "train=0",
+            "--mode",
+            "timeslice",
+            "--out",
+        ])
+        .arg(tmp.path().join("r"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("0 train workers"));
+}
+
+#[test]
+fn a_dry_run_plans_the_article_for_a_two_gpu_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listing = tmp.path().join("two.txt");
+    std::fs::write(
+        &listing,
+        "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)\n",
+    )
+    .unwrap();
+    let o = Command::new(COHORT)
+        .args(["study", "article", "--dry-run", "--node-mps", "--out"])
+        .arg(tmp.path().join("s"))
+        .arg("--node-listing")
+        .arg(&listing)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("exclusive-train2-r1  train=2  gpus 0,1 (one per worker)  to run"),
+        "{text}"
+    );
+    assert!(text.contains("39 cohorts to run"), "{text}");
+    assert!(!tmp.path().join("s").exists(), "a dry run writes nothing");
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Renders report.html for recorded cohorts and for a fresh `bench-cohort study quick` on this
+# machine's CPU, opens each in headless Chromium (scripts/report-check.py), takes screenshots
+# and fails on console errors, network fetches, empty charts or a verdict below the first
+# screen. Installs Debian's chromium-headless-shell once when it is missing and we are root.
+#   scripts/report-check.sh [OUT=<target dir>/report-check]
+# OUT/<name>/report/report.html and OUT/<name>/shots/{first-screen,full-page,full-page-open,
+# first-cohort}.png for name = fixtures (the H200 captures in fixtures/h200), results (the
+# cohorts behind docs/results.md) and quick (the study, CPU workers).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+target=$(cargo metadata --format-version 1 --no-deps |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+out=${1:-$target/report-check}
+
+if ! command -v chromium-headless-shell >/dev/null && ! command -v chromium >/dev/null; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    echo "installing chromium-headless-shell (Debian package, about 220 MB, once)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell >/dev/null
+  else
+    echo "error: no headless Chromium; run: sudo apt-get install chromium-headless-shell" >&2
+    exit 2
+  fi
+fi
+
+scripts/with-libtorch cargo build -q -p bench-summarize -p bench-cohort -p bench-worker
+bin=$target/debug
+rm -rf "$out"
+mkdir -p "$out"
+
+h200=fixtures/h200
+"$bin/bench-summarize" compare "$h200/exclusive-solo-train" "$h200/timeslice-mixed-r1" \
+  "$h200/mps-train4" --baseline "$h200/exclusive-solo-train" --out "$out/fixtures/report" >/dev/null
+
+data=docs/results/data
+"$bin/bench-summarize" compare "$data"/*/summary.json \
+  --baseline "$data/exclusive-solo-train/summary.json" "$data/exclusive-solo-infer/summary.json" \
+  --out "$out/results/report" >/dev/null
+
+: > "$out/no-gpu.txt" # an empty `nvidia-smi -L`: CPU workers, whatever this machine has
+OMP_NUM_THREADS=1 "$bin/bench-cohort" study quick --out "$out/quick" --node-listing "$out/no-gpu.txt" \
+  --no-progress-bar > "$out/quick.txt" 2> "$out/quick.log" ||
+  { cat "$out/quick.log" "$out/quick.txt"; exit 1; }
+
+status=0
+for name in fixtures results quick; do
+  python3 scripts/report-check.py "$out/$name/report/report.html" "$out/$name/shots" || status=1
+done
+exit $status
