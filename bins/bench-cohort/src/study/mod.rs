@@ -698,6 +698,69 @@ fn log_reason(dir: &Path) -> Option<String> {
     (!lines.is_empty()).then(|| lines.join("; "))
 }
 
+/// The folders a cohort left: its own, then its failed runs, newest first.
+fn cohort_dirs(out: &Path, e: &Entry) -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![out.join("cohorts").join(&e.name)];
+    dirs.extend(e.failed_dirs.iter().rev().map(|d| out.join(d)));
+    dirs
+}
+
+/// Memory isolation per policy (issue 12): the `isolation.json` a hog cohort leaves, whether or
+/// not the cohort completed (under time-slicing the trainers fail: that is the result).
+fn isolation_rows(out: &Path, index: &Index) -> Vec<coload_analysis::IsolationRow> {
+    use coload_cohort_schema::{IsolationOutcome, IsolationResult};
+    let mut rows = Vec::new();
+    for e in &index.cohorts {
+        let found = cohort_dirs(out, e)
+            .into_iter()
+            .map(|d| d.join("isolation.json"))
+            .find(|p| p.is_file());
+        let Some(path) = found else { continue };
+        match coload_cohort_schema::read_document::<IsolationResult>(&path) {
+            Ok(r) => rows.push(coload_analysis::IsolationRow {
+                policy: e.policy.clone(),
+                mode: r.mode,
+                isolated: r.outcome == IsolationOutcome::Contained,
+                outcome: r.outcome.as_str().to_owned(),
+                note: r.explanation,
+            }),
+            Err(err) => eprintln!("warning: {}: {err}", path.display()),
+        }
+    }
+    rows
+}
+
+/// Serving capacity per policy (issue 13): the `capacity.json` a `find_capacity` cohort leaves.
+fn capacity_rows(out: &Path, index: &Index) -> Vec<coload_analysis::CapacityRow> {
+    use coload_cohort_schema::CapacityReport;
+    let mut rows = Vec::new();
+    for e in &index.cohorts {
+        let path = out.join("cohorts").join(&e.name).join("capacity.json");
+        if !path.is_file() {
+            continue;
+        }
+        match coload_cohort_schema::read_document::<CapacityReport>(&path) {
+            Ok(r) => rows.push(coload_analysis::CapacityRow {
+                policy: e.policy.clone(),
+                mode: r.mode,
+                objective: format!("p{} <= {} ms", r.quantile * 100.0, r.slo_ms),
+                capacity_per_s: r.capacity_per_s,
+                note: format!(
+                    "{} beside the server; {} probes, stopped: {}{}",
+                    e.workers,
+                    r.probes.len(),
+                    r.stop,
+                    r.failed_above_per_s
+                        .map(|f| format!("; failed at {f} requests/s"))
+                        .unwrap_or_default()
+                ),
+            }),
+            Err(err) => eprintln!("warning: {}: {err}", path.display()),
+        }
+    }
+    rows
+}
+
 /// Compares the complete cohorts against the solo baselines and writes `report/`.
 fn report(out: &Path, plan: &Plan, node_line: &str, index: &Index) -> Result<(), StudyError> {
     let mut summaries: Vec<(CohortSummary, &Entry)> = Vec::new();
@@ -766,10 +829,8 @@ fn report(out: &Path, plan: &Plan, node_line: &str, index: &Index) -> Result<(),
                 },
             })
             .collect(),
-        // Capacity at an objective (serve cohorts, issue 13) and memory isolation (hog
-        // cohorts, issue 12) come from their own results once those land.
-        capacity: Vec::new(),
-        isolation: Vec::new(),
+        capacity: capacity_rows(out, index),
+        isolation: isolation_rows(out, index),
     };
     let dir = out.join("report");
     coload_analysis::write_report_with(&dir, &comparison, &context)
