@@ -140,6 +140,12 @@ impl Node {
     pub(crate) fn place(&self, job: &Job, lanes: &[u32]) -> Result<Placement, String> {
         let n = job.count as usize;
         if self.is_cpu() {
+            if job.workers.split(',').any(|w| w.trim().starts_with("hog=")) {
+                return Err(
+                    "the hog takes device memory to test a GPU sharing mode; this node has none"
+                        .into(),
+                );
+            }
             return match job.mode {
                 Mode::Timeslice => Ok(Placement::cpu()),
                 Mode::Exclusive if n == 1 => Ok(Placement::cpu()),

@@ -460,6 +460,15 @@ impl Plan {
         let mut baselines: BTreeMap<String, usize> = BTreeMap::new();
         for cpu in [false, true] {
             for job in self.jobs(cpu) {
+                // What a CPU node does not offer is listed as such there, never run: its flags
+                // need no check for the CPU (a plan that needs a GPU is refused on one whole).
+                if cpu
+                    && (self.needs_gpu
+                        || !matches!(job.mode, Mode::Timeslice | Mode::Exclusive)
+                        || job.workers.split(',').any(|w| w.trim().starts_with("hog=")))
+                {
+                    continue;
+                }
                 if !cpu {
                     if let Some(first) = seen.insert(job.name.clone(), job.line) {
                         return Err(line_err(
