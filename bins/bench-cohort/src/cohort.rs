@@ -601,7 +601,8 @@ mod tests {
             "the started workers waited {:?}",
             begin.elapsed()
         );
-        assert_eq!(first, Some(0));
+        // Whichever of the two the watcher saw exit first (they see the abort together).
+        assert!(matches!(first, Some(0 | 1)), "{first:?}");
         for w in &workers {
             assert_eq!(w.status.unwrap().code(), Some(15), "replica {}", w.replica);
         }

@@ -85,6 +85,13 @@ pub(crate) enum MpsError {
 
 /// Parses a memory limit as the daemon prints it (`20G`, `20538M`, `0`) into bytes.
 fn parse_limit(reply: &str) -> Option<u64> {
+    parse_limit_with_unit(reply).map(|(bytes, _)| bytes)
+}
+
+/// A printed limit and the unit it was printed in, bytes. The daemon prints whole units of the
+/// largest unit that fits: 20,538 MiB sent reads back as `20G` (seen on the H200, driver 580),
+/// so a read-back is as precise as its unit and no more.
+fn parse_limit_with_unit(reply: &str) -> Option<(u64, u64)> {
     let text = reply.trim();
     let (number, factor) = match text.char_indices().last()? {
         (i, 'K' | 'k') => (&text[..i], 1_u64 << 10),
@@ -94,7 +101,7 @@ fn parse_limit(reply: &str) -> Option<u64> {
         _ => (text, 1),
     };
     let value: f64 = number.trim().parse().ok()?;
-    (value >= 0.0).then(|| (value * factor as f64).round() as u64)
+    (value >= 0.0).then(|| ((value * factor as f64).round() as u64, factor))
 }
 
 /// A running MPS control daemon; stopped on drop.
@@ -185,7 +192,8 @@ impl MpsDaemon {
             let query = format!("get_default_device_pinned_mem_limit {}", limit.index);
             let reply = exchange(&query)?;
             let sent = limit.limit_mib << 20;
-            if parse_limit(&reply).is_none_or(|b| b.abs_diff(sent) >= 1 << 20) {
+            let unit_ok = |(b, unit): (u64, u64)| b.abs_diff(sent) < unit.max(1 << 20);
+            if !parse_limit_with_unit(&reply).is_some_and(unit_ok) {
                 return Err(MpsError::NotApplied {
                     query,
                     reply,
@@ -386,5 +394,10 @@ mod tests {
         assert_eq!(parse_limit("0"), Some(0));
         assert_eq!(parse_limit("1.5G"), Some(3 << 29));
         assert_eq!(parse_limit("unset"), None);
+        // 20,538 MiB (the plugin's 1/7 of an H200) reads back in whole GiB.
+        let (bytes, unit) = parse_limit_with_unit("20G").unwrap();
+        assert!(bytes.abs_diff(20_538 << 20) < unit);
+        let (bytes, unit) = parse_limit_with_unit("19G").unwrap();
+        assert!(bytes.abs_diff(20_538 << 20) >= unit);
     }
 }
