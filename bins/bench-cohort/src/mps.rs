@@ -84,6 +84,7 @@ pub(crate) enum MpsError {
 }
 
 /// Parses a memory limit as the daemon prints it (`20G`, `20538M`, `0`) into bytes.
+#[cfg(test)]
 fn parse_limit(reply: &str) -> Option<u64> {
     parse_limit_with_unit(reply).map(|(bytes, _)| bytes)
 }

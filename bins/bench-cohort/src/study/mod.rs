@@ -722,12 +722,45 @@ fn isolation_rows(out: &Path, index: &Index) -> Vec<coload_analysis::IsolationRo
                 mode: r.mode,
                 isolated: r.outcome == IsolationOutcome::Contained,
                 outcome: r.outcome.as_str().to_owned(),
-                note: r.explanation,
+                note: isolation_note(&r),
             }),
             Err(err) => eprintln!("warning: {}: {err}", path.display()),
         }
     }
     rows
+}
+
+/// The figures behind an isolation result, in a few words: `the hog took 139.3 GiB; 6 of 6
+/// others ran out of memory` (`isolation.json` keeps the whole explanation).
+fn isolation_note(r: &coload_cohort_schema::IsolationResult) -> String {
+    use coload_cohort_schema::{FailureKind, Status, Workload};
+    let held = r
+        .workers
+        .iter()
+        .find_map(|w| w.hog.as_ref())
+        .map(|h| h.granted_bytes as f64 / f64::from(1u32 << 30));
+    let others: Vec<_> = r
+        .workers
+        .iter()
+        .filter(|w| w.workload != Workload::Hog)
+        .collect();
+    let oom = others
+        .iter()
+        .filter(|w| w.kind == Some(FailureKind::OutOfMemory))
+        .count();
+    let complete = others
+        .iter()
+        .filter(|w| w.status == Status::Complete)
+        .count();
+    let hog = held.map_or_else(
+        || "the hog held nothing".to_owned(),
+        |g| format!("the hog got {g:.1} GiB"),
+    );
+    if oom > 0 {
+        format!("{hog}; {oom} of {} others ran out of memory", others.len())
+    } else {
+        format!("{hog}; {complete} of {} others completed", others.len())
+    }
 }
 
 /// Serving capacity per policy (issue 13): the `capacity.json` a `find_capacity` cohort leaves.

@@ -244,13 +244,7 @@ pub(crate) fn scaling(c: &Comparison, v: &Verdict, ctx: &super::ReportContext) -
             &tick,
             &format!("{workload} samples/s, all workers"),
         );
-        svg.text(
-            left,
-            46.0,
-            "start",
-            "panel-title",
-            &format!("{workload}: aggregate throughput"),
-        );
+        svg.text(left, 46.0, "start", "panel-title", workload.as_str());
         if let Some(s) = solo {
             p.reference(&mut svg, s, "one alone");
         }

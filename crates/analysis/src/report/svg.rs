@@ -305,15 +305,22 @@ impl Panel {
     }
 
     /// Draws x tick labels at `ticks` under the axis, and the axis title (with its unit).
+    /// Tick labels may hold one line break (`6 train\n+1 infer`): the second line goes under
+    /// the first, and the axis title under both.
     pub(crate) fn x_axis(&self, svg: &mut Svg, ticks: &[(f64, String)], title: &str) {
+        let mut lines = 1.0;
         for (v, label) in ticks {
             let x = self.px(*v);
             svg.line((x, self.bottom), (x, self.bottom + 4.0), "axis");
-            svg.text(x, self.bottom + 18.0, "middle", "tick", label);
+            for (i, line) in label.split('\n').enumerate() {
+                let i = i as f64;
+                svg.text(x, self.bottom + 18.0 + 13.0 * i, "middle", "tick", line);
+                lines = f64::max(lines, i + 1.0);
+            }
         }
         svg.text(
             f64::midpoint(self.left, self.right),
-            self.bottom + 38.0,
+            self.bottom + 25.0 + 13.0 * lines,
             "middle",
             "axis-title",
             title,

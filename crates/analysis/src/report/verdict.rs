@@ -72,10 +72,18 @@ impl Shape {
         }
     }
 
-    /// A short label for a chart's axis: `7 train`, `mix: infer`.
+    /// A short label for a chart's axis, on two lines for a mix: `7 train`, `6 train\n+1 infer`
+    /// (the group measured, then who shares with it).
     pub(crate) fn short(&self) -> String {
         if self.mixed {
-            format!("mix: {}", self.group)
+            let own = self.mix.get(&self.group).copied().unwrap_or(self.count);
+            let others: Vec<String> = self
+                .mix
+                .iter()
+                .filter(|(w, _)| **w != self.group)
+                .map(|(w, n)| format!("+{n} {w}"))
+                .collect();
+            format!("{own} {}\n{}", self.group, others.join(" "))
         } else {
             self.label()
         }
