@@ -208,8 +208,9 @@ if [[ -x "$shellcheck" ]]; then
   check "shellcheck of the dist, laptop, package, demo and GPU-host scripts" "$shellcheck" -x -P SCRIPTDIR \
     scripts/dist.sh scripts/dist/test.sh scripts/dist/env.sh scripts/dist/bench-worker \
     scripts/target-dir scripts/completions.sh scripts/check-laptop.sh scripts/check-package.sh \
-    scripts/demo.sh scripts/with-libtorch scripts/provision-libtorch.sh scripts/gpu/matrix.sh \
-    scripts/gpu/use-dist.sh scripts/perf/compare.sh
+    scripts/demo.sh scripts/with-libtorch scripts/provision-libtorch.sh scripts/gpu/study.sh \
+    scripts/gpu/use-dist.sh scripts/gpu/check.sh scripts/gpu/round2-serve.sh \
+    scripts/gpu/test-binaries.sh scripts/gpu/gpm-overhead.sh scripts/perf/compare.sh
 else
   bad "shellcheck is missing: run scripts/provision-tools.sh"
 fi

@@ -28,10 +28,12 @@ runs=$(mktemp -d)
 cohort() { # name, then bench-cohort flags
   local name=$1
   shift
-  echo "=== cohort $name ($(date -u +%T))" >> "$log"
-  "$bin/bench-cohort" --worker-bin "$bin/bench-worker" --out "$runs/$name" \
-    --window-s "$window" --warmup-batches 10 --start-lead-s 3 "$@" >> "$log" 2>&1
-  echo "=== cohort $name rc=$?" >> "$log"
+  {
+    echo "=== cohort $name ($(date -u +%T))"
+    "$bin/bench-cohort" --worker-bin "$bin/bench-worker" --out "$runs/$name" \
+      --window-s "$window" --warmup-batches 10 --start-lead-s 3 "$@" 2>&1
+    echo "=== cohort $name rc=$?"
+  } >> "$log"
 }
 cohort timeslice-mixed --workers infer=1,train=6 --mode timeslice
 cohort mps-mixed --workers infer=1,train=6 --mode mps --mps-unlimited

@@ -56,7 +56,7 @@ run_one() {
   local name=$1 setting=$2
   local dir="$work/runs/$name"
   mkdir -p "$dir"
-  # shellcheck disable=SC2046 # the setting's flags are meant to split
+  # shellcheck disable=SC2046,SC2086 # the setting's and WORKER_FLAGS's flags are meant to split
   "$bin/bench-worker" --experiment "gpm-overhead-$name-$$" --replica 0 --count 1 \
     --workload train --mode exclusive --sync-dir "$work/sync" --out "$dir/worker-0" \
     --window-s "$window" --warmup-batches 20 --start-lead-s 2 --quiet \

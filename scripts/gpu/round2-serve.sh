@@ -19,12 +19,14 @@ runs=$(mktemp -d)
 search() { # name start-rate bench-cohort flags...
   local name=$1 rate=$2
   shift 2
-  echo "=== $name ($(date -u +%T))" >> "$log"
-  "$bin/bench-cohort" --worker-bin "$bin/bench-worker" --out "$runs/$name" \
-    --window-s "$window" --warmup-batches 10 --start-lead-s 2 --quiet \
-    --find-capacity --slo-ms "$slo" --slo-quantile 0.99 --rate "$rate" --rate-min 25 \
-    --rate-max 16000 --max-probes "$probes" --capacity-tolerance 0.2 "$@" >> "$log" 2>&1
-  echo "=== $name rc=$?" >> "$log"
+  {
+    echo "=== $name ($(date -u +%T))"
+    "$bin/bench-cohort" --worker-bin "$bin/bench-worker" --out "$runs/$name" \
+      --window-s "$window" --warmup-batches 10 --start-lead-s 2 --quiet \
+      --find-capacity --slo-ms "$slo" --slo-quantile 0.99 --rate "$rate" --rate-min 25 \
+      --rate-max 16000 --max-probes "$probes" --capacity-tolerance 0.2 "$@" 2>&1
+    echo "=== $name rc=$?"
+  } >> "$log"
 }
 search solo 2000 --workers serve=1 --mode exclusive
 search timeslice6 150 --workers serve=1,train=6 --mode timeslice

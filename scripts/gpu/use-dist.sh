@@ -1,4 +1,4 @@
-# Sourced by scripts/gpu/matrix.sh and scripts/perf/compare.sh on a GPU host that has PyTorch 2.11
+# Sourced by scripts/gpu/study.sh, check.sh, round2-serve.sh, gpm-overhead.sh and scripts/perf/compare.sh on a GPU host that has PyTorch 2.11
 # but no Rust. Uses the coload bundle at $COLOAD_HOME when that is set, else unpacks the newest
 # dist/coload-*.tar.gz (`just dist` on the build machine; carry dist/ to the host) into a fresh
 # folder under ${TMPDIR:-/tmp}. Then sources the bundle's env.sh, which finds the host's torch/lib
