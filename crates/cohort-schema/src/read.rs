@@ -65,44 +65,29 @@ pub fn read_worker_report(path: &Path) -> Result<WorkerReport, SchemaError> {
     read_document(path)
 }
 
-/// Streams `batches.jsonl`, validating each line and the order of the lines.
-///
-/// A line is bad when it is not a complete JSON object of the [`BatchRecord`] shape, when its
-/// batch ends before it starts, when its index is not the previous one plus one (the first is 0),
-/// or when it starts before the previous batch ended (batches of one worker never overlap).
+/// A JSON-lines file read one record at a time, with the path and the 1-based line number every
+/// error names. Shared by the streaming readers ([`BatchReader`], `RequestReader`), which add
+/// their own checks of each record.
 #[derive(Debug)]
-pub struct BatchReader<R> {
-    path: PathBuf,
+pub(crate) struct JsonLines<R> {
+    pub(crate) path: PathBuf,
     reader: R,
-    line: u64,
+    pub(crate) line: u64,
     buf: String,
-    previous: Option<BatchRecord>,
 }
 
-impl BatchReader<BufReader<File>> {
-    /// Opens `path` for reading.
-    pub fn open(path: &Path) -> Result<Self, SchemaError> {
-        let file = File::open(path).map_err(|source| SchemaError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        Ok(Self::new(path, BufReader::with_capacity(1 << 16, file)))
-    }
-}
-
-impl<R: BufRead> BatchReader<R> {
-    /// Reads from `reader`, naming `path` in errors.
-    pub fn new(path: &Path, reader: R) -> Self {
-        BatchReader {
+impl<R: BufRead> JsonLines<R> {
+    pub(crate) fn new(path: &Path, reader: R, capacity: usize) -> Self {
+        JsonLines {
             path: path.to_owned(),
             reader,
             line: 0,
-            buf: String::with_capacity(128),
-            previous: None,
+            buf: String::with_capacity(capacity),
         }
     }
 
-    fn bad(&self, message: impl Into<String>) -> SchemaError {
+    /// An error about the current line.
+    pub(crate) fn bad(&self, message: impl Into<String>) -> SchemaError {
         SchemaError::BadLine {
             path: self.path.clone(),
             line: self.line,
@@ -110,7 +95,9 @@ impl<R: BufRead> BatchReader<R> {
         }
     }
 
-    fn next_record(&mut self) -> Option<Result<BatchRecord, SchemaError>> {
+    /// The next line as a `T`; `None` at the end. An empty line, a line that is not UTF-8 or
+    /// not a `T`, and a last line cut short are errors naming the line.
+    pub(crate) fn next_json<T: DeserializeOwned>(&mut self) -> Option<Result<T, SchemaError>> {
         self.buf.clear();
         match self.reader.read_line(&mut self.buf) {
             Ok(0) => return None,
@@ -132,12 +119,55 @@ impl<R: BufRead> BatchReader<R> {
         if text.trim().is_empty() {
             return Some(Err(self.bad("empty line")));
         }
-        let record: BatchRecord = match serde_json::from_str(text) {
-            Ok(r) => r,
+        Some(match serde_json::from_str(text) {
+            Ok(r) => Ok(r),
             Err(e) if e.is_eof() || !complete && e.is_syntax() => {
-                return Some(Err(self.bad(format!("truncated line: {e}"))));
+                Err(self.bad(format!("truncated line: {e}")))
             }
-            Err(e) => return Some(Err(self.bad(e.to_string()))),
+            Err(e) => Err(self.bad(e.to_string())),
+        })
+    }
+}
+
+/// Streams `batches.jsonl`, validating each line and the order of the lines.
+///
+/// A line is bad when it is not a complete JSON object of the [`BatchRecord`] shape, when its
+/// batch ends before it starts, when its index is not the previous one plus one (the first is 0),
+/// or when it starts before the previous batch ended (batches of one worker never overlap).
+#[derive(Debug)]
+pub struct BatchReader<R> {
+    lines: JsonLines<R>,
+    previous: Option<BatchRecord>,
+}
+
+impl BatchReader<BufReader<File>> {
+    /// Opens `path` for reading.
+    pub fn open(path: &Path) -> Result<Self, SchemaError> {
+        let file = File::open(path).map_err(|source| SchemaError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(Self::new(path, BufReader::with_capacity(1 << 16, file)))
+    }
+}
+
+impl<R: BufRead> BatchReader<R> {
+    /// Reads from `reader`, naming `path` in errors.
+    pub fn new(path: &Path, reader: R) -> Self {
+        BatchReader {
+            lines: JsonLines::new(path, reader, 128),
+            previous: None,
+        }
+    }
+
+    fn bad(&self, message: impl Into<String>) -> SchemaError {
+        self.lines.bad(message)
+    }
+
+    fn next_record(&mut self) -> Option<Result<BatchRecord, SchemaError>> {
+        let record: BatchRecord = match self.lines.next_json()? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
         };
         if record.end_unix_ns < record.start_unix_ns {
             return Some(Err(self.bad(format!(

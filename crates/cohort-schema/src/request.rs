@@ -7,12 +7,13 @@
 //! order; a line names its first, so a lost or repeated line is caught.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::SchemaError;
+use crate::read::JsonLines;
 
 /// The most requests one line may hold (the batcher's largest batch, and the chunk of queued
 /// requests).
@@ -47,10 +48,7 @@ pub struct RequestBatchRecord {
 /// batch, dispatch and completion; or when a dispatched line follows a queued one.
 #[derive(Debug)]
 pub struct RequestReader<R> {
-    path: PathBuf,
-    reader: R,
-    line: u64,
-    buf: String,
+    lines: JsonLines<R>,
     next_first: u64,
     next_batch: u64,
     last_arrival: u64,
@@ -73,10 +71,7 @@ impl<R: BufRead> RequestReader<R> {
     /// Reads from `reader`, naming `path` in errors.
     pub fn new(path: &Path, reader: R) -> Self {
         RequestReader {
-            path: path.to_owned(),
-            reader,
-            line: 0,
-            buf: String::with_capacity(1024),
+            lines: JsonLines::new(path, reader, 1024),
             next_first: 0,
             next_batch: 0,
             last_arrival: 0,
@@ -86,41 +81,13 @@ impl<R: BufRead> RequestReader<R> {
     }
 
     fn bad(&self, message: impl Into<String>) -> SchemaError {
-        SchemaError::BadLine {
-            path: self.path.clone(),
-            line: self.line,
-            message: message.into(),
-        }
+        self.lines.bad(message)
     }
 
     fn next_record(&mut self) -> Option<Result<RequestBatchRecord, SchemaError>> {
-        self.buf.clear();
-        match self.reader.read_line(&mut self.buf) {
-            Ok(0) => return None,
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                self.line += 1;
-                return Some(Err(self.bad("not valid UTF-8")));
-            }
-            Err(source) => {
-                return Some(Err(SchemaError::Io {
-                    path: self.path.clone(),
-                    source,
-                }));
-            }
-        }
-        self.line += 1;
-        let complete = self.buf.ends_with('\n');
-        let text = self.buf.trim_end_matches(['\n', '\r']);
-        if text.trim().is_empty() {
-            return Some(Err(self.bad("empty line")));
-        }
-        let record: RequestBatchRecord = match serde_json::from_str(text) {
+        let record: RequestBatchRecord = match self.lines.next_json()? {
             Ok(r) => r,
-            Err(e) if e.is_eof() || !complete && e.is_syntax() => {
-                return Some(Err(self.bad(format!("truncated line: {e}"))));
-            }
-            Err(e) => return Some(Err(self.bad(e.to_string()))),
+            Err(e) => return Some(Err(e)),
         };
         Some(self.check(record))
     }
