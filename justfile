@@ -87,7 +87,7 @@ report-check OUT="":
 # Run a study plan on this node (article, quick, or a TOML file), e.g. `just study quick runs/quick`
 study PLAN OUT *FLAGS:
     {{tl}} cargo build --release -p bench-cohort -p bench-worker
-    "$({{tl}} cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/bench-cohort" study {{PLAN}} --out {{OUT}} {{FLAGS}}
+    {{tl}} "$(scripts/target-dir)/release/bench-cohort" study {{PLAN}} --out {{OUT}} {{FLAGS}}
 
 # What CI runs: lint, the tests, the laptop build, packaging, then the reports in a real browser
 ci: lint test check-laptop package report-check

@@ -8,6 +8,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 scripts/with-libtorch cargo build --release -q -p bench-worker -p bench-cohort -p bench-summarize
+# Wherever cargo puts its builds (CARGO_TARGET_DIR or ./target).
+bin="$(scripts/target-dir)/release"
 out="runs/demo-serve-$(date -u +%Y%m%dT%H%M%S)"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "GPU found: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); running on cuda:0" >&2
@@ -19,6 +21,6 @@ else
   set -- --workers serve=1,train=2 --device cpu --batch-size 4 --image-size 64 --window-s 15 \
     --warmup-batches 3 --start-lead-s 3 --rate 20 --max-batch 8 --slo-ms 500
 fi
-scripts/with-libtorch target/release/bench-cohort --mode timeslice --out "$out" "$@"
+scripts/with-libtorch "$bin/bench-cohort" --mode timeslice --out "$out" "$@"
 echo "artifacts: $out/worker-*/ (worker.json, batches.jsonl, requests.jsonl for the serve worker)" >&2
-echo "judge another objective: target/release/bench-summarize $out --slo-ms 100 --slo-quantile 0.99" >&2
+echo "judge another objective: $bin/bench-summarize $out --slo-ms 100 --slo-quantile 0.99" >&2

@@ -10,8 +10,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-target=$(cargo metadata --format-version 1 --no-deps |
-  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+target=$(scripts/target-dir)
 out=${1:-$target/report-check}
 
 if ! command -v chromium-headless-shell >/dev/null && ! command -v chromium >/dev/null; then
@@ -40,7 +39,8 @@ data=docs/results/data
   --out "$out/results/report" >/dev/null
 
 : > "$out/no-gpu.txt" # an empty `nvidia-smi -L`: CPU workers, whatever this machine has
-OMP_NUM_THREADS=1 "$bin/bench-cohort" study quick --out "$out/quick" --node-listing "$out/no-gpu.txt" \
+# The workers link libtorch and carry no RUNPATH: with-libtorch puts it on LD_LIBRARY_PATH.
+OMP_NUM_THREADS=1 scripts/with-libtorch "$bin/bench-cohort" study quick --out "$out/quick" --node-listing "$out/no-gpu.txt" \
   --no-progress-bar > "$out/quick.txt" 2> "$out/quick.log" ||
   { cat "$out/quick.log" "$out/quick.txt"; exit 1; }
 
