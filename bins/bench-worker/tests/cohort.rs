@@ -3,7 +3,7 @@
 //! worker.json.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use std::io::BufRead;
@@ -12,9 +12,11 @@ use coload_cohort_schema::{
     FailureKind, Stage, Status, WorkerReport, exit, read_batches, read_worker_report,
 };
 
+mod common;
+
+use common::finish;
+
 const WORKER: &str = env!("CARGO_BIN_EXE_bench-worker");
-/// No test may leave a worker running longer than this.
-const HARD_LIMIT: Duration = Duration::from_secs(300);
 
 /// The tests run one at a time: each starts up to three libtorch processes, and a 2-core CI
 /// machine running several cohorts at once can take longer to load them than a join timeout.
@@ -93,23 +95,6 @@ impl Cohort {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
-    }
-}
-
-/// Waits for a child within the hard limit, killing it if it overstays; returns its status and
-/// stderr.
-fn finish(mut child: Child) -> (ExitStatus, String) {
-    let deadline = Instant::now() + HARD_LIMIT;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let out = child.wait_with_output().unwrap();
-            return (status, String::from_utf8_lossy(&out.stderr).into_owned());
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("a worker ran past {HARD_LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -3,14 +3,15 @@
 //! refused before anything runs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
 
 use coload_cohort_schema::{RequestReader, Status, Workload, exit, read_worker_report};
 
+mod common;
+
+use common::finish;
+
 const WORKER: &str = env!("CARGO_BIN_EXE_bench-worker");
-/// No test may leave a worker running longer than this.
-const HARD_LIMIT: Duration = Duration::from_secs(300);
 
 fn spawn(
     root: &Path,
@@ -50,21 +51,6 @@ fn spawn(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn finish(mut child: Child) -> (ExitStatus, String) {
-    let deadline = Instant::now() + HARD_LIMIT;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let out = child.wait_with_output().unwrap();
-            return (status, String::from_utf8_lossy(&out.stderr).into_owned());
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("a worker ran past {HARD_LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
