@@ -12,6 +12,7 @@
 //! as passes. Run with `--nocapture` to see the figures.
 #![cfg(feature = "gpu")]
 
+mod agreement;
 mod support;
 
 use std::time::{Duration, Instant};
@@ -22,7 +23,6 @@ use coload_workload::{
     DeviceChoice, GRAPH_WARMUP_STEPS, ModelSource, ModelStep, TorchScriptSpec, WorkloadOptions,
     ZooModel,
 };
-use tch::Tensor;
 
 fn options(
     workload: Workload,
@@ -42,76 +42,85 @@ fn options(
     }
 }
 
-/// Largest absolute difference relative to the largest magnitude, over every variable.
-fn relative_gap(a: &[(String, Tensor)], b: &[(String, Tensor)]) -> (f64, String) {
-    let mut worst = (0.0, String::new());
-    for ((name, x), (other, y)) in a.iter().zip(b) {
-        assert_eq!(name, other);
-        let scale = f64::max(x.abs().max().double_value(&[]), 1e-6);
-        let gap = (x - y).abs().max().double_value(&[]) / scale;
-        if gap > worst.0 {
-            worst = (gap, name.clone());
-        }
-    }
-    worst
-}
-
-/// Runs an eager and a graph step side by side (the eager one first catches up with the graph's
-/// warmup steps) and checks that losses and variables agree step by step.
+/// Runs two eager steps and a graph step side by side from one seed (the eager ones first catch
+/// up with the graph's warmup steps) and checks that the graph's losses follow eager's step by
+/// step and that its weights end where eager's end, within `tolerance` of the update
+/// ([`agreement::update_gap`]). The second eager run is the noise floor: cuDNN's algorithms are
+/// not bitwise deterministic, so two eager runs differ too, and the figures say by how much.
 #[expect(
     clippy::print_stdout,
     reason = "the agreement figures go into the notes"
 )]
-fn train_agreement(eager_options: &WorkloadOptions, steps: usize, tolerance: f64) {
+fn train_agreement(eager_options: &WorkloadOptions, steps: usize, loss_tol: f64, update_tol: f64) {
     let mut graph_options = eager_options.clone();
     graph_options.execution = Execution::CudaGraph;
     let mut eager = ModelStep::new(eager_options).unwrap();
+    let initial = eager.variables();
+    let mut noise = ModelStep::new(eager_options).unwrap();
     for _ in 0..GRAPH_WARMUP_STEPS {
         eager.step().unwrap();
+        noise.step().unwrap();
     }
     let mut graph = ModelStep::new(&graph_options).unwrap();
     assert_eq!(graph.info().execution, Execution::CudaGraph);
-    let (gap, name) = relative_gap(&eager.variables(), &graph.variables());
-    assert!(gap < tolerance, "after warmup: {name} differs by {gap:e}");
+    let (gap, name) = agreement::update_gap(&initial, &eager.variables(), &graph.variables());
+    assert!(
+        gap < update_tol,
+        "after warmup: {gap:e} of the update apart (most: {name})"
+    );
     let captured = graph.variables();
 
     let mut losses = Vec::new();
     for i in 0..steps {
         eager.step().unwrap();
+        noise.step().unwrap();
         graph.step().unwrap();
         let (e, g) = (
             eager.last_loss().unwrap().unwrap(),
             graph.last_loss().unwrap().unwrap(),
         );
         assert!(
-            (e - g).abs() <= tolerance * e.abs().max(1.0),
+            (e - g).abs() <= loss_tol * e.abs().max(1.0),
             "step {i}: eager loss {e}, graph loss {g}"
         );
         losses.push(g);
     }
-    let (gap, name) = relative_gap(&eager.variables(), &graph.variables());
+    let (gap, name) = agreement::update_gap(&initial, &eager.variables(), &graph.variables());
+    let (floor, _) = agreement::update_gap(&initial, &eager.variables(), &noise.variables());
     assert!(
-        gap < tolerance,
-        "after {steps} steps: {name} differs by {gap:e}"
+        gap < update_tol,
+        "after {steps} replays: {gap:e} of the update apart (most: {name}; eager against eager: \
+         {floor:e})"
     );
-    // Replays did train: the weights moved away from the captured ones, and the loss fell.
-    let (moved, _) = relative_gap(&captured, &graph.variables());
+    // Replays did train: of the whole way the weights went, the replays made a good part.
+    let moved = agreement::distance(&captured, &graph.variables())
+        / agreement::distance(&initial, &graph.variables());
     assert!(
-        moved > 1e-4,
-        "replays left the weights where they were ({moved:e})"
+        moved > 0.1,
+        "the replays moved the weights by {moved:e} of the whole update"
     );
     assert!(
         losses.last() < losses.first(),
         "the loss should fall on a fixed batch: {losses:?}"
     );
-    println!("agreement over {steps} steps: losses {losses:?}, last variable gap {gap:e}");
+    println!(
+        "agreement over {GRAPH_WARMUP_STEPS} warmup steps and {steps} replays: losses \
+         {losses:?}; graph against eager {gap:e} of the update (most: {name}), eager against \
+         eager {floor:e}"
+    );
 }
 
 #[test]
 fn a_replayed_training_step_computes_what_eager_computes() {
-    // cuDNN autotuning may pick different (equally valid) algorithms for the two steps, so the
-    // comparison allows float noise, not a different computation.
-    train_agreement(&options(Workload::Train, Execution::Eager, 16, 64), 6, 2e-3);
+    // cuDNN's algorithms are not bitwise deterministic, so the comparison allows float noise
+    // (the eager-against-eager figure shows its size), not a different computation: a missed,
+    // repeated or stale update puts the weights a good fraction of the update apart.
+    train_agreement(
+        &options(Workload::Train, Execution::Eager, 16, 64),
+        6,
+        1e-3,
+        1e-2,
+    );
 }
 
 #[test]
@@ -142,7 +151,7 @@ fn a_torchscript_module_replays_what_it_computes_eagerly() {
     };
     let mut o = options(Workload::Train, Execution::Eager, 8, 12);
     o.model = ModelSource::TorchScript(spec);
-    train_agreement(&o, 6, 1e-4);
+    train_agreement(&o, 6, 1e-4, 1e-4);
 }
 
 /// A failed capture leaves the process's CUDA RNG in capture mode: libtorch's

@@ -4,6 +4,8 @@
 //! through the worker's step (forward, loss, backward, foreach SGD; inference under
 //! `InferenceMode`).
 
+mod agreement;
+
 use coload_cohort_schema::{Execution, Precision, Workload};
 use coload_timing::Step;
 use coload_workload::{DeviceChoice, ModelSource, ModelStep, WorkloadOptions, ZooModel};
@@ -151,5 +153,30 @@ fn a_size_the_model_cannot_take_fails_before_building() {
     assert!(
         err.to_string().contains("densenet121 cannot take 64x64"),
         "{err}"
+    );
+}
+
+/// The measure `tests/gpu_graph.rs` compares CUDA-graph replay with eager by can fail: two runs
+/// from one seed end where each other ends, and one step more lands far away.
+#[test]
+fn the_update_gap_tells_the_same_training_from_one_step_more() {
+    let o = options(ZooModel::Resnet18, Workload::Train);
+    let mut a = ModelStep::new(&o).unwrap();
+    let initial = a.variables();
+    let mut b = ModelStep::new(&o).unwrap();
+    for _ in 0..4 {
+        a.step().unwrap();
+        b.step().unwrap();
+    }
+    let (same, name) = agreement::update_gap(&initial, &a.variables(), &b.variables());
+    assert!(
+        same < 1e-6,
+        "the same training ended apart: {same:e} ({name})"
+    );
+    b.step().unwrap();
+    let (one_more, _) = agreement::update_gap(&initial, &a.variables(), &b.variables());
+    assert!(
+        one_more > 0.05,
+        "one step more should be far apart: {one_more:e}"
     );
 }

@@ -99,6 +99,10 @@ pub(crate) struct Flags {
     pub(crate) slo_ms: Option<f64>,
     pub(crate) slo_quantile: Option<f64>,
     pub(crate) find_capacity: Option<bool>,
+    pub(crate) rate_min: Option<f64>,
+    pub(crate) rate_max: Option<f64>,
+    pub(crate) max_probes: Option<u32>,
+    pub(crate) capacity_tolerance: Option<f64>,
 }
 
 impl Flags {
