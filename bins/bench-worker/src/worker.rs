@@ -422,23 +422,6 @@ impl Run {
             self.report.config.parameter_count = Some(info.parameter_count);
             self.report.config.model_file.clone_from(&info.model_file);
         }
-        if f.execution == coload_cohort_schema::Execution::CudaGraph
-            && args.place.workload == coload_cohort_schema::Workload::Train
-            && f.model_file.is_none()
-        {
-            // On the H200 the replayed training step of a built-in model did not yet reproduce
-            // eager's weight updates (docs/performance.md); its rate is measured, its equality
-            // with eager is not shown. Say so in every such report.
-            self.report
-                .warnings
-                .push(coload_cohort_schema::WorkerWarning {
-                    kind: "cuda_graph_training_unverified".to_owned(),
-                    message: "CUDA-graph training of a built-in model is not yet shown to update \
-                              the weights as eager does (docs/performance.md): read its rate as \
-                              the replay's, not as eager's"
-                        .to_owned(),
-                });
-        }
         self.record_device(args, &info, build_start, clock, progress)?;
         if let Some(hog) = step.as_hog() {
             // The hog holds its memory now: say so before the barrier, so that a launcher can

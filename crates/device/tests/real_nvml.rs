@@ -130,13 +130,21 @@ fn identify_agrees_with_nvml_and_telemetry_is_in_range() {
     for s in &samples {
         assert_sane_sample(s, &gpu);
     }
-    for pair in samples.windows(2) {
+    // The periodic samples keep the rate; the last one is the closing sample taken at the stop,
+    // any time up to one period after the one before it.
+    let (closing, periodic) = samples.split_last().unwrap();
+    for pair in periodic.windows(2) {
         let gap_ms = (pair[1].t_unix_ns - pair[0].t_unix_ns) / 1_000_000;
         assert!(
             (50..=250).contains(&gap_ms),
             "samples {gap_ms} ms apart at 10 Hz"
         );
     }
+    let last_gap_ms = (closing.t_unix_ns - periodic.last().unwrap().t_unix_ns) / 1_000_000;
+    assert!(
+        last_gap_ms <= 250,
+        "the closing sample came {last_gap_ms} ms after the last periodic one"
+    );
     let summary = summary.expect("a summary of the samples");
     assert_eq!(summary.scope, "device");
     assert_eq!(summary.samples, samples.len() as u64);

@@ -64,31 +64,51 @@ fn train_agreement(eager_options: &WorkloadOptions, steps: usize, loss_tol: f64,
     let mut graph = ModelStep::new(&graph_options).unwrap();
     assert_eq!(graph.info().execution, Execution::CudaGraph);
     let (gap, name) = agreement::update_gap(&initial, &eager.variables(), &graph.variables());
+    let (floor, _) = agreement::update_gap(&initial, &eager.variables(), &noise.variables());
     assert!(
-        gap < update_tol,
-        "after warmup: {gap:e} of the update apart (most: {name})"
+        gap < update_tol.max(3.0 * floor),
+        "after warmup: {gap:e} of the update apart (most: {name}; eager against eager: {floor:e})"
     );
     let captured = graph.variables();
 
+    // Losses step by step: (eager, its noise twin, graph).
     let mut losses = Vec::new();
-    for i in 0..steps {
+    for _ in 0..steps {
         eager.step().unwrap();
         noise.step().unwrap();
         graph.step().unwrap();
-        let (e, g) = (
+        losses.push((
             eager.last_loss().unwrap().unwrap(),
+            noise.last_loss().unwrap().unwrap(),
             graph.last_loss().unwrap().unwrap(),
-        );
-        assert!(
-            (e - g).abs() <= loss_tol * e.abs().max(1.0),
-            "step {i}: eager loss {e}, graph loss {g}"
-        );
-        losses.push(g);
+        ));
     }
+    // On a fixed batch the loss falls fast (ResNet18 from 6.9 to 1.5 in three steps), so a noise
+    // of 1 % of the update moves it visibly: the graph's losses must stay within a few times
+    // the eager twin's distance.
+    let worst = |pick: fn(&(f64, f64, f64)) -> f64| {
+        losses
+            .iter()
+            .map(|l| (l.0 - pick(l)).abs())
+            .fold(0.0_f64, f64::max)
+    };
+    let (loss_gap, loss_floor) = (worst(|l| l.2), worst(|l| l.1));
+    assert!(
+        loss_gap <= (loss_tol * losses[0].0.abs().max(1.0)).max(3.0 * loss_floor),
+        "losses (eager, eager twin, graph): {losses:?}"
+    );
+    let losses: Vec<f64> = losses.iter().map(|l| l.2).collect();
     let (gap, name) = agreement::update_gap(&initial, &eager.variables(), &graph.variables());
     let (floor, _) = agreement::update_gap(&initial, &eager.variables(), &noise.variables());
+    // Two eager runs differ by cuDNN's reduction order (on the H200: 1.3e-2 of the update, most
+    // of it in layer 4's batch-norm running variances); replay must stay within a few times that
+    // floor, and the floor must itself be small, or the comparison would say nothing.
     assert!(
-        gap < update_tol,
+        floor < 5.0 * update_tol,
+        "eager against eager is {floor:e} of the update apart: too noisy to compare"
+    );
+    assert!(
+        gap < update_tol.max(3.0 * floor),
         "after {steps} replays: {gap:e} of the update apart (most: {name}; eager against eager: \
          {floor:e})"
     );
@@ -105,8 +125,8 @@ fn train_agreement(eager_options: &WorkloadOptions, steps: usize, loss_tol: f64,
     );
     println!(
         "agreement over {GRAPH_WARMUP_STEPS} warmup steps and {steps} replays: losses \
-         {losses:?}; graph against eager {gap:e} of the update (most: {name}), eager against \
-         eager {floor:e}"
+         {losses:?}, at most {loss_gap:e} from eager's (eager twin: {loss_floor:e}); graph \
+         against eager {gap:e} of the update (most: {name}), eager against eager {floor:e}"
     );
 }
 
