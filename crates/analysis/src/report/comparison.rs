@@ -15,7 +15,7 @@ use coload_cohort_schema::{CohortComparison, Comparison, Workload};
 use super::ReportContext;
 use super::charts;
 use super::document::{Document, Figure, Table, f2, f3, group_label, mix, opt};
-use super::svg::num;
+use super::svg::{num, rate};
 use super::verdict::{self, Verdict};
 
 /// What the ratios mean, said once under the verdict.
@@ -145,13 +145,31 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
                 .into(),
         });
     }
-    if let Some(svg) = charts::capacity(v, &ctx.capacity) {
-        figs.push(Figure {
-            svg,
-            caption: "Requests per second each policy sustains while meeting the objective.".into(),
-        });
-    }
     doc.figures(figs);
+    // Capacity at the objective and the load curve behind it side by side, one pair per
+    // objective, in a row of their own so that they stay together.
+    let bars = charts::capacity(v, &ctx.capacity);
+    let curves = charts::load_curve(v, &ctx.capacity, &ctx.serve_points);
+    for (bar, curve) in bars.into_iter().zip(curves) {
+        doc.figures(vec![
+            Figure {
+                svg: bar,
+                caption: "Requests per second per serve worker each policy sustains while \
+                          meeting the objective: the highest rate a probe passed below every \
+                          rate that failed (\"at least\": no probe failed; \"below\": none \
+                          passed)."
+                    .into(),
+            },
+            Figure {
+                svg: curve,
+                caption: LOAD_CURVE_NOTE.into(),
+            },
+        ]);
+    }
+    if !ctx.capacity.is_empty() {
+        doc.heading(3, "Capacity at the objective");
+        doc.table(capacity_table(&ctx.capacity));
+    }
     if !ctx.isolation.is_empty() {
         let mut t = Table::new(&["policy", "mode", "outcome", "others kept running", "note"]);
         for r in &ctx.isolation {
@@ -168,6 +186,62 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
     }
     doc.para(RATIO_NOTE);
     doc.table(verdict_table(v));
+}
+
+/// What the load curve shows, under it.
+const LOAD_CURVE_NOTE: &str = "Request latency at the objective's quantile against the load \
+     offered to each serve worker, per policy: the capacity search's probes joined in rate order \
+     (filled: the probe met the objective; hollow: it missed, which can happen under the line \
+     when too few requests ran for LoadGen's early-stopping test, or when the server is \
+     overloaded), fixed-rate serve cohorts as squares (at their measured offered load). Hover a \
+     point for its figures.";
+
+/// Per capacity search: its answer, the bracket it stopped on, and every probe.
+fn capacity_table(rows: &[super::CapacityRow]) -> Table {
+    let mut t = Table::new(&[
+        "policy",
+        "workers",
+        "objective",
+        "capacity, requests/s",
+        "bracket [passed, failed), requests/s",
+        "stop",
+        "probes in the order run, requests/s: latency at the quantile",
+    ]);
+    for r in rows {
+        let bracket = format!(
+            "[{}, {})",
+            r.capacity_per_s.map_or_else(|| "0".to_owned(), rate),
+            r.failed_above_per_s.map_or_else(|| "∞".to_owned(), rate)
+        );
+        let probes: Vec<String> = r
+            .probes
+            .iter()
+            .map(|p| {
+                let verdict = match p.passed {
+                    Some(true) => "pass",
+                    Some(false) => "fail",
+                    None => "cohort failed",
+                };
+                format!(
+                    "{}: {} ({verdict}{})",
+                    rate(p.rate_per_s),
+                    p.latency_ms
+                        .map_or_else(|| "-".to_owned(), |ms| format!("{} ms", num(ms))),
+                    if p.overloaded { ", overloaded" } else { "" }
+                )
+            })
+            .collect();
+        t.row(vec![
+            r.policy.clone(),
+            r.note.clone(),
+            r.objective.clone(),
+            r.capacity_words(),
+            bracket,
+            r.stop.clone(),
+            probes.join("; "),
+        ]);
+    }
+    t
 }
 
 /// The verdict's figures as a table: one row per shape and policy.
