@@ -1,7 +1,8 @@
 //! `bench-cohort study` end to end: the built-in `quick` plan with real CPU workers (its report
-//! renders, a second run resumes without running anything), failed cohorts kept and re-run only
-//! when asked (a stand-in worker that fails, at the process seam), and bad plans refused with
-//! their line.
+//! renders, a second run resumes without running anything), a capacity search as a cohort of a
+//! plan (complete without a summary of its own, in the report, skipped on resume), failed
+//! cohorts kept and re-run only when asked (a stand-in worker that fails, at the process seam),
+//! and bad plans refused with their line.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -147,6 +148,113 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
             .count(),
         6,
         "{again:?}"
+    );
+}
+
+/// A fixed-rate serve cohort and a capacity search of at most two probes, on the CPU with tiny
+/// shapes. The objective (the median within 1 s) is lenient so that a loaded host still
+/// completes the search; whether a probe passes does not matter here, only that the study
+/// treats the search as one complete cohort.
+const SERVE_PLAN: &str = r#"
+name = "serve"
+[flags]
+window_s = 2
+warmup_batches = 1
+start_lead_s = 2
+batch_size = 2
+image_size = 32
+join_timeout_s = 120
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+[[cohort]]
+workers = "serve=1"
+flags = { rate = 15, slo_ms = 1000, slo_quantile = 0.5 }
+[[cohort]]
+workers = "serve=1"
+name = "capacity"
+flags = { find_capacity = true, rate = 15, rate_max = 30, max_probes = 2, slo_ms = 1000, slo_quantile = 0.5 }
+"#;
+
+#[test]
+fn a_capacity_search_in_a_plan_completes_shows_in_the_report_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tmp.path().join("serve.toml");
+    std::fs::write(&plan, SERVE_PLAN).unwrap();
+    let out = tmp.path().join("s");
+    let args = [plan.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let o = study(tmp.path(), &args, &worker_bin());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let idx = index(&out);
+    assert_eq!(
+        outcomes(&idx),
+        [
+            ("timeslice-serve1-r1".to_owned(), "complete".to_owned()),
+            ("timeslice-capacity-r1".to_owned(), "complete".to_owned()),
+        ],
+        "{idx}"
+    );
+    let entry = &idx["cohorts"][1];
+    let answer = entry["capacity"].as_str().expect("the search's answer");
+    assert!(
+        answer.contains("requests/s at p50 <= 1,000 ms (stop: "),
+        "{answer}"
+    );
+    assert!(entry["reason"].is_null(), "{entry}");
+    // The search's folder: capacity.json and a cohort per probe, no summary of its own.
+    let dir = out.join("cohorts/timeslice-capacity-r1");
+    assert!(!dir.join("summary.json").exists());
+    let capacity: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("capacity.json")).unwrap()).unwrap();
+    let probes = capacity["probes"].as_array().unwrap();
+    assert!((1..=2).contains(&probes.len()), "{capacity}");
+    for p in probes {
+        let name = Path::new(p["dir"].as_str().unwrap()).file_name().unwrap();
+        assert!(dir.join(name).join("summary.json").is_file(), "{p}");
+    }
+    // The comparison holds the fixed-rate cohort only: the probes are not cohorts of a shape.
+    let comparison: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report/comparison.json")).unwrap())
+            .unwrap();
+    assert_eq!(comparison["cohorts"].as_array().unwrap().len(), 1);
+    // The report shows the capacity, the load curve with the probes and the fixed-rate cohort,
+    // and the table.
+    let html = std::fs::read_to_string(out.join("report/report.html")).unwrap();
+    assert!(html.contains("capacity at p50 &lt;= 1,000 ms"), "{html}");
+    assert!(html.contains(
+        "aria-label=\"request latency against offered load, objective p50 &lt;= 1,000 ms\""
+    ));
+    assert!(html.contains(">objective p50 &lt;= 1,000 ms</text>"));
+    assert!(
+        html.contains("<title>timeslice: 15 requests/s, p50 "),
+        "{html}"
+    );
+    assert!(html.contains("<title>timeslice (fixed rate, timeslice-serve1-"));
+    assert!(html.contains("<h3>Capacity at the objective</h3>"));
+    assert!(html.contains("Serving capacity at the objective (p50 &lt;= 1,000 ms):"));
+    let before = std::fs::read(dir.join("capacity.json")).unwrap();
+
+    // Again: both complete, nothing runs, the search is left as it was.
+    let begin = std::time::Instant::now();
+    let o = study(tmp.path(), &args, &worker_bin());
+    assert_eq!(o.status.code(), Some(0));
+    assert!(begin.elapsed().as_secs() < 20, "{:?}", begin.elapsed());
+    let idx = index(&out);
+    assert!(
+        outcomes(&idx).iter().all(|(_, o)| o == "already_complete"),
+        "{idx}"
+    );
+    assert_eq!(idx["cohorts"][1]["capacity"].as_str(), Some(answer));
+    assert_eq!(std::fs::read(dir.join("capacity.json")).unwrap(), before);
+    assert!(
+        !out.join("cohorts/timeslice-capacity-r1.interrupted-1")
+            .exists()
+    );
+    assert!(
+        std::fs::read_to_string(out.join("report/report.html"))
+            .unwrap()
+            .contains("capacity at p50 &lt;= 1,000 ms")
     );
 }
 
