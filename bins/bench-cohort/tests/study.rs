@@ -426,3 +426,66 @@ fn a_dry_run_plans_the_article_for_a_two_gpu_node() {
     assert!(text.contains("39 cohorts to run"), "{text}");
     assert!(!tmp.path().join("s").exists(), "a dry run writes nothing");
 }
+
+#[test]
+fn the_gpu_capacity_plan_parses_and_plans_for_a_one_gpu_node_with_mps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listing = tmp.path().join("one.txt");
+    std::fs::write(&listing, "GPU 0: NVIDIA H200 (UUID: GPU-a)\n").unwrap();
+    let plan = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/gpu/capacity.toml"
+    );
+    let dry_run = |plan: &str| {
+        Command::new(COHORT)
+            .args(["study", plan, "--dry-run", "--node-mps", "--out"])
+            .arg(tmp.path().join("s"))
+            .arg("--node-listing")
+            .arg(&listing)
+            .output()
+            .unwrap()
+    };
+    let o = dry_run(plan);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Four searches on the one GPU, each counted as its 5 probes of 10 + 2 + 25 s.
+    for cohort in [
+        "exclusive-serve1-r1  serve=1  gpu 0  to run  185",
+        "timeslice-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
+        "mps-plugin-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
+        "mps-unlimited-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
+    ] {
+        assert!(text.contains(cohort), "{cohort}\n{text}");
+    }
+    assert!(text.contains("4 cohorts to run"), "{text}");
+    assert!(!tmp.path().join("s").exists(), "a dry run writes nothing");
+
+    // A start rate outside the search's bounds is refused before anything runs, with its line.
+    let bad = tmp.path().join("bad.toml");
+    let text = std::fs::read_to_string(plan).unwrap();
+    assert!(text.contains("flags = { rate = 50 }"));
+    std::fs::write(
+        &bad,
+        text.replace("flags = { rate = 50 }", "flags = { rate = 10 }"),
+    )
+    .unwrap();
+    let o = dry_run(bad.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INVALID_INPUT)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "cohort `timeslice-serve1-train6-r1`: the capacity search needs --rate-min <= --rate \
+             <= --rate-max, got 25 <= 10 <= 16000"
+        ),
+        "{stderr}"
+    );
+}
