@@ -225,7 +225,7 @@ fn a_capacity_search_in_a_plan_completes_shows_in_the_report_and_resumes() {
     assert!(html.contains(
         "aria-label=\"request latency against offered load, objective p50 &lt;= 1,000 ms\""
     ));
-    assert!(html.contains(">objective p50 &lt;= 1,000 ms</text>"));
+    assert!(html.contains(">objective p50 &lt;= 1,000 ms · "));
     assert!(
         html.contains("<title>timeslice: 15 requests/s, p50 "),
         "{html}"

@@ -326,9 +326,11 @@ fn the_load_curve_draws_each_policy_its_probes_and_the_objective() {
     let html = render_report_html_with(&results(), &ctx);
     let svg = svg_labelled(&html, LOAD_CURVE);
     insta::assert_snapshot!("load_curve_p99_10ms", svg);
-    // The objective: a dashed line and its label.
-    assert_eq!(svg.matches("class=\"ref\"").count(), 1, "{svg}");
-    assert!(svg.contains(">objective p99 &lt;= 10 ms</text>"), "{svg}");
+    // The objective: a dashed line labelled with its value, and its words in the legend beside
+    // a dashed swatch.
+    assert_eq!(svg.matches("class=\"ref\"").count(), 2, "{svg}");
+    assert!(svg.contains("class=\"ref-label\">10 ms</text>"), "{svg}");
+    assert!(svg.contains(">objective p99 &lt;= 10 ms · "), "{svg}");
     // One curve per policy in the policy's colour, through its probes in rate order.
     for (color, policy) in [("#d95f02", "timeslice"), ("#1f6fb4", "mps")] {
         let curves: Vec<&str> = svg
@@ -383,7 +385,8 @@ fn the_load_curve_is_linear_in_latency_within_a_tenfold_range_and_one_per_object
         "request latency against offered load, objective p99 &lt;= 25 ms",
     );
     assert!(svg.contains("request latency p99, ms</text>"), "{svg}");
-    assert!(svg.contains(">objective p99 &lt;= 25 ms</text>"));
+    assert!(svg.contains(">objective p99 &lt;= 25 ms · "));
+    assert!(svg.contains("class=\"ref-label\">25 ms</text>"));
     // The 10 ms chart is still there, with its own curves; each objective has its bar chart.
     assert!(!svg_labelled(&html, LOAD_CURVE).contains("848.5"));
     assert!(html.contains("aria-label=\"serving capacity at p99 &lt;= 25 ms, per policy\""));

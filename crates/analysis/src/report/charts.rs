@@ -415,6 +415,17 @@ fn sparse_log_ticks(lo: f64, hi: f64) -> Vec<f64> {
         .collect()
 }
 
+/// The largest 1, 2 or 5 times a power of ten at or below `v` (positive), so that a log axis
+/// starts on a tick.
+fn log_floor(v: f64) -> f64 {
+    let p = 10f64.powf(v.log10().floor());
+    [5.0, 2.0, 1.0]
+        .into_iter()
+        .map(|m| m * p)
+        .find(|t| *t <= v * (1.0 + 1e-9))
+        .unwrap_or(p)
+}
+
 /// From what latency span the load curve's y axis is logarithmic.
 const LOG_Y_SPAN: f64 = 10.0;
 
@@ -482,7 +493,7 @@ fn load_curve_at(
     let log_y = y_max / y_min > LOG_Y_SPAN;
     let y = if log_y {
         Scale::Log {
-            lo: y_min / 1.4,
+            lo: log_floor(y_min / 1.3),
             hi: y_max * 1.4,
         }
     } else {
@@ -496,7 +507,8 @@ fn load_curve_at(
     let p = Panel {
         left: 70.0,
         top: 62.0,
-        right: width - 24.0,
+        // Room on the right for the objective's value.
+        right: width - 48.0,
         bottom: height - 50.0,
         x: Scale::Log { lo: x_lo, hi: x_hi },
         y,
@@ -514,13 +526,14 @@ fn load_curve_at(
         }
     }
     legend(&mut svg, &used, 70.0, 18.0, true);
+    svg.line((70.0, 34.0), (88.0, 34.0), "ref");
     svg.text(
-        70.0,
+        92.0,
         38.0,
         "start",
         "legend",
         &format!(
-            "● filled: probe met the objective · ○ hollow: missed{}",
+            "objective {objective} · ● met · ○ missed{}",
             if fixed.is_empty() {
                 ""
             } else {
@@ -553,16 +566,9 @@ fn load_curve_at(
         &x_ticks,
         "offered load, requests/s per serve worker (log)",
     );
-    // The objective: a dashed line, labelled above its left end (low rates sit well under it).
-    let oy = p.py(slo);
-    svg.line((p.left, oy), (p.right, oy), "ref");
-    svg.text(
-        p.left + 6.0,
-        oy - 5.0,
-        "start",
-        "ref-label",
-        &format!("objective {objective}"),
-    );
+    // The objective: a dashed line, its value just outside the panel's right end where no
+    // probe can cover it, its words in the legend.
+    p.reference(&mut svg, slo, &format!("{} ms", super::svg::rate(slo)));
     for r in rows {
         let color = policy_color(v, &r.policy);
         let mut pts: Vec<(f64, f64, &super::CapacityPoint)> = r
@@ -778,4 +784,23 @@ pub(crate) fn percentiles(
         svg.legend_item(lx, 18.0, "#9a9a9a", true, "alone (baseline)");
     }
     svg.finish(&format!("latency by percentile, cohort {}", k.experiment))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_axis_starts_on_a_tick_and_thins_its_ticks_over_many_decades() {
+        assert!((log_floor(2.01) - 2.0).abs() < 1e-12);
+        assert!((log_floor(4.9) - 2.0).abs() < 1e-12);
+        assert!((log_floor(10.0) - 10.0).abs() < 1e-12);
+        assert!((log_floor(999.0) - 500.0).abs() < 1e-9);
+        assert_eq!(sparse_log_ticks(2.0, 40.0), [2.0, 5.0, 10.0, 20.0]);
+        // 25 to 16,000 requests/s: 1, 2, 5 would be ten labels; 1 and 5 are six.
+        assert_eq!(
+            sparse_log_ticks(16.0, 24_000.0),
+            [50.0, 100.0, 500.0, 1000.0, 5000.0, 10_000.0]
+        );
+    }
 }
