@@ -435,3 +435,32 @@ fn the_capacity_table_gives_each_search_its_answer_bracket_and_probes() {
     assert!(!plain.contains("Capacity at the objective"));
     assert!(!plain.contains("request latency against offered load"));
 }
+
+#[test]
+fn a_report_of_capacity_searches_alone_shows_them_and_no_empty_sections() {
+    let empty = Comparison {
+        schema_version: coload_cohort_schema::SCHEMA_VERSION,
+        baselines: std::collections::BTreeMap::new(),
+        cohorts: Vec::new(),
+        repeats: Vec::new(),
+        warnings: Vec::new(),
+        caveats: Vec::new(),
+    };
+    let ctx = ReportContext {
+        capacity: capacity_rows(),
+        ..ReportContext::default()
+    };
+    let html = render_report_html_with(&empty, &ctx);
+    svg_labelled(&html, LOAD_CURVE);
+    svg_labelled(&html, "serving capacity at p99 &lt;= 10 ms, per policy");
+    assert!(html.contains("<h3>Capacity at the objective</h3>"));
+    let md = render_comparison_markdown_with(&empty, &ctx);
+    for absent in [
+        "## Cohorts",
+        "## Baselines",
+        "## Repeats",
+        "| shape | policy |",
+    ] {
+        assert!(!md.contains(absent), "{absent}\n{md}");
+    }
+}

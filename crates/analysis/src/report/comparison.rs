@@ -42,13 +42,45 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
         doc.para(n.clone());
     }
     verdict_section(c, ctx, &v, &mut doc);
+    // Capacity searches alone leave the comparison empty: no cohort sections, baselines or
+    // repeats to show, only the study's cohorts and the caveats.
+    if !c.cohorts.is_empty() {
+        compared(c, ctx, &v, &mut doc);
+    }
+    if !ctx.cohorts.is_empty() {
+        doc.heading(2, "Every cohort of the study");
+        let mut t = Table::new(&["cohort", "policy", "workers", "outcome", "note"]);
+        for k in &ctx.cohorts {
+            t.row(vec![
+                k.name.clone(),
+                k.policy.clone(),
+                k.workers.clone(),
+                k.outcome.clone(),
+                k.note.clone(),
+            ]);
+        }
+        doc.table(t);
+    }
+    doc.warnings_and_caveats(
+        c.warnings
+            .iter()
+            .map(|w| format!("{}: {}", w.kind, w.message))
+            .collect(),
+        &c.caveats,
+    );
+    doc
+}
+
+/// The sections about the compared cohorts: each cohort folded, the baselines, the "why"
+/// table and the repeats.
+fn compared(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document) {
     doc.heading(2, "Cohorts");
     doc.para(
         "One folded section per cohort: its groups and workers against solo, and each worker's \
          batch latency by percentile (the tail axis is logarithmic: 90, 99, 99.9 % are equally \
          spaced; a line ends at the slowest batch, at its own rank 1 - 1/n).",
     );
-    cohorts(c, ctx, &v, &mut doc);
+    cohorts(c, ctx, v, doc);
     doc.heading(2, "Baselines");
     if c.baselines.is_empty() {
         doc.para("No solo baseline given: no ratios against solo.");
@@ -77,29 +109,7 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
          one value per cohort: mean, sample standard deviation and the 95% Student-t confidence \
          interval of the mean (none for a single cohort).",
     );
-    repeats(c, &mut doc);
-    if !ctx.cohorts.is_empty() {
-        doc.heading(2, "Every cohort of the study");
-        let mut t = Table::new(&["cohort", "policy", "workers", "outcome", "note"]);
-        for k in &ctx.cohorts {
-            t.row(vec![
-                k.name.clone(),
-                k.policy.clone(),
-                k.workers.clone(),
-                k.outcome.clone(),
-                k.note.clone(),
-            ]);
-        }
-        doc.table(t);
-    }
-    doc.warnings_and_caveats(
-        c.warnings
-            .iter()
-            .map(|w| format!("{}: {}", w.kind, w.message))
-            .collect(),
-        &c.caveats,
-    );
-    doc
+    repeats(c, doc);
 }
 
 /// The verdict: the findings, the charts, memory isolation when measured, and the figures as
@@ -162,7 +172,14 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
             },
             Figure {
                 svg: curve,
-                caption: LOAD_CURVE_NOTE.into(),
+                caption: format!(
+                    "{LOAD_CURVE_NOTE}{}",
+                    if ctx.serve_points.is_empty() {
+                        ""
+                    } else {
+                        LOAD_CURVE_FIXED_NOTE
+                    }
+                ),
             },
         ]);
     }
@@ -184,8 +201,11 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
         doc.heading(3, "Memory isolation");
         doc.table(t);
     }
-    doc.para(RATIO_NOTE);
-    doc.table(verdict_table(v));
+    // A study of capacity searches alone has no shape to tabulate.
+    if !v.cells.is_empty() {
+        doc.para(RATIO_NOTE);
+        doc.table(verdict_table(v));
+    }
 }
 
 /// What the load curve shows, under it.
@@ -193,8 +213,11 @@ const LOAD_CURVE_NOTE: &str = "Request latency at the objective's quantile again
      offered to each serve worker, per policy: the capacity search's probes joined in rate order \
      (filled: the probe met the objective; hollow: it missed, which can happen under the line \
      when too few requests ran for LoadGen's early-stopping test, or when the server is \
-     overloaded), fixed-rate serve cohorts as squares (at their measured offered load). Hover a \
-     point for its figures.";
+     overloaded). Hover a point for its figures.";
+
+/// Added under the load curve when the study has fixed-rate serve cohorts.
+const LOAD_CURVE_FIXED_NOTE: &str = " Squares are the study's fixed-rate serve cohorts, at \
+     their measured offered load.";
 
 /// Per capacity search: its answer, the bracket it stopped on, and every probe.
 fn capacity_table(rows: &[super::CapacityRow]) -> Table {
