@@ -489,3 +489,39 @@ fn the_gpu_capacity_plan_parses_and_plans_for_a_one_gpu_node_with_mps() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_capacity_search_whose_probe_fails_is_a_failed_cohort_naming_the_probe() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tmp.path().join("serve.toml");
+    std::fs::write(&plan, SERVE_PLAN).unwrap();
+    let out = tmp.path().join("s");
+    let fake = failing_worker(tmp.path());
+    let o = study(
+        tmp.path(),
+        &[plan.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &fake,
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INCOMPLETE_COHORT)),
+        "{stderr}"
+    );
+    let idx = index(&out);
+    let c = &idx["cohorts"][1];
+    assert_eq!(c["name"], "timeslice-capacity-r1");
+    assert_eq!(c["outcome"], "failed");
+    assert!(c["capacity"].is_null(), "{c}");
+    let reason = c["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("capacity probe 1 at 15 requests/s did not complete (probe-1-15): "),
+        "{reason}"
+    );
+    // Kept whole, with the search's record of the probe.
+    let kept = out.join("cohorts/timeslice-capacity-r1.failed-1");
+    assert!(kept.join("capacity.json").is_file());
+    assert!(kept.join("probe-1-15").is_dir());
+    // Nothing complete: no report.
+    assert!(!out.join("report").exists());
+}
