@@ -339,7 +339,8 @@ pub(crate) fn capacity(v: &Verdict, rows: &[super::CapacityRow]) -> Vec<String> 
 fn capacity_at(v: &Verdict, rows: &[&super::CapacityRow]) -> String {
     let h = 60.0 + 30.0 * rows.len() as f64 + 40.0;
     let mut svg = Svg::new(WIDE, h);
-    // A search that found no passing rate shows its failing bound as a hollow bar's end.
+    // The axis reaches a failing bound too, for a search that passed nothing (its label sits
+    // at 0: `below 25`).
     let hi = rows
         .iter()
         .filter_map(|r| r.capacity_per_s.or(r.failed_above_per_s))
