@@ -20,24 +20,16 @@ use crate::mix::Mix;
 /// Why a probe stopped the search.
 struct ProbeFailed(u8);
 
-/// Runs the search and returns the exit code: complete when every probe's cohort completed.
-pub(crate) fn run(
-    args: &Args,
-    mix: &Mix,
-    worker_bin: &Path,
-    interrupted: &AtomicBool,
-) -> Result<u8, LauncherError> {
+/// The search `--find-capacity` asks for and its objective (ms), checked: `Err` says which flag
+/// is wrong. [`Args::validate`] calls it, so that a study plan with a bad search is refused
+/// before anything runs rather than when its cohort's turn comes.
+pub(crate) fn search(args: &Args) -> Result<(CapacitySearch, f64), String> {
     let (s, c) = (&args.serve, &args.capacity);
     let Some(slo_ms) = s.slo_ms else {
-        return Err(LauncherError::Usage(
-            "--find-capacity needs --slo-ms".into(),
-        ));
+        return Err("--find-capacity needs --slo-ms".into());
     };
-    let quantile = c.slo_quantile.unwrap_or(DEFAULT_SLO_QUANTILE);
     if args.repeat != 1 {
-        return Err(LauncherError::Usage(
-            "--find-capacity runs its own sequence of cohorts; leave --repeat out".into(),
-        ));
+        return Err("--find-capacity runs its own sequence of cohorts; leave --repeat out".into());
     }
     let search = CapacitySearch {
         start_per_s: s.rate.unwrap_or(100.0_f64.clamp(c.rate_min, c.rate_max)),
@@ -46,7 +38,20 @@ pub(crate) fn run(
         max_probes: c.max_probes,
         tolerance: c.capacity_tolerance,
     };
-    search.validate().map_err(LauncherError::Usage)?;
+    search.validate()?;
+    Ok((search, slo_ms))
+}
+
+/// Runs the search and returns the exit code: complete when every probe's cohort completed.
+pub(crate) fn run(
+    args: &Args,
+    mix: &Mix,
+    worker_bin: &Path,
+    interrupted: &AtomicBool,
+) -> Result<u8, LauncherError> {
+    let c = &args.capacity;
+    let (search, slo_ms) = search(args).map_err(LauncherError::Usage)?;
+    let quantile = c.slo_quantile.unwrap_or(DEFAULT_SLO_QUANTILE);
     let mut workload_mix: BTreeMap<Workload, u32> = BTreeMap::new();
     for w in mix.workloads() {
         *workload_mix.entry(*w).or_default() += 1;

@@ -133,6 +133,9 @@ impl Args {
         self.flags.validate()?;
         let mix = self.mix()?;
         crate::serve::check(&self.serve, &self.capacity, mix.workloads())?;
+        if self.capacity.find_capacity {
+            crate::capacity::search(self)?;
+        }
         if let Some(model) = &self.flags.model {
             // A per-workload declaration must name a model for every workload of the mix (a hog
             // runs none).

@@ -1,7 +1,8 @@
 //! `bench-cohort study` end to end: the built-in `quick` plan with real CPU workers (its report
-//! renders, a second run resumes without running anything), failed cohorts kept and re-run only
-//! when asked (a stand-in worker that fails, at the process seam), and bad plans refused with
-//! their line.
+//! renders, a second run resumes without running anything), a capacity search as a cohort of a
+//! plan (complete without a summary of its own, in the report, skipped on resume), failed
+//! cohorts kept and re-run only when asked (a stand-in worker that fails, at the process seam),
+//! and bad plans refused with their line.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -147,6 +148,113 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
             .count(),
         6,
         "{again:?}"
+    );
+}
+
+/// A fixed-rate serve cohort and a capacity search of at most two probes, on the CPU with tiny
+/// shapes. The objective (the median within 1 s) is lenient so that a loaded host still
+/// completes the search; whether a probe passes does not matter here, only that the study
+/// treats the search as one complete cohort.
+const SERVE_PLAN: &str = r#"
+name = "serve"
+[flags]
+window_s = 2
+warmup_batches = 1
+start_lead_s = 2
+batch_size = 2
+image_size = 32
+join_timeout_s = 120
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+[[cohort]]
+workers = "serve=1"
+flags = { rate = 15, slo_ms = 1000, slo_quantile = 0.5 }
+[[cohort]]
+workers = "serve=1"
+name = "capacity"
+flags = { find_capacity = true, rate = 15, rate_max = 30, max_probes = 2, slo_ms = 1000, slo_quantile = 0.5 }
+"#;
+
+#[test]
+fn a_capacity_search_in_a_plan_completes_shows_in_the_report_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tmp.path().join("serve.toml");
+    std::fs::write(&plan, SERVE_PLAN).unwrap();
+    let out = tmp.path().join("s");
+    let args = [plan.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let o = study(tmp.path(), &args, &worker_bin());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let idx = index(&out);
+    assert_eq!(
+        outcomes(&idx),
+        [
+            ("timeslice-serve1-r1".to_owned(), "complete".to_owned()),
+            ("timeslice-capacity-r1".to_owned(), "complete".to_owned()),
+        ],
+        "{idx}"
+    );
+    let entry = &idx["cohorts"][1];
+    let answer = entry["capacity"].as_str().expect("the search's answer");
+    assert!(
+        answer.contains("requests/s at p50 <= 1,000 ms (stop: "),
+        "{answer}"
+    );
+    assert!(entry["reason"].is_null(), "{entry}");
+    // The search's folder: capacity.json and a cohort per probe, no summary of its own.
+    let dir = out.join("cohorts/timeslice-capacity-r1");
+    assert!(!dir.join("summary.json").exists());
+    let capacity: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("capacity.json")).unwrap()).unwrap();
+    let probes = capacity["probes"].as_array().unwrap();
+    assert!((1..=2).contains(&probes.len()), "{capacity}");
+    for p in probes {
+        let name = Path::new(p["dir"].as_str().unwrap()).file_name().unwrap();
+        assert!(dir.join(name).join("summary.json").is_file(), "{p}");
+    }
+    // The comparison holds the fixed-rate cohort only: the probes are not cohorts of a shape.
+    let comparison: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report/comparison.json")).unwrap())
+            .unwrap();
+    assert_eq!(comparison["cohorts"].as_array().unwrap().len(), 1);
+    // The report shows the capacity, the load curve with the probes and the fixed-rate cohort,
+    // and the table.
+    let html = std::fs::read_to_string(out.join("report/report.html")).unwrap();
+    assert!(html.contains("capacity at p50 &lt;= 1,000 ms"), "{html}");
+    assert!(html.contains(
+        "aria-label=\"request latency against offered load, objective p50 &lt;= 1,000 ms\""
+    ));
+    assert!(html.contains(">objective p50 &lt;= 1,000 ms · "));
+    assert!(
+        html.contains("<title>timeslice: 15 requests/s, p50 "),
+        "{html}"
+    );
+    assert!(html.contains("<title>timeslice (fixed rate, timeslice-serve1-"));
+    assert!(html.contains("<h3>Capacity at the objective</h3>"));
+    assert!(html.contains("Serving capacity at the objective (p50 &lt;= 1,000 ms):"));
+    let before = std::fs::read(dir.join("capacity.json")).unwrap();
+
+    // Again: both complete, nothing runs, the search is left as it was.
+    let begin = std::time::Instant::now();
+    let o = study(tmp.path(), &args, &worker_bin());
+    assert_eq!(o.status.code(), Some(0));
+    assert!(begin.elapsed().as_secs() < 20, "{:?}", begin.elapsed());
+    let idx = index(&out);
+    assert!(
+        outcomes(&idx).iter().all(|(_, o)| o == "already_complete"),
+        "{idx}"
+    );
+    assert_eq!(idx["cohorts"][1]["capacity"].as_str(), Some(answer));
+    assert_eq!(std::fs::read(dir.join("capacity.json")).unwrap(), before);
+    assert!(
+        !out.join("cohorts/timeslice-capacity-r1.interrupted-1")
+            .exists()
+    );
+    assert!(
+        std::fs::read_to_string(out.join("report/report.html"))
+            .unwrap()
+            .contains("capacity at p50 &lt;= 1,000 ms")
     );
 }
 
@@ -317,4 +425,103 @@ fn a_dry_run_plans_the_article_for_a_two_gpu_node() {
     );
     assert!(text.contains("39 cohorts to run"), "{text}");
     assert!(!tmp.path().join("s").exists(), "a dry run writes nothing");
+}
+
+#[test]
+fn the_gpu_capacity_plan_parses_and_plans_for_a_one_gpu_node_with_mps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listing = tmp.path().join("one.txt");
+    std::fs::write(&listing, "GPU 0: NVIDIA H200 (UUID: GPU-a)\n").unwrap();
+    let plan = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/gpu/capacity.toml"
+    );
+    let dry_run = |plan: &str| {
+        Command::new(COHORT)
+            .args(["study", plan, "--dry-run", "--node-mps", "--out"])
+            .arg(tmp.path().join("s"))
+            .arg("--node-listing")
+            .arg(&listing)
+            .output()
+            .unwrap()
+    };
+    let o = dry_run(plan);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Four searches on the one GPU, each counted as its 5 probes of 10 + 2 + 25 s.
+    for cohort in [
+        "exclusive-serve1-r1  serve=1  gpu 0  to run  185",
+        "timeslice-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
+        "mps-plugin-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
+        "mps-unlimited-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
+    ] {
+        assert!(text.contains(cohort), "{cohort}\n{text}");
+    }
+    assert!(text.contains("4 cohorts to run"), "{text}");
+    assert!(!tmp.path().join("s").exists(), "a dry run writes nothing");
+
+    // A start rate outside the search's bounds is refused before anything runs, with its line.
+    let bad = tmp.path().join("bad.toml");
+    let text = std::fs::read_to_string(plan).unwrap();
+    assert!(text.contains("flags = { rate = 50 }"));
+    std::fs::write(
+        &bad,
+        text.replace("flags = { rate = 50 }", "flags = { rate = 10 }"),
+    )
+    .unwrap();
+    let o = dry_run(bad.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INVALID_INPUT)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "cohort `timeslice-serve1-train6-r1`: the capacity search needs --rate-min <= --rate \
+             <= --rate-max, got 25 <= 10 <= 16000"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_capacity_search_whose_probe_fails_is_a_failed_cohort_naming_the_probe() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = tmp.path().join("serve.toml");
+    std::fs::write(&plan, SERVE_PLAN).unwrap();
+    let out = tmp.path().join("s");
+    let fake = failing_worker(tmp.path());
+    let o = study(
+        tmp.path(),
+        &[plan.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &fake,
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INCOMPLETE_COHORT)),
+        "{stderr}"
+    );
+    let idx = index(&out);
+    let c = &idx["cohorts"][1];
+    assert_eq!(c["name"], "timeslice-capacity-r1");
+    assert_eq!(c["outcome"], "failed");
+    assert!(c["capacity"].is_null(), "{c}");
+    let reason = c["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("capacity probe 1 at 15 requests/s did not complete (probe-1-15): "),
+        "{reason}"
+    );
+    // Kept whole, with the search's record of the probe.
+    let kept = out.join("cohorts/timeslice-capacity-r1.failed-1");
+    assert!(kept.join("capacity.json").is_file());
+    assert!(kept.join("probe-1-15").is_dir());
+    // Nothing complete: no report.
+    assert!(!out.join("report").exists());
 }

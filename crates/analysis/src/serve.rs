@@ -307,6 +307,18 @@ pub(crate) fn serve_summary(
     }
 }
 
+/// The request latency at `quantile` among those a summary keeps (p50, p90, p99, p99.9),
+/// milliseconds; `None` for another quantile, or where the summary has none (the quantile falls
+/// on an unfinished request). A capacity search's objective sits at one of these quantiles in
+/// practice (p99 by default); the load curve of the report reads it here.
+#[must_use]
+pub fn request_latency_at(l: &RequestLatencyMs, quantile: f64) -> Option<f64> {
+    [(P50, l.p50), (P90, l.p90), (P99, l.p99), (P999, l.p999)]
+        .into_iter()
+        .find(|(per_mille, _)| (f64::from(*per_mille) / 1000.0 - quantile).abs() < 1e-9)
+        .and_then(|(_, ms)| ms)
+}
+
 #[cfg(test)]
 #[expect(
     clippy::float_cmp,
@@ -478,5 +490,22 @@ mod tests {
         assert!(early_stopping_odds(459, 0, 0.99) <= 0.01);
         assert!(early_stopping_odds(458, 0, 0.99) > 0.01);
         assert!((early_stopping_odds(10, 0, 0.5) - 0.5f64.powi(10)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_latency_at_a_quantile_is_read_only_where_the_summary_keeps_it() {
+        let l = RequestLatencyMs {
+            p50: Some(1.0),
+            p90: Some(2.0),
+            p99: Some(3.0),
+            p999: None,
+            mean: Some(1.5),
+            max: Some(9.0),
+        };
+        assert_eq!(request_latency_at(&l, 0.5), Some(1.0));
+        assert_eq!(request_latency_at(&l, 0.9), Some(2.0));
+        assert_eq!(request_latency_at(&l, 0.99), Some(3.0));
+        assert_eq!(request_latency_at(&l, 0.999), None, "unfinished at p99.9");
+        assert_eq!(request_latency_at(&l, 0.95), None, "not kept");
     }
 }

@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use coload_analysis::{
-    CapacityRow, ContextCohort, IsolationRow, ReportContext, compare, load_compare_input,
-    render_comparison_markdown, render_comparison_markdown_with, render_report_html_with,
+    CapacityPoint, CapacityRow, ContextCohort, IsolationRow, ReportContext, ServePoint, compare,
+    load_compare_input, render_comparison_markdown, render_comparison_markdown_with,
+    render_report_html_with,
 };
 use coload_cohort_schema::{CohortSummary, Comparison, Mode, Workload};
 
@@ -143,6 +144,62 @@ fn two_real_cards_are_set_against_one_card() {
     );
 }
 
+fn probe(rate_per_s: f64, latency_ms: f64, passed: bool) -> CapacityPoint {
+    CapacityPoint {
+        rate_per_s,
+        latency_ms: Some(latency_ms),
+        passed: Some(passed),
+        overloaded: false,
+    }
+}
+
+/// Capacity searches at p99 <= 10 ms as the H200 measured them at 25 ms (round 2), scaled:
+/// time-slicing passes no rate, MPS converges, one worker alone passes the highest rate.
+fn capacity_rows() -> Vec<CapacityRow> {
+    let row = |policy: &str, mode, capacity, failed, stop: &str, probes| CapacityRow {
+        policy: policy.into(),
+        mode,
+        objective: "p99 <= 10 ms".into(),
+        slo_ms: 10.0,
+        quantile: 0.99,
+        capacity_per_s: capacity,
+        failed_above_per_s: failed,
+        stop: stop.into(),
+        probes,
+        note: "serve=1,train=6".into(),
+    };
+    vec![
+        row(
+            "timeslice",
+            Mode::Timeslice,
+            None,
+            Some(25.0),
+            "min_rate_fails",
+            vec![
+                probe(150.0, 28.7, false),
+                probe(75.0, 28.4, false),
+                probe(25.0, 26.1, false),
+            ],
+        ),
+        row(
+            "mps",
+            Mode::Mps,
+            Some(410.0),
+            Some(600.0),
+            "converged",
+            vec![
+                probe(300.0, 4.8, true),
+                probe(600.0, 12.9, false),
+                CapacityPoint {
+                    overloaded: true,
+                    ..probe(1200.0, 60.0, false)
+                },
+                probe(410.0, 8.1, true),
+            ],
+        ),
+    ]
+}
+
 fn context() -> ReportContext {
     ReportContext {
         title: "coload study: article".into(),
@@ -156,22 +213,7 @@ fn context() -> ReportContext {
             note: "the cohort failed (replica 3 first) [kept: cohorts/mps-train7-r3.failed-1]"
                 .into(),
         }],
-        capacity: vec![
-            CapacityRow {
-                policy: "timeslice".into(),
-                mode: Mode::Timeslice,
-                objective: "p99 <= 10 ms".into(),
-                capacity_per_s: Some(120.0),
-                note: "beside 6 trainers".into(),
-            },
-            CapacityRow {
-                policy: "mps".into(),
-                mode: Mode::Mps,
-                objective: "p99 <= 10 ms".into(),
-                capacity_per_s: Some(410.0),
-                note: "beside 6 trainers".into(),
-            },
-        ],
+        capacity: capacity_rows(),
         isolation: vec![
             IsolationRow {
                 policy: "mps".into(),
@@ -205,15 +247,15 @@ fn capacity_and_isolation_render_only_when_measured() {
         "a capacity chart"
     );
     assert!(html.contains(
-        "<strong>Serving capacity at the objective (p99 &lt;= 10 ms):</strong> mps sustains the most; mps 410 requests/s and timeslice 120 requests/s."
+        "<strong>Serving capacity at the objective (p99 &lt;= 10 ms):</strong> mps sustains the most; mps 410 requests/s and timeslice below 25 requests/s."
     ));
     assert!(html.contains(
         "<strong>Memory isolation against a worker that takes all memory:</strong> mig (6 of 6 complete) kept the others running; mps (6 of 6 out of memory) did not."
     ));
-    // The verdict's three charts come before the first folded section; the failed cohort is
-    // listed, not dropped.
+    // The verdict's four charts (per worker, scaling, capacity, load curve) come before the
+    // first folded section; the failed cohort is listed, not dropped.
     let first_details = html.find("<details>").unwrap();
-    assert_eq!(html[..first_details].matches("<svg").count(), 3);
+    assert_eq!(html[..first_details].matches("<svg").count(), 4);
     assert!(html.contains("mps-train7-r3.failed-1"));
     let md = render_comparison_markdown_with(&c, &context());
     assert!(md.contains("### Memory isolation"), "{md}");
@@ -248,5 +290,177 @@ fn one_colour_per_policy_everywhere_and_a_percentile_plot_per_cohort() {
         "rate ÷ solo",
     ] {
         assert!(html.contains(unit), "{unit}");
+    }
+}
+
+/// The SVG element whose accessible name is `label`.
+fn svg_labelled<'a>(html: &'a str, label: &str) -> &'a str {
+    let at = html
+        .find(&format!("aria-label=\"{label}\""))
+        .unwrap_or_else(|| panic!("no chart `{label}`"));
+    let start = html[..at].rfind("<svg").unwrap();
+    let end = at + html[at..].find("</svg>").unwrap() + "</svg>".len();
+    &html[start..end]
+}
+
+/// A fixed-rate serve cohort beside six trainers under time-slicing.
+fn serve_point() -> ServePoint {
+    ServePoint {
+        policy: "timeslice".into(),
+        mode: Mode::Timeslice,
+        experiment: "timeslice-serve1-train6-x".into(),
+        offered_per_s: 301.0,
+        latency_ms: vec![(0.5, 9.0), (0.99, 31.0)],
+        overloaded: false,
+    }
+}
+
+const LOAD_CURVE: &str = "request latency against offered load, objective p99 &lt;= 10 ms";
+
+#[test]
+fn the_load_curve_draws_each_policy_its_probes_and_the_objective() {
+    let ctx = ReportContext {
+        serve_points: vec![serve_point()],
+        ..context()
+    };
+    let html = render_report_html_with(&results(), &ctx);
+    let svg = svg_labelled(&html, LOAD_CURVE);
+    insta::assert_snapshot!("load_curve_p99_10ms", svg);
+    // The objective: a dashed line labelled with its value, and its words in the legend beside
+    // a dashed swatch.
+    assert_eq!(svg.matches("class=\"ref\"").count(), 2, "{svg}");
+    assert!(svg.contains("class=\"ref-label\">10 ms</text>"), "{svg}");
+    assert!(svg.contains(">objective p99 &lt;= 10 ms · "), "{svg}");
+    // One curve per policy in the policy's colour, through its probes in rate order.
+    for (color, policy) in [("#d95f02", "timeslice"), ("#1f6fb4", "mps")] {
+        let curves: Vec<&str> = svg
+            .lines()
+            .filter(|l| l.starts_with("<path") && l.contains(&format!("stroke=\"{color}\"")))
+            .collect();
+        assert_eq!(curves.len(), 1, "{policy}: {svg}");
+        assert!(curves[0].contains(&format!("<title>{policy}: capacity")));
+        let xs: Vec<f64> = curves[0]
+            .split(['M', 'L'])
+            .filter_map(|p| p.trim().split(',').next()?.parse().ok())
+            .collect();
+        assert!(xs.windows(2).all(|w| w[0] < w[1]), "{policy}: {xs:?}");
+    }
+    // Passed probes filled, failed ones hollow, the fixed-rate cohort a square.
+    let dots = |fill: &str| {
+        svg.lines()
+            .filter(|l| l.starts_with("<circle") && l.contains(&format!("fill=\"{fill}\"")))
+            .count()
+    };
+    assert_eq!(dots("#1f6fb4"), 2, "mps passed 300 and 410");
+    assert_eq!(dots("#fff"), 5, "3 timeslice and 2 mps probes failed");
+    assert!(svg.contains("overloaded: a lower bound"));
+    assert!(
+        svg.contains("<title>timeslice (fixed rate, timeslice-serve1-train6-x): 301 requests/s")
+    );
+    // Units, log-scaled axes: rates from 25 to 1,200 and latencies from 4.8 to 60 ms.
+    assert!(svg.contains("offered load, requests/s per serve worker (log)"));
+    assert!(svg.contains("request latency p99, ms (log)"), "{svg}");
+}
+
+#[test]
+fn the_load_curve_is_linear_in_latency_within_a_tenfold_range_and_one_per_objective() {
+    let mut rows = capacity_rows();
+    // Another objective: the same search read at 25 ms, latencies within 10x.
+    rows.push(CapacityRow {
+        objective: "p99 <= 25 ms".into(),
+        slo_ms: 25.0,
+        capacity_per_s: Some(848.5),
+        failed_above_per_s: Some(1200.0),
+        stop: "probes_exhausted".into(),
+        probes: vec![probe(300.0, 22.1, true), probe(1200.0, 24.8, false)],
+        ..rows[1].clone()
+    });
+    let ctx = ReportContext {
+        capacity: rows,
+        ..ReportContext::default()
+    };
+    let html = render_report_html_with(&results(), &ctx);
+    let svg = svg_labelled(
+        &html,
+        "request latency against offered load, objective p99 &lt;= 25 ms",
+    );
+    assert!(svg.contains("request latency p99, ms</text>"), "{svg}");
+    assert!(svg.contains(">objective p99 &lt;= 25 ms · "));
+    assert!(svg.contains("class=\"ref-label\">25 ms</text>"));
+    // The 10 ms chart is still there, with its own curves; each objective has its bar chart.
+    assert!(!svg_labelled(&html, LOAD_CURVE).contains("848.5"));
+    assert!(html.contains("aria-label=\"serving capacity at p99 &lt;= 25 ms, per policy\""));
+    assert!(html.contains("aria-label=\"serving capacity at p99 &lt;= 10 ms, per policy\""));
+    assert!(html.contains(
+        "<strong>Serving capacity at the objective (p99 &lt;= 25 ms):</strong> mps sustains the most; mps 848.5 requests/s."
+    ));
+}
+
+#[test]
+fn the_capacity_table_gives_each_search_its_answer_bracket_and_probes() {
+    let mut rows = capacity_rows();
+    rows.push(CapacityRow {
+        policy: "exclusive".into(),
+        mode: Mode::Exclusive,
+        capacity_per_s: Some(16_000.0),
+        failed_above_per_s: None,
+        stop: "max_rate_passes".into(),
+        probes: vec![probe(8000.0, 3.7, true), probe(16_000.0, 9.9, true)],
+        note: "serve=1".into(),
+        ..rows[0].clone()
+    });
+    let ctx = ReportContext {
+        capacity: rows,
+        ..ReportContext::default()
+    };
+    let md = render_comparison_markdown_with(&results(), &ctx);
+    let table = &md[md
+        .find("### Capacity at the objective")
+        .expect("a capacity table")..];
+    let table = &table[..table.find("\n\n|").map_or(table.len(), |i| {
+        i + table[i + 2..]
+            .find("\n\n")
+            .map_or(table.len() - i, |j| j + 2)
+    })];
+    insta::assert_snapshot!("capacity_table", table);
+    for row in [
+        "| timeslice | serve=1,train=6 | p99 <= 10 ms | below 25 | [0, 25) | min_rate_fails | 150: 28.7 ms (fail); 75: 28.4 ms (fail); 25: 26.1 ms (fail) |",
+        "| mps | serve=1,train=6 | p99 <= 10 ms | 410 | [410, 600) | converged | 300: 4.8 ms (pass); 600: 12.9 ms (fail); 1,200: 60.0 ms (fail, overloaded); 410: 8.1 ms (pass) |",
+        "| exclusive | serve=1 | p99 <= 10 ms | at least 16,000 | [16,000, ∞) | max_rate_passes | 8,000: 3.7 ms (pass); 16,000: 9.9 ms (pass) |",
+    ] {
+        assert!(table.contains(row), "{row}\n{table}");
+    }
+    // Without capacity searches, no table and no load curve.
+    let plain = render_report_html_with(&results(), &ReportContext::default());
+    assert!(!plain.contains("Capacity at the objective"));
+    assert!(!plain.contains("request latency against offered load"));
+}
+
+#[test]
+fn a_report_of_capacity_searches_alone_shows_them_and_no_empty_sections() {
+    let empty = Comparison {
+        schema_version: coload_cohort_schema::SCHEMA_VERSION,
+        baselines: std::collections::BTreeMap::new(),
+        cohorts: Vec::new(),
+        repeats: Vec::new(),
+        warnings: Vec::new(),
+        caveats: Vec::new(),
+    };
+    let ctx = ReportContext {
+        capacity: capacity_rows(),
+        ..ReportContext::default()
+    };
+    let html = render_report_html_with(&empty, &ctx);
+    svg_labelled(&html, LOAD_CURVE);
+    svg_labelled(&html, "serving capacity at p99 &lt;= 10 ms, per policy");
+    assert!(html.contains("<h3>Capacity at the objective</h3>"));
+    let md = render_comparison_markdown_with(&empty, &ctx);
+    for absent in [
+        "## Cohorts",
+        "## Baselines",
+        "## Repeats",
+        "| shape | policy |",
+    ] {
+        assert!(!md.contains(absent), "{absent}\n{md}");
     }
 }

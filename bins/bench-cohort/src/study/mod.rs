@@ -178,6 +178,7 @@ fn entry(job: &Job) -> Entry {
         duration_s: None,
         experiment: None,
         failed_dirs: Vec::new(),
+        capacity: None,
     }
 }
 
@@ -248,6 +249,10 @@ pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
                 Found::Complete { experiment } => {
                     e.outcome = Outcome::AlreadyComplete;
                     e.experiment = Some(experiment);
+                }
+                Found::CapacityComplete { answer } => {
+                    e.outcome = Outcome::AlreadyComplete;
+                    e.capacity = Some(answer);
                 }
                 Found::Failed { dirs, last } => {
                     e.failed_dirs = dirs.iter().map(|d| relative(&args.out, d)).collect();
@@ -469,19 +474,40 @@ struct Estimator {
     measured: Cell<(f64, u32)>,
 }
 
+/// Probes a capacity search runs at most when the plan does not say (`--max-probes`'s default).
+const MAX_PROBES_DEFAULT: u32 = 12;
+
+/// Cohorts a job runs at most: one, or a capacity search's `max_probes`.
+fn cohorts_of(job: &Job) -> u32 {
+    if job.finds_capacity() {
+        job.flags
+            .get("max-probes")
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|n| u32::try_from(n).ok())
+            .unwrap_or(MAX_PROBES_DEFAULT)
+            .max(1)
+    } else {
+        1
+    }
+}
+
 impl Estimate for Estimator {
+    /// A capacity search counts as `max_probes` cohorts: the most it may run (bracketing often
+    /// stops sooner, so the estimate errs long).
     fn seconds(&self, job: &Job) -> f64 {
         let window = job.flag_f64("window-s").unwrap_or(45.0);
         let lead = job.flag_f64("start-lead-s").unwrap_or(5.0);
-        window + lead + self.setup_s.get()
+        f64::from(cohorts_of(job)) * (window + lead + self.setup_s.get())
     }
 }
 
 impl Estimator {
-    fn observe(&self, job: &Job, elapsed: Duration) {
+    /// Learns the setup time from a job that ran `cohorts` cohorts in `elapsed`.
+    fn observe(&self, job: &Job, cohorts: u32, elapsed: Duration) {
         let window = job.flag_f64("window-s").unwrap_or(45.0);
         let lead = job.flag_f64("start-lead-s").unwrap_or(5.0);
-        let setup = (elapsed.as_secs_f64() - window - lead).max(0.0);
+        let per_cohort = elapsed.as_secs_f64() / f64::from(cohorts.max(1));
+        let setup = (per_cohort - window - lead).max(0.0);
         let (sum, n) = self.measured.get();
         self.measured.set((sum + setup, n + 1));
         self.setup_s.set((sum + setup) / f64::from(n + 1));
@@ -609,9 +635,25 @@ impl Events for StudyEvents<'_> {
                 let interrupted =
                     self.interrupted.load(Ordering::SeqCst) || code == Some(i32::from(INTERRUPTED));
                 match (code, interrupted) {
+                    (Some(0), _) if job.finds_capacity() => match resume::capacity_of(&dir, job) {
+                        Ok(r) => {
+                            self.estimator.observe(
+                                job,
+                                r.probes.len().try_into().unwrap_or(1),
+                                elapsed,
+                            );
+                            e.capacity = Some(resume::capacity_answer(&r));
+                            (Outcome::Complete, code, None)
+                        }
+                        Err(why) => (
+                            Outcome::Failed,
+                            code,
+                            Some(format!("exit 0 but no finished capacity.json: {why}")),
+                        ),
+                    },
                     (Some(0), _) => match resume::summary_of(&dir.join("summary.json"), job) {
                         Ok(s) => {
-                            self.estimator.observe(job, elapsed);
+                            self.estimator.observe(job, 1, elapsed);
                             e.experiment = Some(s.experiment);
                             (Outcome::Complete, code, None)
                         }
@@ -622,13 +664,16 @@ impl Events for StudyEvents<'_> {
                         ),
                     },
                     (_, true) => (Outcome::Interrupted, code, Some("interrupted".to_owned())),
-                    (Some(c), false) => (
-                        Outcome::Failed,
-                        code,
-                        Some(log_reason(&dir).unwrap_or_else(|| {
+                    (Some(c), false) => {
+                        let why = log_reason(&dir).unwrap_or_else(|| {
                             format!("exit {c} ({})", u8::try_from(c).map_or("?", exit::name))
-                        })),
-                    ),
+                        });
+                        let why = match job.finds_capacity().then(|| probe_failure(&dir)) {
+                            Some(Some(probe)) => format!("{probe}: {why}"),
+                            _ => why,
+                        };
+                        (Outcome::Failed, code, Some(why))
+                    }
                     (None, false) => (Outcome::Failed, None, Some("killed by a signal".to_owned())),
                 }
             }
@@ -677,6 +722,26 @@ impl Events for StudyEvents<'_> {
     fn tick(&mut self) {
         self.progress.tick();
     }
+}
+
+/// Which probe of a failed capacity search did not complete, from its `capacity.json`:
+/// `capacity probe 3 at 1200 requests/s did not complete (cohorts/<name>/probe-3-1200)`.
+fn probe_failure(dir: &Path) -> Option<String> {
+    let r: coload_cohort_schema::CapacityReport =
+        coload_cohort_schema::read_document(&dir.join(resume::CAPACITY_FILE)).ok()?;
+    let (k, p) = r
+        .probes
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.passed.is_none())?;
+    Some(format!(
+        "capacity probe {} at {} requests/s did not complete ({})",
+        k + 1,
+        p.rate_per_s,
+        Path::new(&p.dir)
+            .file_name()
+            .map_or_else(|| p.dir.clone(), |n| n.to_string_lossy().into_owned())
+    ))
 }
 
 /// The `error:` lines of a failed cohort's log, joined (at most three), or its last line.
@@ -763,12 +828,15 @@ fn isolation_note(r: &coload_cohort_schema::IsolationResult) -> String {
     }
 }
 
-/// Serving capacity per policy (issue 13): the `capacity.json` a `find_capacity` cohort leaves.
+/// Serving capacity per policy (issue 13): the `capacity.json` a complete `find_capacity`
+/// cohort leaves, with each probe's latency at the objective's quantile (the slowest serve
+/// worker's: the verdict needs every one to meet it).
 fn capacity_rows(out: &Path, index: &Index) -> Vec<coload_analysis::CapacityRow> {
     use coload_cohort_schema::CapacityReport;
     let mut rows = Vec::new();
-    for e in &index.cohorts {
-        let path = out.join("cohorts").join(&e.name).join("capacity.json");
+    for e in index.cohorts.iter().filter(|e| e.outcome.has_summary()) {
+        let dir = out.join("cohorts").join(&e.name);
+        let path = dir.join(resume::CAPACITY_FILE);
         if !path.is_file() {
             continue;
         }
@@ -776,17 +844,18 @@ fn capacity_rows(out: &Path, index: &Index) -> Vec<coload_analysis::CapacityRow>
             Ok(r) => rows.push(coload_analysis::CapacityRow {
                 policy: e.policy.clone(),
                 mode: r.mode,
-                objective: format!("p{} <= {} ms", r.quantile * 100.0, r.slo_ms),
+                objective: coload_analysis::objective_words(r.slo_ms, r.quantile),
+                slo_ms: r.slo_ms,
+                quantile: r.quantile,
                 capacity_per_s: r.capacity_per_s,
-                note: format!(
-                    "{} beside the server; {} probes, stopped: {}{}",
-                    e.workers,
-                    r.probes.len(),
-                    r.stop,
-                    r.failed_above_per_s
-                        .map(|f| format!("; failed at {f} requests/s"))
-                        .unwrap_or_default()
-                ),
+                failed_above_per_s: r.failed_above_per_s,
+                stop: r.stop.clone(),
+                probes: r
+                    .probes
+                    .iter()
+                    .map(|p| capacity_point(&dir, p, r.quantile))
+                    .collect(),
+                note: e.workers.clone(),
             }),
             Err(err) => eprintln!("warning: {}: {err}", path.display()),
         }
@@ -794,17 +863,93 @@ fn capacity_rows(out: &Path, index: &Index) -> Vec<coload_analysis::CapacityRow>
     rows
 }
 
+/// One probe as the load curve shows it. `capacity.json` keeps each serve worker's p99; for
+/// another quantile the probe's own `summary.json` (in the cohort's folder, under the probe
+/// folder's name) is read.
+fn capacity_point(
+    dir: &Path,
+    p: &coload_cohort_schema::CapacityProbe,
+    quantile: f64,
+) -> coload_analysis::CapacityPoint {
+    let at_p99 = (quantile - 0.99).abs() < 1e-9;
+    let latency_ms = if p.serve.is_empty() {
+        None
+    } else if at_p99 {
+        p.serve
+            .iter()
+            .map(|w| w.p99_ms)
+            .collect::<Option<Vec<f64>>>()
+            .map(|v| v.into_iter().fold(0.0, f64::max))
+    } else {
+        Path::new(&p.dir)
+            .file_name()
+            .and_then(|name| {
+                coload_cohort_schema::read_document::<CohortSummary>(
+                    &dir.join(name).join("summary.json"),
+                )
+                .ok()
+            })
+            .and_then(|s| serve_latency(&s, quantile))
+    };
+    coload_analysis::CapacityPoint {
+        rate_per_s: p.rate_per_s,
+        latency_ms,
+        passed: p.passed,
+        overloaded: p.serve.iter().any(|w| w.overloaded),
+    }
+}
+
+/// The slowest serve worker's request latency at `quantile`, where every serve worker has one.
+fn serve_latency(s: &CohortSummary, quantile: f64) -> Option<f64> {
+    let v: Option<Vec<f64>> = s
+        .workers
+        .iter()
+        .filter_map(|w| w.serve.as_ref())
+        .map(|v| coload_analysis::request_latency_at(&v.latency_ms, quantile))
+        .collect();
+    v.filter(|v| !v.is_empty())
+        .map(|v| v.into_iter().fold(0.0, f64::max))
+}
+
+/// A complete fixed-rate serve cohort as a point of the load curve: the serve workers' mean
+/// offered load and the slowest one's latency at each quantile the summary keeps.
+fn serve_point(s: &CohortSummary, policy: &str) -> Option<coload_analysis::ServePoint> {
+    let serve: Vec<&coload_cohort_schema::ServeSummary> =
+        s.workers.iter().filter_map(|w| w.serve.as_ref()).collect();
+    if serve.is_empty() {
+        return None;
+    }
+    Some(coload_analysis::ServePoint {
+        policy: policy.to_owned(),
+        mode: s.mode,
+        experiment: s.experiment.clone(),
+        offered_per_s: serve.iter().map(|v| v.offered_per_s).sum::<f64>() / serve.len() as f64,
+        latency_ms: [0.5, 0.9, 0.99, 0.999]
+            .into_iter()
+            .filter_map(|q| serve_latency(s, q).map(|ms| (q, ms)))
+            .collect(),
+        overloaded: serve.iter().any(|v| v.overloaded),
+    })
+}
+
 /// Compares the complete cohorts against the solo baselines and writes `report/`.
 fn report(out: &Path, plan: &Plan, node_line: &str, index: &Index) -> Result<(), StudyError> {
+    // A capacity cohort's probes are cohorts at rates the search chose, not repeats of one
+    // shape: they stay out of the comparison and show on the load curve instead.
     let mut summaries: Vec<(CohortSummary, &Entry)> = Vec::new();
-    for e in index.cohorts.iter().filter(|e| e.outcome.has_summary()) {
+    for e in index
+        .cohorts
+        .iter()
+        .filter(|e| e.outcome.has_summary() && e.capacity.is_none())
+    {
         let path = out.join("cohorts").join(&e.name).join("summary.json");
         match coload_analysis::load_compare_input(&path, &coload_analysis::Options::default()) {
             Ok((s, _)) => summaries.push((s, e)),
             Err(err) => eprintln!("warning: {}: {err}", path.display()),
         }
     }
-    if summaries.is_empty() {
+    let capacity = capacity_rows(out, index);
+    if summaries.is_empty() && capacity.is_empty() {
         eprintln!("no complete cohort yet: no report");
         return Ok(());
     }
@@ -817,11 +962,23 @@ fn report(out: &Path, plan: &Plan, node_line: &str, index: &Index) -> Result<(),
     }
     let cohorts: Vec<CohortSummary> = summaries.iter().map(|(s, _)| s.clone()).collect();
     let baselines: Vec<CohortSummary> = baselines.into_values().collect();
-    let comparison = match coload_analysis::compare(&cohorts, &baselines) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("warning: no comparison: {e}");
-            return Ok(());
+    let comparison = if cohorts.is_empty() {
+        // Only capacity searches: the report is their charts and table.
+        coload_cohort_schema::Comparison {
+            schema_version: coload_cohort_schema::SCHEMA_VERSION,
+            baselines: BTreeMap::new(),
+            cohorts: Vec::new(),
+            repeats: Vec::new(),
+            warnings: Vec::new(),
+            caveats: Vec::new(),
+        }
+    } else {
+        match coload_analysis::compare(&cohorts, &baselines) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("warning: no comparison: {e}");
+                return Ok(());
+            }
         }
     };
     let counts = |o: Outcome| index.cohorts.iter().filter(|e| e.outcome == o).count();
@@ -855,14 +1012,19 @@ fn report(out: &Path, plan: &Plan, node_line: &str, index: &Index) -> Result<(),
                 workers: e.workers.clone(),
                 outcome: e.outcome.as_str().to_owned(),
                 experiment: e.experiment.clone(),
-                note: match (&e.reason, &e.experiment) {
-                    (Some(r), _) => r.clone(),
-                    (None, Some(x)) => x.clone(),
-                    (None, None) => String::new(),
+                note: match (&e.reason, &e.experiment, &e.capacity) {
+                    (Some(r), _, _) => r.clone(),
+                    (None, Some(x), _) => x.clone(),
+                    (None, None, Some(c)) => c.clone(),
+                    (None, None, None) => String::new(),
                 },
             })
             .collect(),
-        capacity: capacity_rows(out, index),
+        capacity,
+        serve_points: summaries
+            .iter()
+            .filter_map(|(s, e)| serve_point(s, &e.policy))
+            .collect(),
         isolation: isolation_rows(out, index),
     };
     let dir = out.join("report");

@@ -245,6 +245,15 @@ impl Job {
     pub(crate) fn flag_f64(&self, name: &str) -> Option<f64> {
         self.flags.get(name).and_then(serde_json::Value::as_f64)
     }
+
+    /// Whether the job is a capacity search (`find_capacity = true`): one cohort per probe,
+    /// `capacity.json` instead of a summary of its own.
+    pub(crate) fn finds_capacity(&self) -> bool {
+        self.flags
+            .get("find-capacity")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false)
+    }
 }
 
 /// The 1-based line holding byte `offset` of `text`.

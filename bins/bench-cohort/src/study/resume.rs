@@ -8,10 +8,17 @@
 //!   as `<name>.interrupted-<k>/` and run again.
 //! - a summary of another cohort in that folder (another plan or window): refused, so that a
 //!   study never mixes two protocols.
+//!
+//! A capacity cohort (`find_capacity = true`) leaves no `summary.json` of its own: its folder
+//! holds `capacity.json` and one `probe-<k>-<rate>/` cohort folder per probe. It is complete
+//! when `capacity.json` reads, records a search that ended (any stop but `probe_failed`, which
+//! is also what the file says while the search is still running), and matches the plan: mode,
+//! mix, objective and quantile, and the window of its probes. One that does not match is
+//! refused as above; one whose search did not end is run again like an interrupted cohort.
 
 use std::path::{Path, PathBuf};
 
-use coload_cohort_schema::{CohortSummary, Workload};
+use coload_cohort_schema::{CapacityReport, CohortSummary, Workload};
 use serde::{Deserialize, Serialize};
 
 use super::plan::Job;
@@ -24,6 +31,11 @@ pub(crate) enum Found {
     Complete {
         /// Its experiment id.
         experiment: String,
+    },
+    /// A capacity search that ended and matches the plan: nothing to run.
+    CapacityComplete {
+        /// Its answer in words (`848.5 requests/s at p99 <= 25 ms; stop: converged`).
+        answer: String,
     },
     /// Failed before; the folders it left and the last failure's record.
     Failed {
@@ -53,7 +65,29 @@ pub(crate) const FAILURE_FILE: &str = "study-failure.json";
 pub(crate) fn inspect(cohorts: &Path, job: &Job) -> Result<Found, String> {
     let dir = cohorts.join(&job.name);
     let summary = dir.join("summary.json");
-    if summary.is_file() {
+    let capacity = dir.join(CAPACITY_FILE);
+    if job.finds_capacity() && capacity.is_file() {
+        match capacity_of(&dir, job) {
+            Ok(r) => {
+                return Ok(Found::CapacityComplete {
+                    answer: capacity_answer(&r),
+                });
+            }
+            Err(CapacityProblem::Mismatch(why)) => {
+                return Err(format!(
+                    "{} holds a capacity search that is not this plan's `{}` ({why}); give the \
+                     study another --out, or move that folder away",
+                    dir.display(),
+                    job.name
+                ));
+            }
+            // A search that never ended is what an interrupted run leaves: run it again.
+            Err(CapacityProblem::Unfinished(_) | CapacityProblem::Unreadable(_)) => {
+                return Ok(Found::Partial);
+            }
+        }
+    }
+    if !job.finds_capacity() && summary.is_file() {
         match read_summary(&summary) {
             Ok(s) => {
                 check_matches(&s, job).map_err(|why| {
@@ -100,6 +134,116 @@ pub(crate) fn summary_of(path: &Path, job: &Job) -> Result<CohortSummary, String
     Ok(s)
 }
 
+/// The file a capacity cohort's answer is in.
+pub(crate) const CAPACITY_FILE: &str = "capacity.json";
+
+/// Why a capacity cohort's folder does not hold a finished search of this cohort.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum CapacityProblem {
+    /// No `capacity.json`, or one that does not read.
+    Unreadable(String),
+    /// The search did not end (`stop` is still `probe_failed`): a probe's cohort failed, or the
+    /// run was stopped; the probes it recorded.
+    Unfinished(usize),
+    /// A search of another cohort (mode, mix, objective or window).
+    Mismatch(String),
+}
+
+impl std::fmt::Display for CapacityProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CapacityProblem::Unreadable(why) | CapacityProblem::Mismatch(why) => f.write_str(why),
+            CapacityProblem::Unfinished(n) => {
+                write!(f, "the search stopped after {n} probe(s) without an answer")
+            }
+        }
+    }
+}
+
+/// Reads `dir/capacity.json` as the finished capacity search of `job`.
+pub(crate) fn capacity_of(dir: &Path, job: &Job) -> Result<CapacityReport, CapacityProblem> {
+    let path = dir.join(CAPACITY_FILE);
+    let r: CapacityReport = coload_cohort_schema::read_document(&path)
+        .map_err(|e| CapacityProblem::Unreadable(format!("{}: {e}", path.display())))?;
+    check_capacity_matches(dir, &r, job).map_err(CapacityProblem::Mismatch)?;
+    if r.stop == "probe_failed" {
+        return Err(CapacityProblem::Unfinished(r.probes.len()));
+    }
+    Ok(r)
+}
+
+/// A finished search in words, for the index: `848.5 requests/s at p99 <= 25 ms (stop:
+/// converged, 4 probes)`.
+pub(crate) fn capacity_answer(r: &CapacityReport) -> String {
+    let words = match (r.capacity_per_s, r.failed_above_per_s) {
+        (Some(c), Some(_)) => format!("{c}"),
+        (Some(c), None) => format!("at least {c}"),
+        (None, Some(f)) => format!("below {f}"),
+        (None, None) => "unknown".to_owned(),
+    };
+    format!(
+        "capacity {words} requests/s at {} (stop: {}, {} probes)",
+        coload_analysis::objective_words(r.slo_ms, r.quantile),
+        r.stop,
+        r.probes.len()
+    )
+}
+
+/// `Err` says how a capacity search differs from what the plan asks of `job`: its mode, mix,
+/// objective and quantile, and the window of its first probe whose summary reads.
+fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(), String> {
+    let want_mix = mix_counts(&job.workers);
+    if r.mode != job.mode {
+        return Err(format!("mode {} where the plan says {}", r.mode, job.mode));
+    }
+    if r.workload_mix != want_mix {
+        return Err(format!(
+            "workers {} where the plan says {}",
+            show_mix(&r.workload_mix),
+            job.workers
+        ));
+    }
+    if let Some(slo) = job.flag_f64("slo-ms")
+        && (r.slo_ms - slo).abs() > 1e-9
+    {
+        return Err(format!(
+            "an objective of {} ms where the plan says {slo} ms",
+            r.slo_ms
+        ));
+    }
+    let quantile = job
+        .flag_f64("slo-quantile")
+        .unwrap_or(coload_analysis::DEFAULT_SLO_QUANTILE);
+    if (r.quantile - quantile).abs() > 1e-9 {
+        return Err(format!(
+            "quantile {} where the plan says {quantile}",
+            r.quantile
+        ));
+    }
+    if let Some(w) = job.flag_f64("window-s") {
+        let probe = r.probes.iter().find_map(|p| {
+            let name = Path::new(&p.dir).file_name()?;
+            read_summary(&dir.join(name).join("summary.json")).ok()
+        });
+        if let Some(s) = probe
+            && (s.config.window_s - w).abs() > 1e-9
+        {
+            return Err(format!(
+                "probes with a {} s window where the plan says {w} s",
+                s.config.window_s
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn show_mix(m: &std::collections::BTreeMap<Workload, u32>) -> String {
+    m.iter()
+        .map(|(w, n)| format!("{w}={n}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// `Err` says how a summary differs from what the plan asks of `job`.
 fn check_matches(s: &CohortSummary, job: &Job) -> Result<(), String> {
     if s.mode != job.mode {
@@ -107,15 +251,9 @@ fn check_matches(s: &CohortSummary, job: &Job) -> Result<(), String> {
     }
     let want = mix_counts(&job.workers);
     if s.workload_mix != want {
-        let show = |m: &std::collections::BTreeMap<Workload, u32>| {
-            m.iter()
-                .map(|(w, n)| format!("{w}={n}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        };
         return Err(format!(
             "workers {} where the plan says {}",
-            show(&s.workload_mix),
+            show_mix(&s.workload_mix),
             job.workers
         ));
     }
@@ -294,5 +432,89 @@ mod tests {
             inspect(tmp.path(), &j),
             Ok(Found::Complete { .. })
         ));
+    }
+
+    /// A capacity cohort of the plan: time-slicing, a server beside six trainers, p99 <= 25 ms.
+    fn capacity_job(window_s: u32, slo_ms: u32) -> Job {
+        Plan::parse(
+            "t",
+            &format!(
+                "[flags]\nwindow_s = {window_s}\n[[policy]]\nname = \"timeslice\"\n\
+                 mode = \"timeslice\"\n[[cohort]]\nworkers = \"serve=1,train=6\"\n\
+                 flags = {{ find_capacity = true, slo_ms = {slo_ms}, rate = 150 }}\n"
+            ),
+        )
+        .unwrap()
+        .jobs(false)
+        .remove(0)
+    }
+
+    /// The H200's time-slicing search (round 2) copied into `dir`: its `capacity.json` and its
+    /// first probe's summary; `stop` replaces the search's stop.
+    fn write_capacity(dir: &Path, stop: &str) {
+        let data = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/results/data/2026-11-30-round2/capacity/timeslice6"
+        );
+        let data = Path::new(data);
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(data.join("capacity.json")).unwrap()).unwrap();
+        v["stop"] = stop.into();
+        std::fs::create_dir_all(dir.join("probe-1-150")).unwrap();
+        std::fs::write(dir.join(CAPACITY_FILE), v.to_string()).unwrap();
+        std::fs::copy(
+            data.join("probe-1-150/summary.json"),
+            dir.join("probe-1-150/summary.json"),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_finished_capacity_search_of_this_cohort_is_complete_without_a_summary() {
+        let tmp = tempfile::tempdir().unwrap();
+        let j = capacity_job(10, 25);
+        assert!(j.finds_capacity());
+        assert_eq!(inspect(tmp.path(), &j), Ok(Found::New));
+        write_capacity(&tmp.path().join(&j.name), "min_rate_fails");
+        assert_eq!(
+            inspect(tmp.path(), &j),
+            Ok(Found::CapacityComplete {
+                answer: "capacity below 25 requests/s at p99 <= 25 ms (stop: min_rate_fails, \
+                         4 probes)"
+                    .into()
+            })
+        );
+    }
+
+    #[test]
+    fn an_unfinished_capacity_search_is_run_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let j = capacity_job(10, 25);
+        let dir = tmp.path().join(&j.name);
+        // What the file says while the search runs, and after a probe's cohort failed.
+        write_capacity(&dir, "probe_failed");
+        assert_eq!(inspect(tmp.path(), &j), Ok(Found::Partial));
+        std::fs::write(dir.join(CAPACITY_FILE), "{\"schema_version\": 1").unwrap();
+        assert_eq!(inspect(tmp.path(), &j), Ok(Found::Partial));
+        std::fs::remove_file(dir.join(CAPACITY_FILE)).unwrap();
+        assert_eq!(inspect(tmp.path(), &j), Ok(Found::Partial));
+    }
+
+    #[test]
+    fn a_capacity_search_of_another_protocol_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let j = capacity_job(10, 10);
+        write_capacity(&tmp.path().join(&j.name), "min_rate_fails");
+        let e = inspect(tmp.path(), &j).unwrap_err();
+        assert!(
+            e.contains("an objective of 25 ms where the plan says 10 ms"),
+            "{e}"
+        );
+        let j = capacity_job(45, 25);
+        let e = inspect(tmp.path(), &j).unwrap_err();
+        assert!(
+            e.contains("probes with a 10 s window where the plan says 45 s"),
+            "{e}"
+        );
     }
 }

@@ -5,6 +5,9 @@
 //! - [`scaling`]: aggregate throughput against worker count, one line per policy, a panel per
 //!   workload;
 //! - [`capacity`]: requests per second each policy sustains at the objective (when measured);
+//! - [`load_curve`]: request latency at the objective's quantile against offered load, each
+//!   policy's capacity probes joined in rate order, fixed-rate serve cohorts as points, the
+//!   objective as a dashed line (one chart per objective);
 //! - [`percentiles`]: a cohort's batch latency by percentile on a log tail axis (50, 90, 99,
 //!   99.9, 99.99 %, as HdrHistogram plots it), one line per worker, with the solo worker's line
 //!   for reference.
@@ -296,18 +299,53 @@ pub(crate) fn scaling(c: &Comparison, v: &Verdict, ctx: &super::ReportContext) -
     Some(svg.finish("aggregate throughput against worker count, one line per policy"))
 }
 
-/// Requests per second each policy sustains at the objective. `None` without capacity rows.
-pub(crate) fn capacity(v: &Verdict, rows: &[super::CapacityRow]) -> Option<String> {
-    if rows.is_empty() {
-        return None;
+/// The objectives of `rows` (`(slo_ms, quantile)`), in order of first appearance.
+pub(crate) fn objectives(rows: &[super::CapacityRow]) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for r in rows {
+        if !out
+            .iter()
+            .any(|(s, q)| (s - r.slo_ms).abs() < 1e-9 && (q - r.quantile).abs() < 1e-9)
+        {
+            out.push((r.slo_ms, r.quantile));
+        }
     }
+    out
+}
+
+/// The rows of `rows` at the objective `(slo_ms, quantile)`.
+fn at_objective(rows: &[super::CapacityRow], (slo, q): (f64, f64)) -> Vec<&super::CapacityRow> {
+    rows.iter()
+        .filter(|r| (r.slo_ms - slo).abs() < 1e-9 && (r.quantile - q).abs() < 1e-9)
+        .collect()
+}
+
+fn policy_color<'a>(v: &'a Verdict, policy: &str) -> &'a str {
+    v.policies
+        .iter()
+        .find(|q| q.label == policy)
+        .map_or("#888", |q| q.color)
+}
+
+/// Requests per second each policy sustains at the objective, one chart per objective. Empty
+/// without capacity rows.
+pub(crate) fn capacity(v: &Verdict, rows: &[super::CapacityRow]) -> Vec<String> {
+    objectives(rows)
+        .into_iter()
+        .map(|o| capacity_at(v, &at_objective(rows, o)))
+        .collect()
+}
+
+fn capacity_at(v: &Verdict, rows: &[&super::CapacityRow]) -> String {
     let h = 60.0 + 30.0 * rows.len() as f64 + 40.0;
     let mut svg = Svg::new(WIDE, h);
+    // The axis reaches a failing bound too, for a search that passed nothing (its label sits
+    // at 0: `below 25`).
     let hi = rows
         .iter()
-        .filter_map(|r| r.capacity_per_s)
+        .filter_map(|r| r.capacity_per_s.or(r.failed_above_per_s))
         .fold(1.0f64, f64::max)
-        * 1.15;
+        * 1.25;
     let p = Panel {
         left: 140.0,
         top: 30.0,
@@ -333,27 +371,274 @@ pub(crate) fn capacity(v: &Verdict, rows: &[super::CapacityRow]) -> Option<Strin
     for (t, _) in &ticks {
         svg.line((p.px(*t), p.top), (p.px(*t), p.bottom), "grid");
     }
-    p.x_axis(&mut svg, &ticks, "requests/s sustained at the objective");
+    p.x_axis(
+        &mut svg,
+        &ticks,
+        "requests/s per serve worker sustained at the objective",
+    );
     for (i, r) in rows.iter().enumerate() {
-        let color = v
-            .policies
-            .iter()
-            .find(|q| q.label == r.policy)
-            .map_or("#888", |q| q.color);
+        let color = policy_color(v, &r.policy);
         let y = p.py(rows.len() as f64 - i as f64 - 0.5);
         svg.text(p.left - 8.0, y + 4.0, "end", "tick", &r.policy);
         let value = r.capacity_per_s.unwrap_or(0.0);
+        let words = r.capacity_words();
         svg.rect(
             p.left,
             y - 9.0,
             p.px(value) - p.left,
             18.0,
             color,
-            &format!("{}: {} requests/s ({})", r.policy, num(value), r.note),
+            &format!(
+                "{}: {words} requests/s ({}; stop: {})",
+                r.policy, r.note, r.stop
+            ),
         );
-        svg.text(p.px(value) + 6.0, y + 4.0, "start", "tick", &num(value));
+        svg.text(p.px(value) + 6.0, y + 4.0, "start", "tick", &words);
     }
-    Some(svg.finish("serving capacity at the objective, per policy"))
+    svg.finish(&format!(
+        "serving capacity at {}, per policy",
+        rows[0].objective
+    ))
+}
+
+/// Tick values of a log axis, thinned to 1 and 5 times powers of ten when 1, 2 and 5 would
+/// crowd it.
+fn sparse_log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let all = log_ticks(lo, hi);
+    if all.len() <= 8 {
+        return all;
+    }
+    all.into_iter()
+        .filter(|t| {
+            let m = t / 10f64.powf(t.log10().floor());
+            (m - 1.0).abs() < 1e-6 || (m - 5.0).abs() < 1e-6
+        })
+        .collect()
+}
+
+/// The largest 1, 2 or 5 times a power of ten at or below `v` (positive), so that a log axis
+/// starts on a tick.
+fn log_floor(v: f64) -> f64 {
+    let p = 10f64.powf(v.log10().floor());
+    [5.0, 2.0, 1.0]
+        .into_iter()
+        .map(|m| m * p)
+        .find(|t| *t <= v * (1.0 + 1e-9))
+        .unwrap_or(p)
+}
+
+/// From what latency span the load curve's y axis is logarithmic.
+const LOG_Y_SPAN: f64 = 10.0;
+
+/// Request latency at the objective's quantile against offered load, one chart per objective:
+/// each policy's capacity probes joined in rate order (filled: the probe met the objective;
+/// hollow: it missed), fixed-rate serve cohorts as squares, and the objective as a dashed line.
+/// Empty without capacity rows.
+pub(crate) fn load_curve(
+    v: &Verdict,
+    rows: &[super::CapacityRow],
+    points: &[super::ServePoint],
+) -> Vec<String> {
+    objectives(rows)
+        .into_iter()
+        .map(|o| load_curve_at(v, &at_objective(rows, o), points, o))
+        .collect()
+}
+
+#[expect(
+    clippy::too_many_lines,
+    reason = "one chart, drawn top to bottom: ranges, legend, axes, objective, curves, points"
+)]
+fn load_curve_at(
+    v: &Verdict,
+    rows: &[&super::CapacityRow],
+    points: &[super::ServePoint],
+    (slo, q): (f64, f64),
+) -> String {
+    let objective = &rows[0].objective;
+    let quantile = super::quantile_words(q);
+    // Fixed-rate cohorts that measured this quantile.
+    let fixed: Vec<(&super::ServePoint, f64)> = points
+        .iter()
+        .filter_map(|p| p.latency_at(q).map(|ms| (p, ms)))
+        .filter(|(p, ms)| p.offered_per_s > 0.0 && *ms > 0.0)
+        .collect();
+    let probe_pts = || {
+        rows.iter()
+            .flat_map(|r| r.probes.iter())
+            .filter_map(|p| p.latency_ms.map(|ms| (p.rate_per_s, ms)))
+            .filter(|(r, ms)| *r > 0.0 && *ms > 0.0)
+    };
+    let xs: Vec<f64> = probe_pts()
+        .map(|p| p.0)
+        .chain(fixed.iter().map(|(p, _)| p.offered_per_s))
+        .collect();
+    let ys: Vec<f64> = probe_pts()
+        .map(|p| p.1)
+        .chain(fixed.iter().map(|(_, ms)| *ms))
+        .chain([slo])
+        .collect();
+    let (x_min, x_max) = (
+        xs.iter().copied().fold(f64::INFINITY, f64::min),
+        xs.iter().copied().fold(0.0f64, f64::max),
+    );
+    let (x_lo, x_hi) = if xs.is_empty() {
+        (1.0, 10.0)
+    } else {
+        (x_min / 1.5, x_max * 1.5)
+    };
+    let (y_min, y_max) = (
+        ys.iter().copied().fold(f64::INFINITY, f64::min),
+        ys.iter().copied().fold(0.0f64, f64::max),
+    );
+    let log_y = y_max / y_min > LOG_Y_SPAN;
+    let y = if log_y {
+        Scale::Log {
+            lo: log_floor(y_min / 1.3),
+            hi: y_max * 1.4,
+        }
+    } else {
+        Scale::Linear {
+            lo: 0.0,
+            hi: y_max * 1.15,
+        }
+    };
+    let (width, height) = (WIDE, 420.0);
+    let mut svg = Svg::new(width, height);
+    let p = Panel {
+        left: 70.0,
+        top: 62.0,
+        // Room on the right for the objective's value.
+        right: width - 48.0,
+        bottom: height - 50.0,
+        x: Scale::Log { lo: x_lo, hi: x_hi },
+        y,
+    };
+    let mut used: Vec<&Policy> = Vec::new();
+    for label in rows
+        .iter()
+        .map(|r| r.policy.as_str())
+        .chain(fixed.iter().map(|(f, _)| f.policy.as_str()))
+    {
+        if let Some(pol) = v.policies.iter().find(|x| x.label == label)
+            && !used.contains(&pol)
+        {
+            used.push(pol);
+        }
+    }
+    legend(&mut svg, &used, 70.0, 18.0, true);
+    svg.line((70.0, 34.0), (88.0, 34.0), "ref");
+    svg.text(
+        92.0,
+        38.0,
+        "start",
+        "legend",
+        &format!(
+            "objective {objective} · ● met · ○ missed{}",
+            if fixed.is_empty() {
+                ""
+            } else {
+                " · ■ fixed-rate cohort"
+            }
+        ),
+    );
+    let y_ticks = match y {
+        Scale::Log { lo, hi } => sparse_log_ticks(lo, hi),
+        Scale::Linear { lo, hi } => nice_ticks(lo, hi, 5),
+    };
+    p.y_axis(
+        &mut svg,
+        &y_ticks,
+        &tick,
+        &format!(
+            "request latency {quantile}, ms{}",
+            if log_y { " (log)" } else { "" }
+        ),
+    );
+    let x_ticks: Vec<(f64, String)> = sparse_log_ticks(x_lo, x_hi)
+        .into_iter()
+        .map(|t| (t, tick(t)))
+        .collect();
+    for (t, _) in &x_ticks {
+        svg.line((p.px(*t), p.top), (p.px(*t), p.bottom), "grid");
+    }
+    p.x_axis(
+        &mut svg,
+        &x_ticks,
+        "offered load, requests/s per serve worker (log)",
+    );
+    // The objective: a dashed line, its value just outside the panel's right end where no
+    // probe can cover it, its words in the legend.
+    p.reference(&mut svg, slo, &format!("{} ms", super::svg::rate(slo)));
+    for r in rows {
+        let color = policy_color(v, &r.policy);
+        let mut pts: Vec<(f64, f64, &super::CapacityPoint)> = r
+            .probes
+            .iter()
+            .filter_map(|pr| pr.latency_ms.map(|ms| (pr.rate_per_s, ms, pr)))
+            .filter(|(rate, ms, _)| *rate > 0.0 && *ms > 0.0)
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        svg.path(
+            &pts.iter()
+                .map(|(x, y, _)| (p.px(*x), p.py(*y)))
+                .collect::<Vec<_>>(),
+            color,
+            false,
+            &format!(
+                "{}: capacity {} requests/s at {objective}",
+                r.policy,
+                r.capacity_words()
+            ),
+        );
+        for (rate, ms, pr) in &pts {
+            let verdict = match pr.passed {
+                Some(true) => "meets the objective",
+                Some(false) => "misses the objective",
+                None => "cohort did not complete",
+            };
+            svg.dot(
+                p.px(*rate),
+                p.py(*ms),
+                4.0,
+                color,
+                pr.passed != Some(true),
+                &format!(
+                    "{}: {} requests/s, {quantile} {} ms, {verdict}{}",
+                    r.policy,
+                    super::svg::rate(*rate),
+                    num(*ms),
+                    if pr.overloaded {
+                        " (overloaded: a lower bound)"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+    }
+    for (f, ms) in &fixed {
+        let color = policy_color(v, &f.policy);
+        let meets = *ms <= slo && !f.overloaded;
+        svg.square(
+            p.px(f.offered_per_s),
+            p.py(*ms),
+            8.0,
+            color,
+            !meets,
+            &format!(
+                "{} (fixed rate, {}): {} requests/s offered, {quantile} {} ms{}",
+                f.policy,
+                f.experiment,
+                num(f.offered_per_s),
+                num(*ms),
+                if f.overloaded { ", overloaded" } else { "" }
+            ),
+        );
+    }
+    svg.finish(&format!(
+        "request latency against offered load, objective {objective}"
+    ))
 }
 
 /// One line of a percentile plot: its label, dashed or not, its colour, its points.
@@ -500,4 +785,23 @@ pub(crate) fn percentiles(
         svg.legend_item(lx, 18.0, "#9a9a9a", true, "alone (baseline)");
     }
     svg.finish(&format!("latency by percentile, cohort {}", k.experiment))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_axis_starts_on_a_tick_and_thins_its_ticks_over_many_decades() {
+        assert!((log_floor(2.01) - 2.0).abs() < 1e-12);
+        assert!((log_floor(4.9) - 2.0).abs() < 1e-12);
+        assert!((log_floor(10.0) - 10.0).abs() < 1e-12);
+        assert!((log_floor(999.0) - 500.0).abs() < 1e-9);
+        assert_eq!(sparse_log_ticks(2.0, 40.0), [2.0, 5.0, 10.0, 20.0]);
+        // 25 to 16,000 requests/s: 1, 2, 5 would be ten labels; 1 and 5 are six.
+        assert_eq!(
+            sparse_log_ticks(16.0, 24_000.0),
+            [50.0, 100.0, 500.0, 1000.0, 5000.0, 10_000.0]
+        );
+    }
 }

@@ -15,7 +15,7 @@ use coload_cohort_schema::{CohortComparison, Comparison, Workload};
 use super::ReportContext;
 use super::charts;
 use super::document::{Document, Figure, Table, f2, f3, group_label, mix, opt};
-use super::svg::num;
+use super::svg::{num, rate};
 use super::verdict::{self, Verdict};
 
 /// What the ratios mean, said once under the verdict.
@@ -42,13 +42,45 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
         doc.para(n.clone());
     }
     verdict_section(c, ctx, &v, &mut doc);
+    // Capacity searches alone leave the comparison empty: no cohort sections, baselines or
+    // repeats to show, only the study's cohorts and the caveats.
+    if !c.cohorts.is_empty() {
+        compared(c, ctx, &v, &mut doc);
+    }
+    if !ctx.cohorts.is_empty() {
+        doc.heading(2, "Every cohort of the study");
+        let mut t = Table::new(&["cohort", "policy", "workers", "outcome", "note"]);
+        for k in &ctx.cohorts {
+            t.row(vec![
+                k.name.clone(),
+                k.policy.clone(),
+                k.workers.clone(),
+                k.outcome.clone(),
+                k.note.clone(),
+            ]);
+        }
+        doc.table(t);
+    }
+    doc.warnings_and_caveats(
+        c.warnings
+            .iter()
+            .map(|w| format!("{}: {}", w.kind, w.message))
+            .collect(),
+        &c.caveats,
+    );
+    doc
+}
+
+/// The sections about the compared cohorts: each cohort folded, the baselines, the "why"
+/// table and the repeats.
+fn compared(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document) {
     doc.heading(2, "Cohorts");
     doc.para(
         "One folded section per cohort: its groups and workers against solo, and each worker's \
          batch latency by percentile (the tail axis is logarithmic: 90, 99, 99.9 % are equally \
          spaced; a line ends at the slowest batch, at its own rank 1 - 1/n).",
     );
-    cohorts(c, ctx, &v, &mut doc);
+    cohorts(c, ctx, v, doc);
     doc.heading(2, "Baselines");
     if c.baselines.is_empty() {
         doc.para("No solo baseline given: no ratios against solo.");
@@ -77,29 +109,7 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
          one value per cohort: mean, sample standard deviation and the 95% Student-t confidence \
          interval of the mean (none for a single cohort).",
     );
-    repeats(c, &mut doc);
-    if !ctx.cohorts.is_empty() {
-        doc.heading(2, "Every cohort of the study");
-        let mut t = Table::new(&["cohort", "policy", "workers", "outcome", "note"]);
-        for k in &ctx.cohorts {
-            t.row(vec![
-                k.name.clone(),
-                k.policy.clone(),
-                k.workers.clone(),
-                k.outcome.clone(),
-                k.note.clone(),
-            ]);
-        }
-        doc.table(t);
-    }
-    doc.warnings_and_caveats(
-        c.warnings
-            .iter()
-            .map(|w| format!("{}: {}", w.kind, w.message))
-            .collect(),
-        &c.caveats,
-    );
-    doc
+    repeats(c, doc);
 }
 
 /// The verdict: the findings, the charts, memory isolation when measured, and the figures as
@@ -145,13 +155,38 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
                 .into(),
         });
     }
-    if let Some(svg) = charts::capacity(v, &ctx.capacity) {
-        figs.push(Figure {
-            svg,
-            caption: "Requests per second each policy sustains while meeting the objective.".into(),
-        });
-    }
     doc.figures(figs);
+    // Capacity at the objective and the load curve behind it side by side, one pair per
+    // objective, in a row of their own so that they stay together.
+    let bars = charts::capacity(v, &ctx.capacity);
+    let curves = charts::load_curve(v, &ctx.capacity, &ctx.serve_points);
+    for (bar, curve) in bars.into_iter().zip(curves) {
+        doc.figures(vec![
+            Figure {
+                svg: bar,
+                caption: "Requests per second per serve worker each policy sustains while \
+                          meeting the objective: the highest rate a probe passed below every \
+                          rate that failed (\"at least\": no probe failed; \"below\": none \
+                          passed)."
+                    .into(),
+            },
+            Figure {
+                svg: curve,
+                caption: format!(
+                    "{LOAD_CURVE_NOTE}{}",
+                    if ctx.serve_points.is_empty() {
+                        ""
+                    } else {
+                        LOAD_CURVE_FIXED_NOTE
+                    }
+                ),
+            },
+        ]);
+    }
+    if !ctx.capacity.is_empty() {
+        doc.heading(3, "Capacity at the objective");
+        doc.table(capacity_table(&ctx.capacity));
+    }
     if !ctx.isolation.is_empty() {
         let mut t = Table::new(&["policy", "mode", "outcome", "others kept running", "note"]);
         for r in &ctx.isolation {
@@ -166,8 +201,70 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
         doc.heading(3, "Memory isolation");
         doc.table(t);
     }
-    doc.para(RATIO_NOTE);
-    doc.table(verdict_table(v));
+    // A study of capacity searches alone has no shape to tabulate.
+    if !v.cells.is_empty() {
+        doc.para(RATIO_NOTE);
+        doc.table(verdict_table(v));
+    }
+}
+
+/// What the load curve shows, under it.
+const LOAD_CURVE_NOTE: &str = "Request latency at the objective's quantile against the load \
+     offered to each serve worker, per policy: the capacity search's probes joined in rate order \
+     (filled: the probe met the objective; hollow: it missed, which can happen under the line \
+     when too few requests ran for LoadGen's early-stopping test, or when the server is \
+     overloaded). Hover a point for its figures.";
+
+/// Added under the load curve when the study has fixed-rate serve cohorts.
+const LOAD_CURVE_FIXED_NOTE: &str = " Squares are the study's fixed-rate serve cohorts, at \
+     their measured offered load.";
+
+/// Per capacity search: its answer, the bracket it stopped on, and every probe.
+fn capacity_table(rows: &[super::CapacityRow]) -> Table {
+    let mut t = Table::new(&[
+        "policy",
+        "workers",
+        "objective",
+        "capacity, requests/s",
+        "bracket [passed, failed), requests/s",
+        "stop",
+        "probes in the order run, requests/s: latency at the quantile",
+    ]);
+    for r in rows {
+        let bracket = format!(
+            "[{}, {})",
+            r.capacity_per_s.map_or_else(|| "0".to_owned(), rate),
+            r.failed_above_per_s.map_or_else(|| "∞".to_owned(), rate)
+        );
+        let probes: Vec<String> = r
+            .probes
+            .iter()
+            .map(|p| {
+                let verdict = match p.passed {
+                    Some(true) => "pass",
+                    Some(false) => "fail",
+                    None => "cohort failed",
+                };
+                format!(
+                    "{}: {} ({verdict}{})",
+                    rate(p.rate_per_s),
+                    p.latency_ms
+                        .map_or_else(|| "-".to_owned(), |ms| format!("{} ms", num(ms))),
+                    if p.overloaded { ", overloaded" } else { "" }
+                )
+            })
+            .collect();
+        t.row(vec![
+            r.policy.clone(),
+            r.note.clone(),
+            r.objective.clone(),
+            r.capacity_words(),
+            bracket,
+            r.stop.clone(),
+            probes.join("; "),
+        ]);
+    }
+    t
 }
 
 /// The verdict's figures as a table: one row per shape and policy.

@@ -55,6 +55,9 @@ pub struct ReportContext {
     pub cohorts: Vec<ContextCohort>,
     /// Requests per second sustained at an objective, per policy (serve cohorts).
     pub capacity: Vec<CapacityRow>,
+    /// Fixed-rate serve cohorts of the study: points on the chart of request latency against
+    /// offered load, beside the capacity searches' probes.
+    pub serve_points: Vec<ServePoint>,
     /// Whether the other workers kept running beside one that takes all memory, per policy.
     pub isolation: Vec<IsolationRow>,
 }
@@ -76,7 +79,8 @@ pub struct ContextCohort {
     pub note: String,
 }
 
-/// A policy's serving capacity at an objective.
+/// A policy's serving capacity at an objective: the answer of one capacity search
+/// (`capacity.json`) and its probes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CapacityRow {
     /// The policy.
@@ -85,10 +89,97 @@ pub struct CapacityRow {
     pub mode: Mode,
     /// The objective, in words (`p99 <= 10 ms`).
     pub objective: String,
-    /// Requests per second sustained while meeting it; `None` when no rate met it.
+    /// The objective, milliseconds.
+    pub slo_ms: f64,
+    /// The quantile that must meet it (0.99).
+    pub quantile: f64,
+    /// The highest rate that passed below every rate that failed, requests per second per
+    /// serve worker; `None` when no rate met it.
     pub capacity_per_s: Option<f64>,
-    /// What else to know (the mix beside the server, the search's resolution).
+    /// The lowest rate that failed above it; `None` when none failed. The capacity lies in
+    /// `[capacity_per_s, failed_above_per_s)`.
+    pub failed_above_per_s: Option<f64>,
+    /// Why the search stopped: `converged`, `probes_exhausted`, `max_rate_passes`,
+    /// `min_rate_fails`, `probe_failed`.
+    pub stop: String,
+    /// Every probe, in the order the search ran them.
+    pub probes: Vec<CapacityPoint>,
+    /// What else to know (the mix beside the server).
     pub note: String,
+}
+
+impl CapacityRow {
+    /// The answer in words, as the search's stop allows it: `848.5`, `at least 16,000` (the
+    /// highest rate allowed passed, or no probe failed), `below 25` (the lowest rate allowed
+    /// failed, or no probe passed), `unknown` (no probe completed).
+    #[must_use]
+    pub fn capacity_words(&self) -> String {
+        use svg::rate;
+        match (self.capacity_per_s, self.failed_above_per_s) {
+            (Some(c), Some(_)) => rate(c),
+            (Some(c), None) => format!("at least {}", rate(c)),
+            (None, Some(f)) => format!("below {}", rate(f)),
+            (None, None) => "unknown".to_owned(),
+        }
+    }
+}
+
+/// A quantile as a percentile's name: `p99`, `p99.9`, `p50`.
+#[must_use]
+pub fn quantile_words(quantile: f64) -> String {
+    let pct = format!("{:.3}", quantile * 100.0);
+    format!("p{}", pct.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// An objective in words: `p99 <= 10 ms`.
+#[must_use]
+pub fn objective_words(slo_ms: f64, quantile: f64) -> String {
+    format!("{} <= {} ms", quantile_words(quantile), svg::rate(slo_ms))
+}
+
+/// One probe of a capacity search: the rate it offered and what the serve workers saw.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapacityPoint {
+    /// The rate asked of each serve worker, requests per second.
+    pub rate_per_s: f64,
+    /// The request latency at the objective's quantile, milliseconds: the slowest serve
+    /// worker's (the verdict needs every one to meet it); `None` when the cohort did not
+    /// complete or the quantile falls on an unfinished request.
+    pub latency_ms: Option<f64>,
+    /// Whether every serve worker met the objective; `None` when the cohort did not complete.
+    pub passed: Option<bool>,
+    /// Whether a serve worker was judged overloaded (its latencies are lower bounds).
+    pub overloaded: bool,
+}
+
+/// A fixed-rate serve cohort of the study, as a point of request latency against offered load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServePoint {
+    /// The policy.
+    pub policy: String,
+    /// Its mode (for the colour).
+    pub mode: Mode,
+    /// Its experiment id.
+    pub experiment: String,
+    /// The load offered to each serve worker, requests per second (measured over the common
+    /// interval; the mean over serve workers).
+    pub offered_per_s: f64,
+    /// Request latency by quantile (`(0.99, ms)`): the slowest serve worker's at p50, p90, p99
+    /// and p99.9, where measured.
+    pub latency_ms: Vec<(f64, f64)>,
+    /// Whether a serve worker was judged overloaded.
+    pub overloaded: bool,
+}
+
+impl ServePoint {
+    /// The latency at `quantile`, where measured.
+    #[must_use]
+    pub fn latency_at(&self, quantile: f64) -> Option<f64> {
+        self.latency_ms
+            .iter()
+            .find(|(q, _)| (q - quantile).abs() < 1e-9)
+            .map(|(_, ms)| *ms)
+    }
 }
 
 /// A policy's memory-isolation result.

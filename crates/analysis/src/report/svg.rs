@@ -100,6 +100,19 @@ pub(crate) fn num(v: f64) -> String {
     }
 }
 
+/// A request rate as people write it: whole numbers without decimals (`25`, `16,000`), others
+/// to one decimal (`848.5`), never rounded to a whole number the way [`num`] rounds figures
+/// above 100 (a capacity of 848.5 requests/s is not 849).
+pub(crate) fn rate(v: f64) -> String {
+    let r = (v * 10.0).round() / 10.0;
+    if (r - r.round()).abs() < 1e-9 {
+        thousands(r)
+    } else {
+        let tenth = ((r.abs() - r.abs().trunc()) * 10.0).round() as u8;
+        format!("{}.{tenth}", thousands(r.trunc()))
+    }
+}
+
 /// A tick label: whole numbers without decimals (`30`, `6,000`), others as [`num`] writes them.
 pub(crate) fn tick(v: f64) -> String {
     if (v - v.round()).abs() < 1e-9 {
@@ -210,6 +223,28 @@ impl Svg {
             self.body,
             "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r:.1}\" fill=\"{fill}\" stroke=\"{color}\" \
              stroke-width=\"1.5\"><title>{}</title></circle>",
+            escape_html(title)
+        );
+    }
+
+    /// A square marker centred on (x, y), `size` pixels wide, with a hover title; `hollow`
+    /// leaves it unfilled.
+    pub(crate) fn square(
+        &mut self,
+        x: f64,
+        y: f64,
+        size: f64,
+        color: &str,
+        hollow: bool,
+        title: &str,
+    ) {
+        let fill = if hollow { "#fff" } else { color };
+        let _ = writeln!(
+            self.body,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{size:.1}\" height=\"{size:.1}\" \
+             fill=\"{fill}\" stroke=\"{color}\" stroke-width=\"1.5\"><title>{}</title></rect>",
+            x - size / 2.0,
+            y - size / 2.0,
             escape_html(title)
         );
     }
@@ -358,6 +393,10 @@ mod tests {
         assert_eq!(thousands(1_234_567.0), "1,234,567");
         assert_eq!(tick(30.0), "30");
         assert_eq!(tick(0.25), "0.25");
+        assert_eq!(rate(25.0), "25");
+        assert_eq!(rate(848.5), "848.5");
+        assert_eq!(rate(16_000.0), "16,000");
+        assert_eq!(rate(37.5), "37.5");
     }
 
     #[test]

@@ -150,6 +150,11 @@ pub(crate) fn policies(c: &Comparison, ctx: &ReportContext) -> Vec<Policy> {
             found.push((r.mode, r.policy.clone()));
         }
     }
+    for r in &ctx.serve_points {
+        if !found.iter().any(|(_, l)| *l == r.policy) {
+            found.push((r.mode, r.policy.clone()));
+        }
+    }
     for r in &ctx.isolation {
         if !found.iter().any(|(_, l)| *l == r.policy) {
             found.push((r.mode, r.policy.clone()));
@@ -479,27 +484,35 @@ fn real_cards(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
     }
 }
 
-/// Capacity at the objective, when a serve study measured it.
+/// Capacity at the objective, when a serve study measured it: one sentence per objective.
 fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) {
-    // Capacity at the objective, when a serve study measured it.
-    let cap: Vec<&super::CapacityRow> = ctx.capacity.iter().collect();
-    if !cap.is_empty() {
-        let mut rows: Vec<&&super::CapacityRow> = cap.iter().collect();
+    for (slo, q) in super::charts::objectives(&ctx.capacity) {
+        let mut rows: Vec<&super::CapacityRow> = ctx
+            .capacity
+            .iter()
+            .filter(|r| (r.slo_ms - slo).abs() < 1e-9 && (r.quantile - q).abs() < 1e-9)
+            .collect();
+        // Most first; a search that passed nothing ranks by its failing bound, below any pass.
+        let key = |r: &super::CapacityRow| {
+            r.capacity_per_s
+                .map_or((0, r.failed_above_per_s.unwrap_or(0.0)), |c| (1, c))
+        };
         rows.sort_by(|a, b| {
-            b.capacity_per_s
-                .unwrap_or(0.0)
-                .total_cmp(&a.capacity_per_s.unwrap_or(0.0))
+            let (ka, kb) = (key(a), key(b));
+            kb.0.cmp(&ka.0).then(kb.1.total_cmp(&ka.1))
         });
         let text: Vec<String> = rows
             .iter()
-            .map(|r| match r.capacity_per_s {
-                Some(c) => format!("{} {} requests/s", r.policy, num(c)),
-                None => format!("{} none ({})", r.policy, r.note),
-            })
+            .map(|r| format!("{} {} requests/s", r.policy, r.capacity_words()))
             .collect();
+        let lead = if rows[0].capacity_per_s.is_some() {
+            format!("{} sustains the most", rows[0].policy)
+        } else {
+            "no policy measured meets it at any rate probed".to_owned()
+        };
         out.push((
             format!("Serving capacity at the objective ({}):", rows[0].objective),
-            format!("{} sustains the most; {}.", rows[0].policy, and_list(&text)),
+            format!("{lead}; {}.", and_list(&text)),
         ));
     }
 }
