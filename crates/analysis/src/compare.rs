@@ -206,6 +206,7 @@ fn compare_cohort(
     CohortComparison {
         experiment: c.experiment.clone(),
         mode: c.mode,
+        share: c.share,
         count: c.count,
         execution: c.config.execution,
         workload_mix: c.workload_mix.clone(),
@@ -247,9 +248,12 @@ fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
 }
 
-/// Same mode, count, workload mix, configuration (execution included) and model per group.
+/// Same mode, MPS share, count, workload mix, configuration (execution included) and model per
+/// group. The share matters as much as the mode: plugin-style MPS and unlimited MPS are different
+/// policies (a `replicas: 7` client alone runs at about a quarter of an unlimited one).
 fn same_shape(a: &CohortSummary, b: &CohortSummary) -> bool {
     a.mode == b.mode
+        && a.share == b.share
         && a.count == b.count
         && a.workload_mix == b.workload_mix
         && a.config.differences(&b.config).is_empty()
@@ -312,6 +316,7 @@ fn repeats(cohorts: &[CohortSummary]) -> Vec<RepeatGroup> {
             }
             RepeatGroup {
                 mode: first.mode,
+                share: first.share,
                 count: first.count,
                 execution: first.config.execution,
                 models: group_models(first),

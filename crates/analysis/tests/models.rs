@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use coload_analysis::{AnalysisError, Options, compare, render_markdown, summarize_dirs};
-use coload_cohort_schema::{CohortSummary, Execution, Workload};
+use coload_cohort_schema::{CohortSummary, DeclaredShare, Execution, Mode, SharePolicy, Workload};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
@@ -165,4 +165,35 @@ fn repeats_never_mix_models_or_executions() {
         cmp.cohorts[1].groups[&Workload::Train].model.as_deref(),
         Some("resnet50")
     );
+}
+
+#[test]
+fn repeats_never_mix_mps_shares() {
+    let share = |name: &str, s: DeclaredShare| {
+        let mut c = ok(name);
+        c.mode = Mode::Mps;
+        c.config.mode = Mode::Mps;
+        c.share = Some(s);
+        c
+    };
+    let plugin = DeclaredShare {
+        policy: SharePolicy::Replicas,
+        replicas: Some(7),
+        active_thread_percentage: Some(14),
+        pinned_memory_limit_bytes: Some(20_538 << 20),
+    };
+    let cohorts = [
+        share("repeat-a", plugin),
+        share("repeat-b", DeclaredShare::unlimited()),
+        share("repeat-c", plugin),
+    ];
+    let cmp = compare(&cohorts, &[]).unwrap();
+    assert_eq!(cmp.repeats.len(), 2, "two policies: {:?}", cmp.repeats);
+    assert_eq!(cmp.repeats[0].experiments.len(), 2);
+    assert_eq!(cmp.repeats[0].share, Some(plugin));
+    assert_eq!(cmp.repeats[1].share, Some(DeclaredShare::unlimited()));
+    // Without a study's policy names, the report tells the two shares apart by label.
+    let page = coload_analysis::render_comparison_markdown(&cmp);
+    assert!(page.contains("mps (replicas 7)"), "{page}");
+    assert!(page.contains("mps (unlimited)"), "{page}");
 }

@@ -193,6 +193,24 @@ impl DeclaredShare {
         }
     }
 
+    /// The share in a few words, for labels: `replicas 7`, `unlimited`, `50 % threads, 8192 MiB`.
+    #[must_use]
+    pub fn label(&self) -> String {
+        match (self.policy, self.replicas) {
+            (SharePolicy::Replicas, Some(n)) => format!("replicas {n}"),
+            (SharePolicy::Unlimited, _) => "unlimited".to_owned(),
+            _ => {
+                let threads = self
+                    .active_thread_percentage
+                    .map_or_else(|| "all threads".to_owned(), |p| format!("{p} % threads"));
+                match self.pinned_memory_limit_bytes {
+                    Some(b) => format!("{threads}, {} MiB", b / MIB),
+                    None => threads,
+                }
+            }
+        }
+    }
+
     /// The share in words: `replicas 7: 14 % of the threads, 20538 MiB per client`.
     #[must_use]
     pub fn describe(&self) -> String {

@@ -403,6 +403,9 @@ pub struct CohortComparison {
     pub experiment: String,
     /// Its declared mode.
     pub mode: Mode,
+    /// The MPS share the cohort declared (mode `mps`; absent otherwise and in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<crate::DeclaredShare>,
     /// Its number of workers.
     pub count: u32,
     /// How its workers issued their batches.
@@ -477,6 +480,9 @@ pub struct WorkerComparison {
 pub struct RepeatGroup {
     /// The shared mode.
     pub mode: Mode,
+    /// The shared MPS share (mode `mps`; absent otherwise and in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<crate::DeclaredShare>,
     /// The shared count.
     pub count: u32,
     /// The shared execution.

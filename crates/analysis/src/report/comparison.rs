@@ -471,8 +471,11 @@ fn repeats(c: &Comparison, doc: &mut Document) {
         inner.table(pts);
         doc.details(
             format!(
-                "mode {}, {} workers ({}), {}: {} cohort{}",
+                "mode {}{}, {} workers ({}), {}: {} cohort{}",
                 r.mode,
+                r.share
+                    .map(|s| format!(" ({})", s.describe()))
+                    .unwrap_or_default(),
                 r.count,
                 mix(&r.workload_mix),
                 r.execution,

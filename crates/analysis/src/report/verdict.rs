@@ -128,12 +128,15 @@ pub(crate) struct Verdict {
     pub(crate) sentences: Vec<(String, String)>,
 }
 
-/// The policy label of a cohort: the study's name for it, else its mode.
+/// The policy label of a cohort: the study's name for it, else its mode, with its MPS share when
+/// it declared one (`mps (replicas 7)`), so that two shares never pool into one policy.
 pub(crate) fn policy_label(ctx: &ReportContext, c: &CohortComparison) -> String {
-    ctx.policies
-        .get(&c.experiment)
-        .cloned()
-        .unwrap_or_else(|| c.mode.to_string())
+    ctx.policies.get(&c.experiment).cloned().unwrap_or_else(|| {
+        c.share.map_or_else(
+            || c.mode.to_string(),
+            |s| format!("{} ({})", c.mode, s.label()),
+        )
+    })
 }
 
 /// The policies of `c`, coloured, in mode order then first appearance.
