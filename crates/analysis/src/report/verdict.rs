@@ -367,16 +367,26 @@ fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
                 and_list(&gains)
             ),
             (false, false) => format!(
-                "use {}; {} only shares it out: {}.",
+                "use {}; {} only {} it out: {}.",
                 and_list(&gains),
                 and_list(&flat_names),
+                if flat_names.len() == 1 {
+                    "shares"
+                } else {
+                    "share"
+                },
                 and_list(&flat)
             ),
             (true, _) => format!(
                 "no policy measured adds throughput over one worker alone (that takes {}); {} \
-                 only shares it out: {}.",
+                 only {} it out: {}.",
                 x(GAIN),
                 and_list(&flat_names),
+                if flat_names.len() == 1 {
+                    "shares"
+                } else {
+                    "share"
+                },
                 and_list(&flat)
             ),
         };
