@@ -5,9 +5,14 @@
 //! 1. A cohort that needs more lanes than are free (two real cards, or any cohort while every
 //!    lane is busy) waits, and nothing behind it starts: order is kept and a two-GPU cohort is
 //!    never starved by one-GPU cohorts slipping past it.
-//! 2. A cohort that holds the host (MPS: its daemon sees every GPU) waits while another such
+//! 2. A baseline (a solo marked `baseline = true`, the reference every ratio divides by) runs
+//!    alone on the host: it waits until nothing runs, nothing behind it passes it, and nothing
+//!    starts beside it. Eager workers are launch-bound, so a neighbour's CPU load slows them: on
+//!    a 2-GPU H200 host a ResNet18 solo beside seven time-sliced trainers on the other GPU ran
+//!    11 % slower than alone, which would have inflated every ratio against it.
+//! 3. A cohort that holds the host (MPS: its daemon sees every GPU) waits while another such
 //!    cohort runs; cohorts behind it may start meanwhile.
-//! 3. A time budget, when given: a cohort that would not end within it is not started, nor is
+//! 4. A time budget, when given: a cohort that would not end within it is not started, nor is
 //!    anything after it; they are left for the next run of the study.
 //!
 //! The processes are behind [`Launcher`], so the rules are tested without workers.
@@ -104,7 +109,15 @@ pub(crate) fn run<L: Launcher>(
         if stopping.is_none() {
             let mut i = 0;
             while i < pending.len() {
+                if running.iter().any(|(index, ..)| queue[*index].baseline) {
+                    // Rule 2: a baseline just started; nothing beside it.
+                    break;
+                }
                 let job = queue[pending[i]];
+                if job.baseline && !running.is_empty() {
+                    // Rule 2: a baseline waits for the host to empty, and keeps the order.
+                    break;
+                }
                 let placed = if cpu {
                     if free.is_empty() {
                         Err(String::new())
@@ -129,14 +142,14 @@ pub(crate) fn run<L: Launcher>(
                 };
                 let host_busy = running.iter().any(|(_, _, p, _)| p.host_exclusive);
                 if placement.host_exclusive && host_busy {
-                    // Rule 2.
+                    // Rule 3.
                     i += 1;
                     continue;
                 }
                 if let Some(budget) = budget {
                     let need = begin.elapsed().as_secs_f64() + estimate.seconds(job);
                     if need > budget.as_secs_f64() {
-                        // Rule 3.
+                        // Rule 4.
                         stopping = Some(format!(
                             "the time budget ({:.0} s) would run out before it ends (about \
                              {:.0} s from the study's start)",
@@ -364,7 +377,16 @@ policies = ["mps", "exclusive", "timeslice"]
     }
 
     fn schedule(node: &Node, lanes: &[u32], ticks: fn(&Job) -> u32) -> Vec<String> {
-        let plan = Plan::parse("t", PLAN).unwrap();
+        schedule_plan(PLAN, node, lanes, ticks)
+    }
+
+    fn schedule_plan(
+        text: &str,
+        node: &Node,
+        lanes: &[u32],
+        ticks: fn(&Job) -> u32,
+    ) -> Vec<String> {
+        let plan = Plan::parse("t", text).unwrap();
         let jobs = plan.jobs(node.is_cpu());
         let queue: Vec<&Job> = jobs.iter().collect();
         let log = Rc::new(RefCell::new(Vec::new()));
@@ -414,8 +436,8 @@ policies = ["mps", "exclusive", "timeslice"]
 
     #[test]
     fn two_lanes_run_side_by_side_but_one_mps_cohort_at_a_time() {
-        // mps-train4 runs long: the time-sliced cohort behind it passes mps-train2, which
-        // waits for it (rule 2) but does not stop the queue.
+        // The baseline runs alone (rule 2). Then mps-train4 runs long: the time-sliced cohort
+        // behind it passes mps-train2, which waits for it (rule 3) but does not stop the queue.
         let log = schedule(&two_gpus(), &[0, 1], |j| {
             if j.name == "mps-train4-r1" { 6 } else { 1 }
         });
@@ -423,9 +445,9 @@ policies = ["mps", "exclusive", "timeslice"]
             log,
             [
                 "start exclusive-train1-r1 on 0",
-                "start mps-train4-r1 on 1",
                 "end exclusive-train1-r1",
-                "start timeslice-train4-r1 on 0",
+                "start mps-train4-r1 on 0",
+                "start timeslice-train4-r1 on 1",
                 "end timeslice-train4-r1",
                 // mps-train2 waits for the MPS cohort; exclusive-train2 needs both lanes, so
                 // nothing passes it (rule 1).
@@ -436,6 +458,53 @@ policies = ["mps", "exclusive", "timeslice"]
                 "end exclusive-train2-r1",
                 "start timeslice-train2-r1 on 0",
                 "end timeslice-train2-r1",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_baseline_runs_alone_on_the_host() {
+        // The baseline comes second: it waits for the first cohort to end, the cohort behind it
+        // does not pass it, and nothing starts beside it although a lane is free.
+        let plan = r#"
+[[policy]]
+name = "exclusive"
+mode = "exclusive"
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+[[cohort]]
+workers = "train=4"
+policies = ["timeslice"]
+[[cohort]]
+workers = "train=1"
+policies = ["exclusive"]
+baseline = true
+[[cohort]]
+workers = "train=2"
+policies = ["timeslice"]
+[[cohort]]
+workers = "train=3"
+policies = ["timeslice"]
+"#;
+        let log = schedule_plan(plan, &two_gpus(), &[0, 1], |j| {
+            if j.name == "timeslice-train4-r1" {
+                3
+            } else {
+                1
+            }
+        });
+        assert_eq!(
+            log,
+            [
+                "start timeslice-train4-r1 on 0",
+                "end timeslice-train4-r1",
+                "start exclusive-train1-r1 on 0",
+                "end exclusive-train1-r1",
+                "start timeslice-train2-r1 on 0",
+                "start timeslice-train3-r1 on 1",
+                "end timeslice-train2-r1",
+                "end timeslice-train3-r1",
             ]
         );
     }
