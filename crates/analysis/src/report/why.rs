@@ -90,8 +90,9 @@ pub(crate) fn summary_activity(s: &CohortSummary) -> Option<(Option<Table>, Opti
 }
 
 /// The comparison's "why" table: one row per cohort and workload group, ordered by mode and
-/// shape; `None` when no cohort recorded GPM or energy.
-pub(crate) fn comparison_why(c: &Comparison) -> Option<Table> {
+/// shape, each labelled by its policy (the study's name, else the mode and its MPS share);
+/// `None` when no cohort recorded GPM or energy.
+pub(crate) fn comparison_why(c: &Comparison, ctx: &super::ReportContext) -> Option<Table> {
     if c.cohorts
         .iter()
         .all(|k| k.gpm.is_none() && k.joules.is_none())
@@ -99,7 +100,7 @@ pub(crate) fn comparison_why(c: &Comparison) -> Option<Table> {
         return None;
     }
     let mut t = Table::new(&[
-        "mode",
+        "policy",
         "workers",
         "experiment",
         "group",
@@ -124,7 +125,7 @@ pub(crate) fn comparison_why(c: &Comparison) -> Option<Table> {
         let gpm = k.gpm.as_ref();
         for (workload, g) in &k.groups {
             t.row(vec![
-                k.mode.to_string(),
+                super::verdict::policy_label(ctx, k),
                 mix.join(", "),
                 k.experiment.clone(),
                 workload.to_string(),
