@@ -17,7 +17,7 @@ use std::fmt;
 use std::ops::Range;
 
 use clap::Parser as _;
-use coload_cohort_schema::Mode;
+use coload_cohort_schema::{Mode, Workload};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
@@ -460,7 +460,10 @@ impl Plan {
     }
 
     /// Checks what only the whole plan shows: unique folder names, one baseline per workload,
-    /// and that `bench-cohort` accepts every cohort's flags (on a GPU node and on a CPU node).
+    /// that `bench-cohort` accepts every cohort's flags (on a GPU node and on a CPU node), and
+    /// that every cohort runs the model and execution of its workloads' baselines (a study
+    /// compares against one baseline per workload, so a ratio to another model's solo would
+    /// compare models, not policies).
     fn check(
         &self,
         err: &dyn Fn(Option<Range<usize>>, String) -> PlanError,
@@ -471,6 +474,10 @@ impl Plan {
         };
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         let mut baselines: BTreeMap<String, usize> = BTreeMap::new();
+        // Per workload: what its baseline runs (and the baseline's line); per cohort and
+        // workload: what it runs.
+        let mut baseline_runs: BTreeMap<Workload, (String, usize)> = BTreeMap::new();
+        let mut cohort_runs: Vec<(usize, String, Workload, String)> = Vec::new();
         for cpu in [false, true] {
             for job in self.jobs(cpu) {
                 // What a CPU node does not offer is listed as such there, never run: its flags
@@ -544,6 +551,31 @@ impl Plan {
                         ),
                     )
                 })?;
+                if !cpu && let Some(mix) = &parsed.workers {
+                    for &w in mix.workloads() {
+                        let runs = what_it_runs(&parsed.flags, w);
+                        if job.baseline {
+                            baseline_runs.entry(w).or_insert((runs, job.line));
+                        } else {
+                            cohort_runs.push((job.line, job.name.clone(), w, runs));
+                        }
+                    }
+                }
+            }
+        }
+        for (line, name, workload, runs) in cohort_runs {
+            if let Some((base, base_line)) = baseline_runs.get(&workload)
+                && *base != runs
+            {
+                return Err(line_err(
+                    line,
+                    format!(
+                        "cohort `{name}` runs {runs} for its {workload} workers, but the {workload} \
+                         baseline (line {base_line}) runs {base}: a study compares every cohort \
+                         against one baseline per workload, so it holds one model and execution; \
+                         put this cohort in a study of its own (docs/study.md)"
+                    ),
+                ));
             }
         }
         Ok(())
@@ -610,6 +642,22 @@ pub(crate) fn cohort_argv(job: &Job, out: &std::path::Path, cpu: bool) -> Vec<St
         }
     }
     argv
+}
+
+/// What a worker of `workload` runs under `flags`, in words: `model resnet50, eager` or
+/// `model file m.pt, cuda-graph`.
+fn what_it_runs(flags: &coload_cohort_schema::cli::WorkerFlags, workload: Workload) -> String {
+    let model = match &flags.model_file {
+        Some(path) => format!("model file {}", path.display()),
+        None => {
+            let declared = flags.model_declaration();
+            format!(
+                "model {}",
+                declared.model_for(workload).unwrap_or("(none declared)")
+            )
+        }
+    };
+    format!("{model}, {}", flags.execution)
 }
 
 #[cfg(test)]
@@ -781,6 +829,43 @@ flags = { window_s = 40 }
             "{HEAD}[[cohort]]\nworkers = \"train=2\"\nbaseline = true\n"
         ));
         assert!(e.message.contains("field `baseline`"), "{e}");
+        // A cohort of another model or execution than its workload's baseline: the ratio would
+        // compare models.
+        let e = refused(&format!(
+            "[[policy]]\nname = \"exclusive\"\nmode = \"exclusive\"\n{HEAD}[[cohort]]\n\
+             workers = \"train=1\"\npolicies = [\"exclusive\"]\nbaseline = true\n[[cohort]]\n\
+             workers = \"train=2\"\npolicies = [\"timeslice\"]\nflags = {{ model = \"resnet50\" }}\n"
+        ));
+        assert_eq!(e.line, Some(11), "{e}");
+        assert!(
+            e.message
+                .contains("runs model resnet50, eager for its train workers")
+                && e.message
+                    .contains("baseline (line 7) runs model resnet18, eager"),
+            "{e}"
+        );
+        let e = refused(&format!(
+            "[[policy]]\nname = \"exclusive\"\nmode = \"exclusive\"\n{HEAD}[[cohort]]\n\
+             workers = \"train=1\"\npolicies = [\"exclusive\"]\nbaseline = true\n[[cohort]]\n\
+             workers = \"train=2\"\npolicies = [\"timeslice\"]\nflags = {{ execution = \"cuda-graph\" }}\n"
+        ));
+        assert!(
+            e.message.contains("cuda-graph for its train workers"),
+            "{e}"
+        );
+        // The same model throughout is a plan.
+        assert!(
+            Plan::parse(
+                "good.toml",
+                &format!(
+                    "[flags]\nmodel = \"resnet50\"\n[[policy]]\nname = \"exclusive\"\nmode = \
+                     \"exclusive\"\n{HEAD}[[cohort]]\nworkers = \"train=1\"\npolicies = \
+                     [\"exclusive\"]\nbaseline = true\n[[cohort]]\nworkers = \"train=2\"\n\
+                     policies = [\"timeslice\"]\n"
+                )
+            )
+            .is_ok()
+        );
         // Nothing to run.
         assert!(refused(HEAD).message.contains("no `[[cohort]]`"));
         // Not TOML at all.
