@@ -563,22 +563,7 @@ impl Plan {
                 }
             }
         }
-        for (line, name, workload, runs) in cohort_runs {
-            if let Some((base, base_line)) = baseline_runs.get(&workload)
-                && *base != runs
-            {
-                return Err(line_err(
-                    line,
-                    format!(
-                        "cohort `{name}` runs {runs} for its {workload} workers, but the {workload} \
-                         baseline (line {base_line}) runs {base}: a study compares every cohort \
-                         against one baseline per workload, so it holds one model and execution; \
-                         put this cohort in a study of its own (docs/study.md)"
-                    ),
-                ));
-            }
-        }
-        Ok(())
+        one_model_per_workload(&baseline_runs, cohort_runs).map_err(|(l, m)| line_err(l, m))
     }
 
     /// Every cohort to run, in the study's order: the shapes' first repeats in plan order,
@@ -644,19 +629,43 @@ pub(crate) fn cohort_argv(job: &Job, out: &std::path::Path, cpu: bool) -> Vec<St
     argv
 }
 
+/// Every cohort runs what its workloads' baselines run; else the first that does not, as its line
+/// and the message.
+fn one_model_per_workload(
+    baselines: &BTreeMap<Workload, (String, usize)>,
+    cohorts: Vec<(usize, String, Workload, String)>,
+) -> Result<(), (usize, String)> {
+    for (line, name, workload, runs) in cohorts {
+        if let Some((base, base_line)) = baselines.get(&workload)
+            && *base != runs
+        {
+            return Err((
+                line,
+                format!(
+                    "cohort `{name}` runs {runs} for its {workload} workers, but the {workload} \
+                     baseline (line {base_line}) runs {base}: a study compares every cohort \
+                     against one baseline per workload, so it holds one model and execution; put \
+                     this cohort in a study of its own (docs/study.md)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What a worker of `workload` runs under `flags`, in words: `model resnet50, eager` or
 /// `model file m.pt, cuda-graph`.
 fn what_it_runs(flags: &coload_cohort_schema::cli::WorkerFlags, workload: Workload) -> String {
-    let model = match &flags.model_file {
-        Some(path) => format!("model file {}", path.display()),
-        None => {
+    let model = flags.model_file.as_ref().map_or_else(
+        || {
             let declared = flags.model_declaration();
             format!(
                 "model {}",
                 declared.model_for(workload).unwrap_or("(none declared)")
             )
-        }
-    };
+        },
+        |path| format!("model file {}", path.display()),
+    );
     format!("{model}, {}", flags.execution)
 }
 
