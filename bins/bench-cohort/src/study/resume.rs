@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use coload_cohort_schema::{CapacityReport, CohortSummary, Workload};
+use coload_cohort_schema::{CapacityReport, CohortSummary, Mode, Workload};
 use serde::{Deserialize, Serialize};
 
 use super::plan::Job;
@@ -192,17 +192,7 @@ pub(crate) fn capacity_answer(r: &CapacityReport) -> String {
 /// `Err` says how a capacity search differs from what the plan asks of `job`: its mode, mix,
 /// objective and quantile, and the window of its first probe whose summary reads.
 fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(), String> {
-    let want_mix = mix_counts(&job.workers);
-    if r.mode != job.mode {
-        return Err(format!("mode {} where the plan says {}", r.mode, job.mode));
-    }
-    if r.workload_mix != want_mix {
-        return Err(format!(
-            "workers {} where the plan says {}",
-            show_mix(&r.workload_mix),
-            job.workers
-        ));
-    }
+    check_shape(r.mode, &r.workload_mix, job)?;
     if let Some(slo) = job.flag_f64("slo-ms")
         && (r.slo_ms - slo).abs() > 1e-9
     {
@@ -237,6 +227,25 @@ fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(
     Ok(())
 }
 
+/// `Err` says how a recorded mode and workload mix differ from what the plan asks of `job`.
+fn check_shape(
+    mode: Mode,
+    mix: &std::collections::BTreeMap<Workload, u32>,
+    job: &Job,
+) -> Result<(), String> {
+    if mode != job.mode {
+        return Err(format!("mode {mode} where the plan says {}", job.mode));
+    }
+    if *mix != mix_counts(&job.workers) {
+        return Err(format!(
+            "workers {} where the plan says {}",
+            show_mix(mix),
+            job.workers
+        ));
+    }
+    Ok(())
+}
+
 fn show_mix(m: &std::collections::BTreeMap<Workload, u32>) -> String {
     m.iter()
         .map(|(w, n)| format!("{w}={n}"))
@@ -246,17 +255,7 @@ fn show_mix(m: &std::collections::BTreeMap<Workload, u32>) -> String {
 
 /// `Err` says how a summary differs from what the plan asks of `job`.
 fn check_matches(s: &CohortSummary, job: &Job) -> Result<(), String> {
-    if s.mode != job.mode {
-        return Err(format!("mode {} where the plan says {}", s.mode, job.mode));
-    }
-    let want = mix_counts(&job.workers);
-    if s.workload_mix != want {
-        return Err(format!(
-            "workers {} where the plan says {}",
-            show_mix(&s.workload_mix),
-            job.workers
-        ));
-    }
+    check_shape(s.mode, &s.workload_mix, job)?;
     if let Some(w) = job.flag_f64("window-s")
         && (s.config.window_s - w).abs() > 1e-9
     {
