@@ -1,44 +1,71 @@
-//! bench-cohort: run a whole cohort of bench-worker processes on this machine, then summarize.
+//! bench-cohort: run a whole cohort of bench-worker processes on this machine, then summarize;
+//! or a whole study. The work is `coload-launch` and `coload-study`; this is their glue.
 
-#![expect(
-    clippy::print_stdout,
-    clippy::print_stderr,
-    reason = "a command-line tool: the summary goes to stdout, progress and errors to stderr"
-)]
-
-mod capacity;
 mod cli;
-mod cohort;
-mod error;
-mod mix;
-mod mps;
-mod serve;
-mod share;
-mod study;
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
+use coload_cohort_schema::exit;
+use coload_launch::{Console as _, StdConsole};
+use coload_spec::error_chain;
+
+/// The errors of both commands, mapped to exit codes in one place.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error(transparent)]
+    Launch(#[from] coload_launch::LauncherError),
+    #[error(transparent)]
+    Study(#[from] coload_study::StudyError),
+    #[error("cannot install the Ctrl-C handler")]
+    Signals(#[from] ctrlc::Error),
+}
+
+impl Error {
+    fn exit_code(&self) -> u8 {
+        match self {
+            Error::Launch(e) => e.exit_code(),
+            Error::Study(e) => e.exit_code(),
+            Error::Signals(_) => exit::INTERNAL,
+        }
+    }
+}
 
 fn main() -> ExitCode {
     // Parses like `Cli::parse()`, and answers the hidden `--generate` (man page, completions).
-    let cli: cli::Cli = match coload_cohort_schema::generate::parse(std::convert::identity) {
+    let cli: cli::Cli = match coload_spec::generate::parse(std::convert::identity) {
         Ok(cli) => cli,
         Err(generated) => return generated.finish(),
     };
-    let result = match cli.command {
-        Some(cli::Command::Study(args)) => return study::main(&args),
-        Some(cli::Command::Run(args)) => cohort::run(&args),
-        // The bare form. clap's `Option` flatten does not always say whether the run flags were
-        // given (it tracks only some of them), so they are parsed again on their own: the same
-        // flags, the same errors as before subcommands existed.
-        None => cohort::run(&cli.run.unwrap_or_else(cli::Args::parse)),
-    };
-    match result {
+    match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("error: {}", error::chain(&err));
+            StdConsole.progress(&format!("error: {}", error_chain(&err)));
             ExitCode::from(err.exit_code())
         }
     }
+}
+
+fn run(cli: cli::Cli) -> Result<u8, Error> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let flag = Arc::clone(&interrupted);
+        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
+    }
+    Ok(match cli.command {
+        Some(cli::Command::Study(args)) => coload_study::run(&args, &StdConsole, &interrupted)?,
+        Some(cli::Command::Run(run)) => coload_launch::run(&run.launch, &StdConsole, &interrupted)?,
+        // The bare form. clap's `Option` flatten does not always say whether the run flags were
+        // given (it tracks only some of them), so they are parsed again on their own: the same
+        // flags, the same errors as before subcommands existed.
+        None => {
+            let launch = match cli.run {
+                Some(l) => l,
+                None => cli::Run::parse().launch,
+            };
+            coload_launch::run(&launch, &StdConsole, &interrupted)?
+        }
+    })
 }

@@ -115,7 +115,7 @@ struct IsolationArgs {
 /// Parses the command line and runs it.
 pub(crate) fn run() -> anyhow::Result<ExitCode> {
     // Parses like `Cli::parse()`, and answers the hidden `--generate` (man page, completions).
-    let cli: Cli = match coload_cohort_schema::generate::parse(std::convert::identity) {
+    let cli: Cli = match coload_spec::generate::parse(std::convert::identity) {
         Ok(cli) => cli,
         Err(generated) => return Ok(generated.finish()),
     };

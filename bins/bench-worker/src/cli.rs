@@ -2,8 +2,8 @@
 //! them on), plus this worker's own output settings.
 
 use clap::{Parser, ValueEnum};
-use coload_cohort_schema::cli::{ServeFlags, WorkerFlags, WorkerPlace};
 use coload_cohort_schema::{InputShape, TORCHSCRIPT_MODEL, Workload};
+use coload_spec::{ServeFlags, WorkerFlags, WorkerPlace};
 use coload_workload::{ModelSource, TorchScriptSpec, ZooModel};
 
 /// Run one coload worker: warm up, meet the cohort at the barrier, time a window of batches of a
@@ -55,8 +55,14 @@ pub(crate) enum LogFormat {
 impl Args {
     /// Checks what clap cannot: ranges and relations between flags.
     pub(crate) fn validate(&self) -> Result<(), String> {
-        self.place.validate()?;
-        self.flags.validate()?;
+        self.place.validate().map_err(|e| e.to_string())?;
+        self.flags.validate().map_err(|e| e.to_string())?;
+        self.flags
+            .validate_for(self.place.workload)
+            .map_err(|e| e.to_string())?;
+        self.serve
+            .validate_for(self.place.workload)
+            .map_err(|e| e.to_string())?;
         if self.flags.model_file.is_none() {
             // Every model the declaration names, not only this worker's: a typo in another
             // workload's entry is caught by every worker, before anything starts.

@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use coload_barrier::BarrierError;
-pub(crate) use coload_cohort_schema::cli::error_chain as chain;
 use coload_cohort_schema::{FailureKind, Stage};
 use coload_device::DeviceError;
+pub(crate) use coload_spec::error_chain as chain;
 use coload_timing::TimingError;
 use coload_workload::WorkloadError;
 
@@ -74,6 +74,18 @@ pub(crate) enum WorkerError {
         batches: usize,
     },
 
+    /// The window ended without one complete batch: nothing was measured. On a GPU the window
+    /// is shorter than one batch; on the CPU the workers starve each other's cores (issue 21).
+    #[error(
+        "the {window_s} s window ended without one complete batch; make --window-s longer than \
+         a batch, or give each worker more of the machine (fewer workers, a smaller \
+         --batch-size or --image-size)"
+    )]
+    EmptyWindow {
+        /// The window's length, seconds.
+        window_s: f64,
+    },
+
     /// The timed window stopped early.
     #[error("timed window")]
     Window(#[source] TimingError<WorkloadError>),
@@ -91,7 +103,9 @@ impl WorkerError {
             | WorkerError::Allocation(_)
             | WorkerError::SilentCpuFallback { .. } => Stage::Preflight,
             WorkerError::Barrier { stage, .. } | WorkerError::Workload { stage, .. } => *stage,
-            WorkerError::LateStart { .. } | WorkerError::Window(_) => Stage::Window,
+            WorkerError::LateStart { .. }
+            | WorkerError::EmptyWindow { .. }
+            | WorkerError::Window(_) => Stage::Window,
             WorkerError::Write(_) => Stage::Write,
         }
     }
@@ -106,6 +120,7 @@ impl WorkerError {
             WorkerError::Allocation(source) => source.kind(),
             WorkerError::SilentCpuFallback { .. } => FailureKind::CudaUnavailable,
             WorkerError::LateStart { .. } => FailureKind::LateStart,
+            WorkerError::EmptyWindow { .. } => FailureKind::EmptyWindow,
             WorkerError::Window(TimingError::CapacityExhausted { .. }) => {
                 FailureKind::BufferExhausted
             }

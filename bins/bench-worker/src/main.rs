@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     // Parses like `Args::parse()`, with the build's version facts and the hidden `--generate`.
-    let args: cli::Args = match coload_cohort_schema::generate::parse(version::apply) {
+    let args: cli::Args = match coload_spec::generate::parse(version::apply) {
         Ok(args) => args,
         Err(generated) => return generated.finish(),
     };

@@ -1,11 +1,11 @@
-//! The plan a serve worker's flags make (`coload_cohort_schema::cli::ServeFlags`: `--rate`,
+//! The plan a serve worker's flags make (`coload_spec::ServeFlags`: `--rate`,
 //! `--arrivals`, `--arrivals-file`, `--max-batch`, `--max-queue-delay-ms`, `--slo-ms`): the
 //! arrival schedule and the batching policy, built and checked before anything else runs.
 
 use std::time::Duration;
 
-use coload_cohort_schema::cli::Arrivals;
-use coload_cohort_schema::{Execution, ServeConfig, Workload};
+use coload_cohort_schema::{ServeConfig, Workload};
+use coload_spec::Arrivals;
 use coload_timing::{ArrivalKind, ArrivalSchedule, ServePolicy};
 
 use crate::cli::Args;
@@ -21,48 +21,20 @@ pub(crate) struct ServePlan {
 /// Builds the plan of a serve worker (`None` for the other workloads), or says which flag is
 /// wrong and what to do.
 pub(crate) fn plan(args: &Args) -> Result<Option<ServePlan>, String> {
+    // The flags were checked against the workload by `Args::validate` (coload_spec's rules:
+    // serve flags for serve workers only, eager only, the numbers' ranges).
     let s = &args.serve;
-    let workload = args.place.workload;
-    if workload != Workload::Serve {
-        for (given, flag) in [
-            (s.rate.is_some(), "--rate"),
-            (s.arrivals_file.is_some(), "--arrivals-file"),
-            (s.slo_ms.is_some(), "--slo-ms"),
-        ] {
-            if given {
-                return Err(format!(
-                    "{flag} applies to --workload serve, not {workload}"
-                ));
-            }
-        }
+    if args.place.workload != Workload::Serve {
         return Ok(None);
-    }
-    if args.flags.execution != Execution::Eager {
-        return Err(format!(
-            "--workload serve runs eager only (its batches are padded to several sizes, each a \
-             different graph); --execution {} is for train and infer",
-            args.flags.execution
-        ));
-    }
-    if !(s.max_queue_delay_ms.is_finite() && s.max_queue_delay_ms >= 0.0) {
-        return Err(format!(
-            "--max-queue-delay-ms must be a number of milliseconds >= 0, got {}",
-            s.max_queue_delay_ms
-        ));
-    }
-    if let Some(slo) = s.slo_ms
-        && !(slo.is_finite() && slo > 0.0)
-    {
-        return Err(format!(
-            "--slo-ms must be a positive number of milliseconds, got {slo}"
-        ));
     }
     let policy = ServePolicy::new(
         s.max_batch,
-        Duration::from_secs_f64(s.max_queue_delay_ms / 1e3),
+        // Checked by coload_spec (finite, >= 0); a value too large for a Duration is refused.
+        Duration::try_from_secs_f64(s.max_queue_delay_ms / 1e3)
+            .map_err(|e| format!("--max-queue-delay-ms {}: {e}", s.max_queue_delay_ms))?,
     )
     .map_err(|e| e.to_string())?;
-    let window_ns = (args.flags.window_s * 1e9).round() as u64;
+    let window_ns = args.flags.window_s.as_nanos();
     let schedule = match (&s.arrivals_file, s.rate) {
         (Some(path), _) => {
             let text = std::fs::read_to_string(path)

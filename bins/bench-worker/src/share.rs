@@ -3,8 +3,8 @@
 //! CUDA runtime reports. Recorded before the workload is built, so that a worker whose build
 //! then runs out of memory (a hog took it) still says how much was free when it started.
 
-use coload_cohort_schema::cli::WorkerFlags;
 use coload_cohort_schema::{DeviceKind, Mode, ObservedShare, ShareReport};
+use coload_spec::WorkerFlags;
 
 /// The share section for `worker.json`, or `None` for a CPU worker outside mode `mps` (nothing
 /// to say there).

@@ -82,6 +82,11 @@ impl Termination {
                         eprintln!("error: terminated during {stage}; wrote {}", path.display());
                     }
                 }
+                #[expect(
+                    clippy::disallowed_methods,
+                    reason = "the signal thread ends the process: main is blocked in a libtorch call \
+                              outside the window, and the failed report is written"
+                )]
                 std::process::exit(i32::from(exit::TERMINATED));
             }
             IN_WINDOW => self.cancel.store(true, Ordering::Relaxed),

@@ -135,8 +135,8 @@ fn initial_report(args: &Args) -> WorkerReport {
             image_size: args.recorded_image_size(),
             precision: args.flags.precision,
             warmup_batches: args.flags.warmup_batches,
-            window_s: args.flags.window_s,
-            start_lead_s: args.flags.start_lead_s,
+            window_s: args.flags.window_s.get(),
+            start_lead_s: args.flags.start_lead_s.get(),
             seed: args.flags.seed,
             execution: args.flags.execution,
             // Known once the model is built (see build_and_warm).
@@ -180,9 +180,6 @@ impl Run {
         if let Some(plan) = serve {
             return self.measure_serve(barrier, plan, args, clock, progress);
         }
-        if let Some(plan) = serve {
-            return self.measure_serve(barrier, plan, args, clock, progress);
-        }
         let (step, buffer) = match self.build_and_warm(args, clock, progress) {
             Ok(v) => v,
             Err(e) => return Err(tell_peers(&barrier, args, e, clock)),
@@ -209,8 +206,8 @@ impl Run {
     ) -> Result<Barrier, WorkerError> {
         let p = &args.place;
         let mut options = BarrierOptions::new(&p.sync_dir, &p.experiment, p.replica, p.count);
-        options.join_timeout = Duration::from_secs_f64(args.flags.join_timeout_s);
-        options.start_lead = Duration::from_secs_f64(args.flags.start_lead_s);
+        options.join_timeout = args.flags.join_timeout_s.duration();
+        options.start_lead = args.flags.start_lead_s.duration();
         let (barrier, preflight) =
             Barrier::preflight(options, clock).map_err(|source| WorkerError::Barrier {
                 stage: Stage::Preflight,
@@ -330,7 +327,7 @@ impl Run {
             &mut step,
             clock,
             start_unix_ns,
-            Duration::from_secs_f64(args.flags.window_s),
+            args.flags.window_s.duration(),
             &mut buffer,
             &self.termination.cancel,
         );
@@ -361,7 +358,12 @@ impl Run {
             return Err(WorkerError::Window(error));
         }
         check_lateness(outcome.lateness_ns, late_margin, outcome.batches)?;
-        let rate = outcome.samples as f64 / args.flags.window_s;
+        if outcome.batches == 0 {
+            return Err(WorkerError::EmptyWindow {
+                window_s: args.flags.window_s.get(),
+            });
+        }
+        let rate = outcome.samples as f64 / args.flags.window_s.get();
         progress.phase(
             "window",
             &format!(
@@ -429,7 +431,7 @@ impl Run {
             crate::hog::publish_hold(args, hog)?;
             let interval_s = hog.report().hold_interval_s;
             let buffer =
-                BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s, interval_s));
+                BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s.get(), interval_s));
             return Ok((step, buffer));
         }
         let total = f.warmup_batches;
@@ -456,7 +458,8 @@ impl Run {
         } else {
             stats.fastest.as_secs_f64()
         };
-        let buffer = BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s, fastest_s));
+        let buffer =
+            BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s.get(), fastest_s));
         Ok((step, buffer))
     }
 
@@ -578,7 +581,7 @@ impl Run {
         }
         let target = self.target?;
         // Room for the window plus the lead and a margin, at the asked rate.
-        let covered_s = f.window_s + f.start_lead_s + 10.0;
+        let covered_s = f.window_s.get() + f.start_lead_s.get() + 10.0;
         let capacity = (covered_s * f.telemetry_hz).ceil() as usize;
         let activity = ActivityOptions::for_duration(gpm_interval_s, covered_s, self.mig);
         let clock = *clock;

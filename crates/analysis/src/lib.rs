@@ -55,6 +55,7 @@ mod report;
 mod scan;
 mod serve;
 pub mod stats;
+pub mod study_report;
 mod summarize;
 
 pub use coload_cohort_schema::{CohortSummary, Comparison};

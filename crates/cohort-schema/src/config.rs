@@ -125,7 +125,6 @@ impl std::str::FromStr for Workload {
 
 /// Numeric precision of the workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// 32-bit floats everywhere (the article's protocol).
@@ -149,6 +148,18 @@ impl Precision {
 impl fmt::Display for Precision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fp32" => Ok(Precision::Fp32),
+            "bf16" => Ok(Precision::Bf16),
+            other => Err(format!("unknown precision `{other}` (fp32 or bf16)")),
+        }
     }
 }
 

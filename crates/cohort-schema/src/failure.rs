@@ -99,6 +99,19 @@ pub enum FailureKind {
     Terminated,
     /// The artifacts could not be written.
     WriteFailed,
+    /// The window ended without one complete batch (the device, or the CPU shared with the
+    /// other workers, was too slow for the window): nothing to measure.
+    EmptyWindow,
+
+    // --- the launcher's, in a cohort's `failure.json` ---
+    /// A worker process could not be started.
+    SpawnFailed,
+    /// A worker process ended without writing its `worker.json` (killed, or not started by the
+    /// loader: exit 127 is most often libtorch not found).
+    WorkerExited,
+    /// Every worker completed, but the summarizer refused the cohort (too little overlap, a
+    /// co-location mismatch under `--strict`, ...).
+    SummaryRefused,
 
     /// A kind this version does not know (written by a newer coload), kept as written.
     #[serde(untagged)]
@@ -139,7 +152,11 @@ impl FailureKind {
             | FailureKind::OutOfMemory
             | FailureKind::LibtorchError
             | FailureKind::CudaGraph
-            | FailureKind::BufferExhausted => exit::WORKLOAD_FAILED,
+            | FailureKind::BufferExhausted
+            | FailureKind::EmptyWindow => exit::WORKLOAD_FAILED,
+            FailureKind::SpawnFailed | FailureKind::WorkerExited | FailureKind::SummaryRefused => {
+                exit::INCOMPLETE_COHORT
+            }
             FailureKind::AllocationMismatch => exit::ALLOCATION_MISMATCH,
             FailureKind::WriteFailed => exit::WRITE_FAILED,
             FailureKind::Terminated => exit::TERMINATED,
@@ -191,6 +208,10 @@ impl FailureKind {
             FailureKind::BufferExhausted => "buffer_exhausted",
             FailureKind::Terminated => "terminated",
             FailureKind::WriteFailed => "write_failed",
+            FailureKind::EmptyWindow => "empty_window",
+            FailureKind::SpawnFailed => "spawn_failed",
+            FailureKind::WorkerExited => "worker_exited",
+            FailureKind::SummaryRefused => "summary_refused",
             FailureKind::Other(s) => s,
         }
     }
@@ -202,13 +223,45 @@ impl fmt::Display for FailureKind {
     }
 }
 
+/// Whether the worker completed its window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The window ran to its end and every artifact was written.
+    Complete,
+    /// Something failed; `failure` says where and why.
+    Failed,
+}
+
+/// The phase of a worker's life in which a failure happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// Checking the shared directory and the device before any work.
+    Preflight,
+    /// Building the model and running the warmup batches.
+    Warmup,
+    /// Publishing ready and waiting for the start.
+    Barrier,
+    /// The timed window.
+    Window,
+    /// Writing the artifacts.
+    Write,
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// Every named kind, for the round-trip test (a kind missing here is caught by the match in
     /// `every_kind_is_listed`).
-    const NAMED: [FailureKind; 36] = [
+    const NAMED: [FailureKind; 40] = [
         FailureKind::InvalidOption,
         FailureKind::InvalidExperiment,
         FailureKind::InvalidOptions,
@@ -245,6 +298,10 @@ mod tests {
         FailureKind::BufferExhausted,
         FailureKind::Terminated,
         FailureKind::WriteFailed,
+        FailureKind::EmptyWindow,
+        FailureKind::SpawnFailed,
+        FailureKind::WorkerExited,
+        FailureKind::SummaryRefused,
     ];
 
     #[test]
@@ -329,7 +386,11 @@ mod tests {
                 | FailureKind::ModelFileNoParameters
                 | FailureKind::BufferExhausted
                 | FailureKind::Terminated
-                | FailureKind::WriteFailed => {}
+                | FailureKind::WriteFailed
+                | FailureKind::EmptyWindow
+                | FailureKind::SpawnFailed
+                | FailureKind::WorkerExited
+                | FailureKind::SummaryRefused => {}
                 FailureKind::Other(_) => panic!("Other is not a named kind"),
             }
         }

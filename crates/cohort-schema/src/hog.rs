@@ -11,9 +11,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Mode, Workload};
-use crate::failure::FailureKind;
+use crate::failure::{FailureKind, Stage, Status};
 use crate::share::DeclaredShare;
-use crate::worker::{Stage, Status};
 
 /// Why the hog stopped allocating.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -25,18 +25,16 @@
 mod activity;
 mod barrier;
 mod batch;
-#[cfg(feature = "cli")]
-pub mod cli;
+mod cohort_failure;
 mod config;
 mod error;
 pub mod exit;
 mod failure;
-#[cfg(feature = "cli")]
-pub mod generate;
 mod hog;
 mod read;
 mod request;
 mod share;
+pub mod study;
 mod summary;
 mod telemetry;
 mod worker;
@@ -49,12 +47,13 @@ pub use activity::{
 };
 pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::BatchRecord;
+pub use cohort_failure::{CohortFailure, WorkerOutcome};
 pub use config::{
     ConfigDifference, DeviceChoice, Execution, InputShape, Mode, ModelDeclaration, ModelFile,
     Precision, ServeConfig, TORCHSCRIPT_MODEL, WorkerConfig, Workload,
 };
 pub use error::SchemaError;
-pub use failure::FailureKind;
+pub use failure::{FailureKind, Stage, Status};
 pub use hog::{HogReport, HogStop, HoldMarker, IsolationOutcome, IsolationResult, TenantOutcome};
 pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
@@ -66,7 +65,7 @@ pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
 pub use worker::{
     BarrierTiming, DeviceInfo, DeviceKind, Failure, HostInfo, Identity, MemoryInfo, MemorySource,
-    RuntimeInfo, ServeWindowInfo, Stage, Status, WindowInfo, WorkerReport, WorkerWarning,
+    RuntimeInfo, ServeWindowInfo, WindowInfo, WorkerReport, WorkerWarning,
 };
 
 /// The version of every document this crate writes and the newest it reads.
@@ -89,4 +88,10 @@ pub mod files {
     /// A serve worker's requests: one JSON line per dispatched batch with its requests' arrivals,
     /// then the requests never dispatched.
     pub const REQUESTS: &str = "requests.jsonl";
+    /// A failed cohort's [`crate::CohortFailure`], beside its worker folders.
+    pub const COHORT_FAILURE: &str = "failure.json";
+    /// A cohort's summary, beside its worker folders.
+    pub const SUMMARY: &str = "summary.json";
+    /// A capacity search's report, beside its probe folders.
+    pub const CAPACITY: &str = "capacity.json";
 }

@@ -4,36 +4,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::activity::{EnergyReport, GpmReport};
 use crate::config::WorkerConfig;
-use crate::failure::FailureKind;
+use crate::failure::{FailureKind, Stage, Status};
 use crate::hog::HogReport;
 use crate::share::ShareReport;
 use crate::telemetry::TelemetrySummary;
-
-/// Whether the worker completed its window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// The window ran to its end and every artifact was written.
-    Complete,
-    /// Something failed; `failure` says where and why.
-    Failed,
-}
-
-/// The phase of a worker's life in which a failure happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    /// Checking the shared directory and the device before any work.
-    Preflight,
-    /// Building the model and running the warmup batches.
-    Warmup,
-    /// Publishing ready and waiting for the start.
-    Barrier,
-    /// The timed window.
-    Window,
-    /// Writing the artifacts.
-    Write,
-}
 
 impl Stage {
     /// The name used in documents.
@@ -46,12 +20,6 @@ impl Stage {
             Stage::Window => "window",
             Stage::Write => "write",
         }
-    }
-}
-
-impl std::fmt::Display for Stage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

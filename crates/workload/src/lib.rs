@@ -61,11 +61,11 @@ pub use coload_cohort_schema::DeviceChoice;
 pub use error::{ModelFileProblem, WorkloadError};
 pub use hog::{DEFAULT_HOLD_INTERVAL, DEFAULT_MIN_STEP_BYTES, DEFAULT_STEP_BYTES, Hog, HogOptions};
 pub use models::{MIN_IMAGE_SIZE, ZooModel};
-pub use options::{ModelSource, TorchScriptSpec, WorkloadOptions, parse_input_shape};
+pub use options::{ModelSource, NUM_CLASSES, TorchScriptSpec, WorkloadOptions, parse_input_shape};
 pub use runtime::{CudaFacts, RuntimeError, cuda_ordinal, probe_device, runtime_loaded};
 pub use serve::ServeStep;
 pub use step::{
-    GRAPH_WARMUP_STEPS, InferenceGuard, LEARNING_RATE, MOMENTUM, ModelStep, NUM_CLASSES,
-    OutputProbe, ResNetStep, WorkloadInfo,
+    GRAPH_WARMUP_STEPS, InferenceGuard, LEARNING_RATE, MOMENTUM, ModelStep, OutputProbe,
+    ResNetStep, WorkloadInfo,
 };
 pub use tch;

@@ -7,6 +7,9 @@ use coload_cohort_schema::{DeviceChoice, Execution, InputShape, Precision, Workl
 use crate::error::WorkloadError;
 use crate::models::ZooModel;
 
+/// Classes of the built-in models' heads (ImageNet's 1000).
+pub const NUM_CLASSES: i64 = 1000;
+
 /// A user's TorchScript model (`--model-file`), with what the file itself does not say: the
 /// shape of one input sample and the number of classes it outputs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -94,7 +97,7 @@ impl WorkloadOptions {
     #[must_use]
     pub fn num_classes(&self) -> u32 {
         match &self.model {
-            ModelSource::Zoo(_) => crate::step::NUM_CLASSES as u32,
+            ModelSource::Zoo(_) => NUM_CLASSES as u32,
             ModelSource::TorchScript(spec) => spec.num_classes,
         }
     }

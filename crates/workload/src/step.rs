@@ -31,13 +31,11 @@ use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::error::{WorkloadError, from_panic};
-use crate::options::{ModelSource, WorkloadOptions, validate};
+use crate::options::{ModelSource, NUM_CLASSES, WorkloadOptions, validate};
 use crate::shim::{self, CapturePhase};
 use crate::torchscript::{self, Script};
 use coload_cohort_schema::DeviceChoice;
 
-/// Classes of the built-in models' heads (ImageNet's 1000).
-pub const NUM_CLASSES: i64 = 1000;
 /// SGD learning rate.
 pub const LEARNING_RATE: f64 = 0.01;
 /// SGD momentum.

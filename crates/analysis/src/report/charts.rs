@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use coload_cohort_schema::{CohortComparison, Comparison, Mode, Workload};
 
 use super::svg::{Panel, Scale, Svg, log_ticks, nice_ticks, num, tick};
-use super::verdict::{Policy, Verdict};
+use super::verdict::{Policy, Verdict, objectives};
 
 /// Width of a chart of the verdict (two sit side by side on a wide screen), pixels.
 const WIDE: f64 = 600.0;
@@ -297,20 +297,6 @@ pub(crate) fn scaling(c: &Comparison, v: &Verdict, ctx: &super::ReportContext) -
         }
     }
     Some(svg.finish("aggregate throughput against worker count, one line per policy"))
-}
-
-/// The objectives of `rows` (`(slo_ms, quantile)`), in order of first appearance.
-pub(crate) fn objectives(rows: &[super::CapacityRow]) -> Vec<(f64, f64)> {
-    let mut out: Vec<(f64, f64)> = Vec::new();
-    for r in rows {
-        if !out
-            .iter()
-            .any(|(s, q)| (s - r.slo_ms).abs() < 1e-9 && (q - r.quantile).abs() < 1e-9)
-        {
-            out.push((r.slo_ms, r.quantile));
-        }
-    }
-    out
 }
 
 /// The rows of `rows` at the objective `(slo_ms, quantile)`.

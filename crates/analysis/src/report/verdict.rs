@@ -499,7 +499,7 @@ fn real_cards(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
 
 /// Capacity at the objective, when a serve study measured it: one sentence per objective.
 fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) {
-    for (slo, q) in super::charts::objectives(&ctx.capacity) {
+    for (slo, q) in objectives(&ctx.capacity) {
         let mut rows: Vec<&super::CapacityRow> = ctx
             .capacity
             .iter()
@@ -572,4 +572,18 @@ fn cap(s: &str) -> String {
     c.next()
         .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
         .unwrap_or_default()
+}
+
+/// The objectives of `rows` (`(slo_ms, quantile)`), in order of first appearance.
+pub(crate) fn objectives(rows: &[super::CapacityRow]) -> Vec<(f64, f64)> {
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for r in rows {
+        if !out
+            .iter()
+            .any(|(s, q)| (s - r.slo_ms).abs() < 1e-9 && (q - r.quantile).abs() < 1e-9)
+        {
+            out.push((r.slo_ms, r.quantile));
+        }
+    }
+    out
 }

@@ -3,19 +3,24 @@
 
 use std::path::PathBuf;
 
-use coload_cohort_schema::cli::RenderError;
-pub(crate) use coload_cohort_schema::cli::error_chain as chain;
 use coload_cohort_schema::{SchemaError, exit};
+use coload_spec::{RenderError, SpecError};
 
 use crate::mps::MpsError;
 use crate::share::ShareError;
 
 /// Why `bench-cohort` stopped before it could report a cohort.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum LauncherError {
-    /// The command line is inconsistent.
+pub enum LauncherError {
+    /// The cohort's spec is invalid.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// The placement does not fit the spec (devices per worker, repeats of a search).
     #[error("{0}")]
     Usage(String),
+    /// The output folder holds an earlier cohort's results, which are never overwritten.
+    #[error("{} exists: --out holds an earlier cohort's results, which are never overwritten; give a fresh folder", .0.display())]
+    ResultsExist(PathBuf),
     /// The worker executable is not where it was looked for.
     #[error("bench-worker not found at {} (build it, or pass --worker-bin)", .0.display())]
     WorkerMissing(PathBuf),
@@ -30,9 +35,6 @@ pub(crate) enum LauncherError {
     /// The flags could not be passed on (a path that is not UTF-8).
     #[error("cannot build the worker command line")]
     Render(#[from] RenderError),
-    /// The Ctrl-C handler could not be installed.
-    #[error("cannot install the Ctrl-C handler")]
-    Signals(#[from] ctrlc::Error),
     /// A worker could not be started; the ones already started were stopped.
     #[error("cannot start replica {replica} ({}); the {started} worker(s) already started were stopped", .bin.display())]
     Spawn {
@@ -58,16 +60,18 @@ pub(crate) enum LauncherError {
 
 impl LauncherError {
     /// The process exit code.
-    pub(crate) fn exit_code(&self) -> u8 {
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
         match self {
-            LauncherError::Usage(_)
+            LauncherError::Spec(_)
+            | LauncherError::ResultsExist(_)
+            | LauncherError::Usage(_)
             | LauncherError::WorkerMissing(_)
             | LauncherError::Render(_)
             | LauncherError::Share(
                 ShareError::UnknownDevice { .. } | ShareError::MigDevice { .. },
             ) => exit::INVALID_INPUT,
             LauncherError::Output { .. } | LauncherError::Summary(_) => exit::WRITE_FAILED,
-            LauncherError::Signals(_) => exit::INTERNAL,
             LauncherError::Spawn { .. } => exit::INCOMPLETE_COHORT,
             LauncherError::Mps(_) | LauncherError::Share(ShareError::TotalUnknown { .. }) => {
                 exit::PREFLIGHT_FAILED

@@ -16,37 +16,34 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 
-use clap::Parser as _;
-use coload_cohort_schema::{Mode, Workload};
-use serde::{Deserialize, Serialize};
+use coload_cohort_schema::{DeviceChoice, Mode, Workload};
+use coload_spec::{CohortSpec, Mix};
+use serde::Deserialize;
 use toml::Spanned;
 
-use crate::cli::Args;
-use crate::mix::Mix;
-
 /// The built-in plans: name, what it is, and its TOML text.
-pub(crate) const BUILTIN: [(&str, &str, &str); 2] = [
+pub const BUILTIN: [(&str, &str, &str); 2] = [
     (
         "article",
         "the article's matrix: solos, 1/2/4/7 homogeneous and 1 inference + 6 training per mode",
-        include_str!("../../plans/article.toml"),
+        include_str!("../plans/article.toml"),
     ),
     (
         "quick",
         "a few minutes: solos, 2 trainers and a mixed pair (small shapes on a CPU node)",
-        include_str!("../../plans/quick.toml"),
+        include_str!("../plans/quick.toml"),
     ),
 ];
 
 /// Why a plan was refused: the line (1-based) where known, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PlanError {
+pub struct PlanError {
     /// The plan's name or path, for the message.
-    pub(crate) source: String,
+    pub source: String,
     /// 1-based line of the offending value or table, where known.
-    pub(crate) line: Option<usize>,
+    pub line: Option<usize>,
     /// What is wrong and what to do.
-    pub(crate) message: String,
+    pub message: String,
 }
 
 impl fmt::Display for PlanError {
@@ -60,71 +57,12 @@ impl fmt::Display for PlanError {
 
 impl std::error::Error for PlanError {}
 
-/// Flags a plan may set, at the top (`[flags]`, `[cpu]`), on a policy or on a cohort
-/// (`flags = { ... }`). Each is the `bench-cohort` flag of the same name with `-` for `_`
-/// (`window_s` is `--window-s`). Some belong to features that arrive with other issues
-/// (the MPS shares, the model and execution, the serve workload): a plan that uses a flag this
-/// build does not have is refused, naming it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all(serialize = "kebab-case"))]
-pub(crate) struct Flags {
-    // The worker flags of today's `WorkerFlags` (but `mode` and `device`, which the plan's
-    // policies and the node decide).
-    pub(crate) window_s: Option<f64>,
-    pub(crate) warmup_batches: Option<u32>,
-    pub(crate) start_lead_s: Option<f64>,
-    pub(crate) join_timeout_s: Option<f64>,
-    pub(crate) batch_size: Option<u32>,
-    pub(crate) image_size: Option<u32>,
-    pub(crate) precision: Option<String>,
-    pub(crate) seed: Option<u64>,
-    pub(crate) telemetry_hz: Option<f64>,
-    pub(crate) gpm_interval_s: Option<f64>,
-    /// `bench-cohort --strict`.
-    pub(crate) strict: Option<bool>,
-    // Issue 12: the MPS share as NVIDIA's device plugin sets it, or none; the memory hog.
-    pub(crate) mps_replicas: Option<u32>,
-    pub(crate) mps_unlimited: Option<bool>,
-    pub(crate) mps_threads: Option<u32>,
-    pub(crate) mps_memory: Option<String>,
-    pub(crate) hog_bytes: Option<String>,
-    // Issue 14: the model and how it is executed.
-    pub(crate) model: Option<String>,
-    pub(crate) model_file: Option<String>,
-    pub(crate) input_shape: Option<String>,
-    pub(crate) num_classes: Option<u32>,
-    pub(crate) execution: Option<String>,
-    // Issue 13: the serve workload's request rate and objective, or a capacity search.
-    pub(crate) rate: Option<f64>,
-    pub(crate) slo_ms: Option<f64>,
-    pub(crate) slo_quantile: Option<f64>,
-    pub(crate) find_capacity: Option<bool>,
-    pub(crate) rate_min: Option<f64>,
-    pub(crate) rate_max: Option<f64>,
-    pub(crate) max_probes: Option<u32>,
-    pub(crate) capacity_tolerance: Option<f64>,
-}
-
-impl Flags {
-    /// The flags as `name -> value`, unset ones left out.
-    fn entries(&self) -> serde_json::Map<String, serde_json::Value> {
-        match serde_json::to_value(self) {
-            Ok(serde_json::Value::Object(map)) => {
-                map.into_iter().filter(|(_, v)| !v.is_null()).collect()
-            }
-            _ => serde_json::Map::new(),
-        }
-    }
-}
-
-/// `flags` with `over` laid on top (a flag set in `over` wins).
-fn overlay(
-    mut base: serde_json::Map<String, serde_json::Value>,
-    over: &Flags,
-) -> serde_json::Map<String, serde_json::Value> {
-    base.extend(over.entries());
-    base
-}
+/// Flags a plan sets, at the top (`[flags]`, `[cpu]`), on a policy or on a cohort
+/// (`flags = { ... }`): keys of [`CohortSpec`] (the `bench-cohort` flag of the same name with
+/// `_` for `-`: `window_s` is `--window-s`), each laid over the cohort's spec in turn
+/// ([`coload_spec::plan::overlay`]). There is no list of them here: a flag of the spec is a
+/// plan key, and a key that is not one is refused at its line.
+pub(crate) type FlagTable = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -143,10 +81,10 @@ struct PlanFile {
     lanes: Option<Spanned<Vec<u32>>>,
     /// Flags every cohort gets.
     #[serde(default)]
-    flags: Flags,
+    flags: FlagTable,
     /// Flags laid over everything else on a node without a GPU (small shapes).
     #[serde(default)]
-    cpu: Flags,
+    cpu: FlagTable,
     #[serde(default, rename = "policy")]
     policies: Vec<Spanned<PolicyFile>>,
     #[serde(default, rename = "cohort")]
@@ -159,7 +97,7 @@ struct PolicyFile {
     name: String,
     mode: Mode,
     #[serde(default)]
-    flags: Flags,
+    flags: FlagTable,
 }
 
 #[derive(Debug, Deserialize)]
@@ -174,35 +112,37 @@ struct CohortFile {
     #[serde(default)]
     baseline: bool,
     /// The folder name's middle part (default: the mix, `infer1-train6`).
-    name: Option<String>,
+    name: Option<Spanned<String>>,
     #[serde(default)]
-    flags: Flags,
+    flags: FlagTable,
 }
 
 /// A sharing policy of the plan.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Policy {
-    pub(crate) name: String,
-    pub(crate) mode: Mode,
-    pub(crate) flags: Flags,
+pub struct Policy {
+    /// Its name (it names folders).
+    pub name: String,
+    /// Its sharing mode.
+    pub mode: Mode,
+    flags: FlagTable,
 }
 
 /// A parsed, checked plan.
 #[derive(Debug, Clone)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// Where it came from (a built-in name or a path).
-    pub(crate) source: String,
-    pub(crate) name: String,
-    pub(crate) description: Option<String>,
-    pub(crate) needs_gpu: bool,
-    pub(crate) lanes: Option<Vec<u32>>,
-    pub(crate) policies: Vec<Policy>,
-    /// One entry per cohort, policy and repeat, in plan order (not yet interleaved).
-    shapes: Vec<Shape>,
-    flags: Flags,
-    cpu: Flags,
+    pub source: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub needs_gpu: bool,
+    pub lanes: Option<Vec<u32>>,
+    pub policies: Vec<Policy>,
+    /// Every cohort to run on a GPU node, in the study's order ([`Plan::jobs`]).
+    gpu_jobs: Vec<Job>,
+    /// The same on a node without a GPU (the `[cpu]` flags laid on top).
+    cpu_jobs: Vec<Job>,
     /// The plan's text, copied into the study folder.
-    pub(crate) text: String,
+    pub text: String,
 }
 
 /// A cohort of the plan under one policy, with its repeats.
@@ -214,7 +154,7 @@ struct Shape {
     workers: String,
     repeats: u32,
     baseline: bool,
-    flags: Flags,
+    flags: FlagTable,
     line: usize,
 }
 
@@ -230,29 +170,23 @@ pub(crate) struct Job {
     pub(crate) workers: String,
     /// Number of workers.
     pub(crate) count: u32,
+    /// The workload of every replica.
+    pub(crate) mix: Mix,
     /// 1-based repeat.
     pub(crate) repeat: u32,
     pub(crate) baseline: bool,
-    /// The flags, merged (plan, policy, cohort, then the CPU overrides on a CPU node), as
-    /// `--name value` pairs ready for [`crate::cli::Args`].
-    pub(crate) flags: serde_json::Map<String, serde_json::Value>,
+    /// What the cohort is: the plan's flags, then the policy's, then the cohort's, then the
+    /// CPU overrides on a CPU node, laid over the defaults of its mix and mode.
+    pub(crate) spec: CohortSpec,
     /// The plan line of the cohort, for messages.
     pub(crate) line: usize,
 }
 
 impl Job {
-    /// The flag's value as a number, where the job sets it.
-    pub(crate) fn flag_f64(&self, name: &str) -> Option<f64> {
-        self.flags.get(name).and_then(serde_json::Value::as_f64)
-    }
-
     /// Whether the job is a capacity search (`find_capacity = true`): one cohort per probe,
     /// `capacity.json` instead of a summary of its own.
     pub(crate) fn finds_capacity(&self) -> bool {
-        self.flags
-            .get("find-capacity")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false)
+        self.spec.capacity.find_capacity
     }
 }
 
@@ -267,7 +201,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 impl Plan {
     /// Resolves `plan`: a built-in name, or a path to a TOML file.
-    pub(crate) fn load(plan: &str) -> Result<Plan, PlanError> {
+    pub fn load(plan: &str) -> Result<Plan, PlanError> {
         if let Some((name, _, text)) = BUILTIN.iter().find(|(n, _, _)| *n == plan) {
             return Plan::parse(name, text);
         }
@@ -300,7 +234,7 @@ impl Plan {
         clippy::too_many_lines,
         reason = "the plan is read and checked top to bottom, each error with the span it names"
     )]
-    pub(crate) fn parse(source: &str, text: &str) -> Result<Plan, PlanError> {
+    pub fn parse(source: &str, text: &str) -> Result<Plan, PlanError> {
         let err = |span: Option<Range<usize>>, message: String| PlanError {
             source: source.to_owned(),
             line: span.map(|s| line_of(text, s.start)),
@@ -337,20 +271,7 @@ impl Plan {
                     format!("policy `{}` is defined twice", p.name),
                 ));
             }
-            if p.name.is_empty()
-                || !p
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            {
-                return Err(err(
-                    Some(span),
-                    format!(
-                        "policy name `{}` must be letters, digits, `-` or `_` (it names folders)",
-                        p.name
-                    ),
-                ));
-            }
+            check_name("policy", &p.name).map_err(|m| err(Some(span.clone()), m))?;
             policies.push(Policy {
                 name: p.name.clone(),
                 mode: p.mode,
@@ -378,7 +299,10 @@ impl Plan {
             let mix = Mix::parse(c.workers.get_ref()).map_err(|m| {
                 err(
                     Some(c.workers.span()),
-                    format!("field `workers`: {}", m.replace("--workers", "`workers`")),
+                    format!(
+                        "field `workers`: {}",
+                        m.to_string().replace("--workers", "`workers`")
+                    ),
                 )
             })?;
             let repeats = match &c.repeats {
@@ -429,7 +353,13 @@ impl Plan {
                     ),
                 ));
             }
-            let base_name = c.name.clone().unwrap_or_else(|| mix.label());
+            let base_name = match &c.name {
+                Some(name) => {
+                    check_name("cohort", name.get_ref()).map_err(|m| err(Some(name.span()), m))?;
+                    name.get_ref().clone()
+                }
+                None => mix.label(),
+            };
             for i in chosen {
                 shapes.push(Shape {
                     base_name: base_name.clone(),
@@ -443,6 +373,13 @@ impl Plan {
                 });
             }
         }
+        let layers = Layers {
+            plan: &file.flags,
+            cpu: &file.cpu,
+            policies: &policies,
+        };
+        let gpu_jobs = expand(&shapes, &layers, false).map_err(|(l, m)| err(Some(l), m))?;
+        let cpu_jobs = expand(&shapes, &layers, true).map_err(|(l, m)| err(Some(l), m))?;
         let plan = Plan {
             source: source.to_owned(),
             name: file.name.unwrap_or_else(|| source.to_owned()),
@@ -450,9 +387,8 @@ impl Plan {
             needs_gpu: file.needs_gpu,
             lanes: file.lanes.map(Spanned::into_inner),
             policies,
-            shapes,
-            flags: file.flags,
-            cpu: file.cpu,
+            gpu_jobs,
+            cpu_jobs,
             text: text.to_owned(),
         };
         plan.check(&err)?;
@@ -460,8 +396,8 @@ impl Plan {
     }
 
     /// Checks what only the whole plan shows: unique folder names, one baseline per workload,
-    /// that `bench-cohort` accepts every cohort's flags (on a GPU node and on a CPU node), and
-    /// that every cohort runs the model and execution of its workloads' baselines (a study
+    /// that every cohort's spec is valid where it would run (on a GPU node and on a CPU node),
+    /// and that every cohort runs the model and execution of its workloads' baselines (a study
     /// compares against one baseline per workload, so a ratio to another model's solo would
     /// compare models, not policies).
     fn check(
@@ -490,6 +426,18 @@ impl Plan {
                     continue;
                 }
                 if !cpu {
+                    if job.name.len() > MAX_NAME_BYTES {
+                        return Err(line_err(
+                            job.line,
+                            format!(
+                                "cohort folder name `{}` is {} bytes, more than a folder name \
+                                 may be ({MAX_NAME_BYTES}); give the cohort or its policy a \
+                                 shorter `name`",
+                                job.name,
+                                job.name.len()
+                            ),
+                        ));
+                    }
                     if let Some(first) = seen.insert(job.name.clone(), job.line) {
                         return Err(line_err(
                             job.line,
@@ -514,34 +462,26 @@ impl Plan {
                         ));
                     }
                 }
-                let mut argv = cohort_argv(&job, std::path::Path::new("/study/cohort"), cpu);
-                // Exclusive across several GPUs: the study pins one GPU per worker when it
-                // places the cohort (Node::place); check the flags with such a list.
-                if job.mode == coload_cohort_schema::Mode::Exclusive {
-                    let n = crate::mix::Mix::parse(&job.workers).map_or(1, |m| m.len());
-                    if n > 1 {
-                        let list: Vec<String> = (0..n).map(|i| i.to_string()).collect();
-                        argv.push(format!("--visible-devices={}", list.join(",")));
-                    }
-                }
-                let parsed = Args::try_parse_from(&argv).map_err(|e| {
-                    let text = e.to_string();
-                    let first = text
-                        .lines()
-                        .next()
-                        .unwrap_or_default()
-                        .trim_start_matches("error: ");
-                    line_err(
-                        job.line,
-                        format!(
-                            "cohort `{}`{}: bench-cohort refuses its flags: {first} (a flag this \
-                             build does not have comes with a later version; see docs/study.md)",
-                            job.name,
-                            if cpu { " on a CPU node" } else { "" }
-                        ),
-                    )
-                })?;
-                parsed.validate().map_err(|m| {
+                // The launcher's own checks too (devices per worker): exclusive across several
+                // GPUs gets one GPU per worker from the study when it places the cohort
+                // (Node::place), so it is checked with such a list.
+                let n = job.count as usize;
+                let launch = coload_launch::LaunchArgs {
+                    spec: job.spec.clone(),
+                    out: "/study/cohort".into(),
+                    repeat: 1,
+                    visible_devices: if matches!(job.mode, Mode::Exclusive | Mode::Mig) && n > 1
+                        || matches!(job.mode, Mode::Mig | Mode::MigTimeslice)
+                    {
+                        (0..n).map(|i| i.to_string()).collect()
+                    } else {
+                        Vec::new()
+                    },
+                    worker_bin: None,
+                    quiet: true,
+                    cpu_threads: None,
+                };
+                launch.validate().map_err(|m| {
                     line_err(
                         job.line,
                         format!(
@@ -551,9 +491,9 @@ impl Plan {
                         ),
                     )
                 })?;
-                if !cpu && let Some(mix) = &parsed.workers {
-                    for &w in mix.workloads() {
-                        let runs = what_it_runs(&parsed.flags, w);
+                if !cpu {
+                    for &w in job.mix.workloads() {
+                        let runs = what_it_runs(&job.spec.flags, w);
                         if job.baseline {
                             baseline_runs.entry(w).or_insert((runs, job.line));
                         } else {
@@ -567,54 +507,94 @@ impl Plan {
     }
 
     /// Every cohort to run, in the study's order: the shapes' first repeats in plan order,
-    /// then their second repeats, and so on. `cpu` lays the plan's `[cpu]` flags on top.
+    /// then their second repeats, and so on. `cpu`: with the plan's `[cpu]` flags on top and
+    /// `--device cpu`.
     pub(crate) fn jobs(&self, cpu: bool) -> Vec<Job> {
-        let rounds = self.shapes.iter().map(|s| s.repeats).max().unwrap_or(0);
-        let mut out = Vec::new();
-        for k in 1..=rounds {
-            for s in self.shapes.iter().filter(|s| s.repeats >= k) {
-                let policy = &self.policies[s.policy];
-                let mut flags = overlay(self.flags.entries(), &policy.flags);
-                flags = overlay(flags, &s.flags);
-                if cpu {
-                    flags = overlay(flags, &self.cpu);
-                }
-                out.push(Job {
-                    name: format!("{}-{}-r{k}", policy.name, s.base_name),
-                    policy: policy.name.clone(),
-                    mode: policy.mode,
-                    workers: s.workers.clone(),
-                    count: s.mix.len() as u32,
-                    repeat: k,
-                    baseline: s.baseline,
-                    flags,
-                    line: s.line,
-                });
-            }
+        if cpu {
+            self.cpu_jobs.clone()
+        } else {
+            self.gpu_jobs.clone()
         }
-        out
     }
 }
 
-/// The `bench-cohort` command line (after the program name) that runs `job` into `out`: its
-/// mode, mix, output folder and flags; `cpu` adds `--device cpu`. The study adds
+/// The longest folder name most file systems take (ext4, XFS, NFS: 255 bytes).
+const MAX_NAME_BYTES: usize = 255;
+
+/// A plan's cohort or policy name names folders: the rules of an experiment id (letters,
+/// digits, `.`, `_`, `-`; no `..`), so no name reaches outside the study's folder or makes
+/// nested ones.
+fn check_name(what: &str, name: &str) -> Result<(), String> {
+    coload_barrier::validate_experiment_id(name).map_err(|e| {
+        format!(
+            "{what} name `{}`: {e} (it names folders)",
+            name.escape_debug()
+        )
+    })
+}
+
+/// The flag tables a job's spec is laid from.
+struct Layers<'a> {
+    plan: &'a FlagTable,
+    cpu: &'a FlagTable,
+    policies: &'a [Policy],
+}
+
+/// Every shape's repeats as jobs, interleaved: every shape's first repeat in plan order, then
+/// every shape's second, and so on. A flag that does not fit the spec is the error, with the
+/// span of its key.
+fn expand(
+    shapes: &[Shape],
+    layers: &Layers<'_>,
+    cpu: bool,
+) -> Result<Vec<Job>, (Range<usize>, String)> {
+    let rounds = shapes.iter().map(|s| s.repeats).max().unwrap_or(0);
+    let mut out = Vec::new();
+    for k in 1..=rounds {
+        for s in shapes.iter().filter(|s| s.repeats >= k) {
+            let policy = &layers.policies[s.policy];
+            let mut spec = CohortSpec::new(s.mix.clone(), policy.mode);
+            let mut tables = vec![layers.plan, &policy.flags, &s.flags];
+            if cpu {
+                tables.push(layers.cpu);
+                spec.flags.device = DeviceChoice::Cpu;
+            }
+            for table in tables {
+                for (key, value) in table {
+                    coload_spec::plan::overlay(&mut spec, key.get_ref(), value.get_ref())
+                        .map_err(|e| (key.span(), format!("flag {e}")))?;
+                }
+            }
+            out.push(Job {
+                name: format!("{}-{}-r{k}", policy.name, s.base_name),
+                policy: policy.name.clone(),
+                mode: policy.mode,
+                workers: s.workers.clone(),
+                count: s.mix.len() as u32,
+                mix: s.mix.clone(),
+                repeat: k,
+                baseline: s.baseline,
+                spec,
+                line: s.line,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The `bench-cohort` command line (after the program name) that runs `job` into `out`: the
+/// spec rendered by its own renderer, the output folder, `--quiet`. The study adds
 /// `--worker-bin` and, where the placement needs it, `--visible-devices`.
-pub(crate) fn cohort_argv(job: &Job, out: &std::path::Path, cpu: bool) -> Vec<String> {
+pub(crate) fn cohort_argv(job: &Job, out: &std::path::Path) -> Vec<String> {
     let mut argv = vec![
         "bench-cohort".to_owned(),
-        "--mode".to_owned(),
-        job.mode.to_string(),
-        "--workers".to_owned(),
-        job.workers.clone(),
+        "run".to_owned(),
         "--out".to_owned(),
         out.display().to_string(),
         "--quiet".to_owned(),
     ];
-    if cpu {
-        argv.extend(["--device".to_owned(), "cpu".to_owned()]);
-    }
     // `--name=value`, so that a negative value is not read as a flag of its own.
-    if let Ok(rendered) = coload_cohort_schema::cli::to_argv(&job.flags) {
+    if let Ok(rendered) = coload_spec::to_argv(&job.spec) {
         let mut tokens = rendered
             .into_iter()
             .map(|a| a.to_string_lossy().into_owned())
@@ -655,7 +635,7 @@ fn one_model_per_workload(
 
 /// What a worker of `workload` runs under `flags`, in words: `model resnet50, eager` or
 /// `model file m.pt, cuda-graph`.
-fn what_it_runs(flags: &coload_cohort_schema::cli::WorkerFlags, workload: Workload) -> String {
+fn what_it_runs(flags: &coload_spec::WorkerFlags, workload: Workload) -> String {
     let model = flags.model_file.as_ref().map_or_else(
         || {
             let declared = flags.model_declaration();
@@ -753,13 +733,13 @@ flags = { window_s = 40 }
         assert!(j("exclusive-train1-r1").baseline);
         assert_eq!(j("mps-train7-r2").count, 7);
         // Flags: plan, then policy, then cohort.
-        assert_eq!(j("timeslice-train4-r1").flag_f64("window-s"), Some(20.0));
-        assert_eq!(j("mps-train4-r1").flag_f64("window-s"), Some(30.0));
-        assert_eq!(j("mps-infer1-train6-r1").flag_f64("window-s"), Some(40.0));
+        assert_eq!(j("timeslice-train4-r1").spec.flags.window_s.get(), 20.0);
+        assert_eq!(j("mps-train4-r1").spec.flags.window_s.get(), 30.0);
+        assert_eq!(j("mps-infer1-train6-r1").spec.flags.window_s.get(), 40.0);
         // On a CPU node the [cpu] flags win.
         let cpu = plan.jobs(true);
-        assert_eq!(cpu[6].flag_f64("window-s"), Some(2.0));
-        assert_eq!(cpu[6].flag_f64("image-size"), Some(32.0));
+        assert_eq!(cpu[6].spec.flags.window_s.get(), 2.0);
+        assert_eq!(cpu[6].spec.flags.image_size, 32);
     }
 
     #[test]
@@ -780,7 +760,7 @@ flags = { window_s = 40 }
             }
         }
         assert_eq!(jobs.iter().filter(|j| j.baseline).count(), 2);
-        assert!(jobs.iter().all(|j| j.flag_f64("window-s") == Some(45.0)));
+        assert!(jobs.iter().all(|j| j.spec.flags.window_s.get() == 45.0));
     }
 
     fn refused(text: &str) -> PlanError {
@@ -912,12 +892,29 @@ flags = { window_s = 40 }
             .into_iter()
             .find(|j| j.name == "mps-train7-r2")
             .unwrap();
-        let argv = cohort_argv(&job, std::path::Path::new("/o"), true);
-        let parsed = Args::try_parse_from(&argv).unwrap();
-        assert_eq!(parsed.flags.mode, Mode::Mps);
-        assert!((parsed.flags.window_s - 2.0).abs() < 1e-12);
-        assert_eq!(parsed.flags.image_size, 32);
-        assert_eq!(parsed.mix().unwrap().len(), 7);
+        let argv = cohort_argv(&job, std::path::Path::new("/o"));
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            run: Sub,
+        }
+        #[derive(clap::Subcommand)]
+        enum Sub {
+            Run(Box<Run>),
+        }
+        #[derive(clap::Args)]
+        struct Run {
+            #[command(flatten)]
+            launch: coload_launch::LaunchArgs,
+        }
+        let Sub::Run(parsed) = <Cli as clap::Parser>::try_parse_from(&argv).unwrap().run;
+        let parsed = parsed.launch;
+        // The whole spec comes back, not only the values the plan set.
+        assert_eq!(parsed.spec, job.spec);
+        assert_eq!(parsed.spec.flags.mode, Mode::Mps);
+        assert!((parsed.spec.flags.window_s.get() - 2.0).abs() < 1e-12);
+        assert_eq!(parsed.spec.flags.image_size, 32);
+        assert_eq!(parsed.spec.mix().unwrap().len(), 7);
         assert_eq!(parsed.out, std::path::Path::new("/o"));
         assert!(parsed.quiet);
     }

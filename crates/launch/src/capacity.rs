@@ -2,55 +2,49 @@
 //! (`coload_analysis::capacity`), every probe kept in `capacity.json`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
-use coload_analysis::DEFAULT_SLO_QUANTILE;
 use coload_analysis::capacity::{CapacitySearch, find_capacity};
 use coload_cohort_schema::{
     CapacityProbe, CapacityProbeWorker, CapacityReport, CohortSummary, SCHEMA_VERSION, Workload,
     exit, read_document, write_json_atomic,
 };
+use coload_spec::DEFAULT_SLO_QUANTILE;
 
-use crate::cli::Args;
-use crate::cohort::run_one;
-use crate::error::{LauncherError, chain};
-use crate::mix::Mix;
+use crate::args::LaunchArgs;
+use crate::cohort::{Cx, INTERRUPTED, run_one};
+use crate::error::LauncherError;
+use coload_spec::{Mix, error_chain as chain};
 
 /// Why a probe stopped the search.
 struct ProbeFailed(u8);
 
-/// The search `--find-capacity` asks for and its objective (ms), checked: `Err` says which flag
-/// is wrong. [`Args::validate`] calls it, so that a study plan with a bad search is refused
-/// before anything runs rather than when its cohort's turn comes.
-pub(crate) fn search(args: &Args) -> Result<(CapacitySearch, f64), String> {
-    let (s, c) = (&args.serve, &args.capacity);
+/// The search `--find-capacity` asks for and its objective (ms). The numbers were checked by
+/// [`coload_spec::CohortSpec::validate`], at the door (a study plan with a bad search is refused
+/// at its line, before anything runs); the search checks them once more as it starts.
+fn search(args: &LaunchArgs) -> Result<(CapacitySearch, f64), LauncherError> {
+    let (s, c) = (&args.spec.serve, &args.spec.capacity);
     let Some(slo_ms) = s.slo_ms else {
-        return Err("--find-capacity needs --slo-ms".into());
+        return Err(LauncherError::Usage(
+            "--find-capacity needs --slo-ms".into(),
+        ));
     };
-    if args.repeat != 1 {
-        return Err("--find-capacity runs its own sequence of cohorts; leave --repeat out".into());
-    }
     let search = CapacitySearch {
-        start_per_s: s.rate.unwrap_or(100.0_f64.clamp(c.rate_min, c.rate_max)),
+        start_per_s: c.start_per_s(s.rate),
         min_per_s: c.rate_min,
         max_per_s: c.rate_max,
         max_probes: c.max_probes,
         tolerance: c.capacity_tolerance,
     };
-    search.validate()?;
+    search.validate().map_err(LauncherError::Usage)?;
     Ok((search, slo_ms))
 }
 
 /// Runs the search and returns the exit code: complete when every probe's cohort completed.
-pub(crate) fn run(
-    args: &Args,
-    mix: &Mix,
-    worker_bin: &Path,
-    interrupted: &AtomicBool,
-) -> Result<u8, LauncherError> {
-    let c = &args.capacity;
-    let (search, slo_ms) = search(args).map_err(LauncherError::Usage)?;
+pub(crate) fn run(cx: &Cx<'_>, mix: &Mix) -> Result<u8, LauncherError> {
+    let (args, console, interrupted) = (cx.args, cx.console, cx.interrupted);
+    let c = &args.spec.capacity;
+    let (search, slo_ms) = search(args)?;
     let quantile = c.slo_quantile.unwrap_or(DEFAULT_SLO_QUANTILE);
     let mut workload_mix: BTreeMap<Workload, u32> = BTreeMap::new();
     for w in mix.workloads() {
@@ -58,7 +52,7 @@ pub(crate) fn run(
     }
     let mut report = CapacityReport {
         schema_version: SCHEMA_VERSION,
-        mode: args.flags.mode,
+        mode: args.spec.flags.mode,
         workload_mix,
         slo_ms,
         quantile,
@@ -73,15 +67,14 @@ pub(crate) fn run(
     let outcome = find_capacity(&search, |rate| {
         let k = report.probes.len() + 1;
         let dir = args.out.join(format!("probe-{k}-{rate}"));
-        eprintln!(
+        console.progress(&format!(
             "capacity probe {k}: {rate} requests/s per serve worker into {}",
             dir.display()
-        );
-        let (code, experiment) = run_one(args, mix, worker_bin, &dir, interrupted, Some(rate))
-            .map_err(|e| {
-                eprintln!("error: {}", chain(&e));
-                ProbeFailed(e.exit_code())
-            })?;
+        ));
+        let (code, experiment) = run_one(cx, mix, &dir, Some(rate)).map_err(|e| {
+            console.progress(&format!("error: {}", chain(&e)));
+            ProbeFailed(e.exit_code())
+        })?;
         let mut probe = CapacityProbe {
             rate_per_s: rate,
             experiment,
@@ -104,18 +97,18 @@ pub(crate) fn run(
         let (passed, serve) = serve_verdicts(&summary);
         probe.serve = serve;
         probe.passed = Some(passed);
-        eprintln!(
+        console.progress(&format!(
             "capacity probe {k}: {rate} requests/s {}",
             if passed {
                 "meets the objective"
             } else {
                 "misses the objective"
             }
-        );
+        ));
         report.probes.push(probe);
         let _ = write_json_atomic(&path, &report);
         if interrupted.load(Ordering::SeqCst) {
-            return Err(ProbeFailed(130));
+            return Err(ProbeFailed(INTERRUPTED));
         }
         Ok(passed)
     });
@@ -129,8 +122,8 @@ pub(crate) fn run(
         Err(ProbeFailed(code)) => code,
     };
     write_json_atomic(&path, &report)?;
-    print!("{}", render(&report));
-    eprintln!("wrote {}", path.display());
+    console.output(&render(&report));
+    console.progress(&format!("wrote {}", path.display()));
     Ok(code)
 }
 

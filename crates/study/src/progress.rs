@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::node::Placement;
-use super::plan::Job;
-use super::schedule::{Events, RunResult};
+use crate::node::Placement;
+use crate::plan::Job;
+use crate::schedule::{Events, RunResult};
 
 /// Reports the study's progress on stderr.
 #[derive(Debug)]

@@ -14,7 +14,7 @@
 //!
 //! ```
 //! use clap::{CommandFactory, Parser};
-//! use coload_cohort_schema::generate::{Artifact, requested, write};
+//! use coload_spec::generate::{Artifact, requested, write};
 //!
 //! /// A tool.
 //! #[derive(Parser)]

@@ -4,68 +4,39 @@
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use coload_barrier::AbortOutcome;
-use coload_cohort_schema::cli::{WorkerPlace, to_argv};
-use coload_cohort_schema::{FailureKind, Mode, Workload, exit, files, read_worker_report};
+use coload_cohort_schema::{
+    CohortFailure, FailureKind, Mode, SCHEMA_VERSION, WorkerOutcome, Workload, exit, files,
+    read_worker_report,
+};
+use coload_spec::{Mix, WorkerPlace, error_chain as chain, to_argv};
 use coload_timing::Clock;
 
-use crate::cli::Args;
-use crate::error::{LauncherError, chain};
-use crate::mix::Mix;
+use crate::args::LaunchArgs;
+use crate::console::Console;
+use crate::error::LauncherError;
 use crate::mps::MpsDaemon;
 
 /// How often the launcher looks at its workers.
 const POLL: Duration = Duration::from_millis(50);
 
-/// Runs every repeat and returns the exit code: complete only if every cohort completed.
-pub(crate) fn run(args: &Args) -> Result<u8, LauncherError> {
-    let mix = args.validate().map_err(LauncherError::Usage)?;
-    let worker_bin = match &args.worker_bin {
-        Some(p) => p.clone(),
-        None => std::env::current_exe()
-            .map_err(|source| LauncherError::Output {
-                path: "the current executable".into(),
-                source,
-            })?
-            .with_file_name("bench-worker"),
-    };
-    if !worker_bin.exists() {
-        return Err(LauncherError::WorkerMissing(worker_bin));
-    }
-    create_dir(&args.out)?;
+/// Exit code after Ctrl-C (128 + SIGINT).
+pub const INTERRUPTED: u8 = 130;
 
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = Arc::clone(&interrupted);
-        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
-    }
-    if args.capacity.find_capacity {
-        return crate::capacity::run(args, &mix, &worker_bin, &interrupted);
-    }
-    let mut code = exit::COMPLETE;
-    for k in 1..=args.repeat {
-        let dir = if args.repeat == 1 {
-            args.out.clone()
-        } else {
-            args.out.join(format!("rep-{k}"))
-        };
-        let (result, _) = run_one(args, &mix, &worker_bin, &dir, &interrupted, None)?;
-        if result != exit::COMPLETE && code == exit::COMPLETE {
-            code = result;
-        }
-        if interrupted.load(Ordering::SeqCst) {
-            eprintln!("interrupted; stopped after cohort {k} of {}", args.repeat);
-            return Ok(130);
-        }
-    }
-    Ok(code)
+/// What every step of a launch needs.
+pub(crate) struct Cx<'a> {
+    pub(crate) args: &'a LaunchArgs,
+    pub(crate) console: &'a dyn Console,
+    pub(crate) interrupted: &'a AtomicBool,
+    pub(crate) worker_bin: PathBuf,
+    /// Intra-op threads per worker on the CPU (`OMP_NUM_THREADS`), `None` on a GPU.
+    pub(crate) cpu_threads: Option<u32>,
 }
 
-fn create_dir(path: &Path) -> Result<(), LauncherError> {
+pub(crate) fn create_dir(path: &Path) -> Result<(), LauncherError> {
     fs::create_dir_all(path).map_err(|source| LauncherError::Output {
         path: path.to_owned(),
         source,
@@ -105,40 +76,41 @@ struct Stop {
 /// Runs one cohort into `dir` (serve workers at `rate` when given, else at --rate); returns its
 /// exit code and experiment id.
 pub(crate) fn run_one(
-    args: &Args,
+    cx: &Cx<'_>,
     mix: &Mix,
-    worker_bin: &Path,
     dir: &Path,
-    interrupted: &AtomicBool,
     rate: Option<f64>,
 ) -> Result<(u8, String), LauncherError> {
+    let (args, console) = (cx.args, cx.console);
+    let worker_bin = cx.worker_bin.as_path();
     create_dir(dir)?;
-    let experiment = experiment_id(args.flags.mode, mix);
+    let experiment = experiment_id(args.spec.flags.mode, mix);
     let sync = dir.join("sync");
     create_dir(&sync)?;
     let count = mix.len() as u32;
     if !args.quiet {
-        eprintln!(
+        console.progress(&format!(
             "cohort {experiment}: {count} workers ({}), mode {}, into {}",
             mix.label(),
-            args.flags.mode,
+            args.spec.flags.mode,
             dir.display()
-        );
+        ));
     }
-    let mut mps = match crate::share::plan_cohort(&args.flags, &args.visible_devices, mix.len())? {
-        Some(plan) => {
-            let daemon = MpsDaemon::start(&dir.join("mps"), &plan)?;
-            if !args.quiet {
-                eprintln!(
-                    "MPS share: {}; applied and read back (see {})",
-                    plan.declared.describe(),
-                    dir.join("mps").join("control.txt").display()
-                );
+    let mut mps =
+        match crate::share::plan_cohort(&args.spec.flags, &args.visible_devices, mix.len())? {
+            Some(plan) => {
+                let daemon = MpsDaemon::start(&dir.join("mps"), &plan)?;
+                if !args.quiet {
+                    console.progress(&format!(
+                        "MPS share: {}; applied and read back (see {})",
+                        plan.declared.describe(),
+                        dir.join("mps").join("control.txt").display()
+                    ));
+                }
+                Some(daemon)
             }
-            Some(daemon)
-        }
-        None => None,
-    };
+            None => None,
+        };
 
     // Everything that can go wrong before a process exists is checked for every worker first.
     let mut commands = Vec::with_capacity(mix.len());
@@ -151,41 +123,40 @@ pub(crate) fn run_one(
             sync_dir: sync.clone(),
             out: dir.join(format!("worker-{replica}")),
         };
-        commands.push(worker_command(
-            args,
-            worker_bin,
-            &place,
-            mps.as_ref(),
-            rate,
-        )?);
+        commands.push(worker_command(cx, &place, mps.as_ref(), rate)?);
     }
     let hogs: Vec<u32> = (0u32..)
         .zip(mix.workloads())
         .filter(|(_, w)| **w == Workload::Hog)
         .map(|(r, _)| r)
         .collect();
-    let (mut workers, spawn_error, stop) =
-        start_cohort(&mut commands, &hogs, dir, args, interrupted);
-    let grace = Duration::from_secs_f64(args.flags.window_s + args.flags.start_lead_s + 30.0);
-    let failed = watch(
-        &mut workers,
-        grace,
-        &sync,
-        &experiment,
-        interrupted,
-        stop.as_ref(),
-    );
+    let (mut workers, spawn_error, stop) = start_cohort(&mut commands, &hogs, dir, cx);
+    let grace = (args.spec.flags.window_s.duration() + args.spec.flags.start_lead_s.duration())
+        .saturating_add(Duration::from_secs(30));
+    let failed = watch(&mut workers, grace, &sync, &experiment, cx, stop.as_ref());
     if let Some(daemon) = mps.as_mut() {
         daemon.stop()?;
     }
     let isolation = if hogs.is_empty() {
         None
     } else {
-        write_isolation(dir, args.quiet)
+        write_isolation(dir, args.quiet, console)
     };
 
     if let Some((replica, source)) = spawn_error {
-        report_failure(dir, &workers, None);
+        let message = format!("replica {replica} could not be started: {source}");
+        report_failure(dir, &experiment, &workers, None, console);
+        write_failure(
+            dir,
+            &CohortFailure {
+                kind: FailureKind::SpawnFailed,
+                replica: Some(replica),
+                message,
+                exit_code: exit::INCOMPLETE_COHORT,
+                ..failure_record(dir, &experiment, &workers)
+            },
+            console,
+        );
         return Err(LauncherError::Spawn {
             replica,
             started: workers.len(),
@@ -195,26 +166,32 @@ pub(crate) fn run_one(
     }
     if failed.is_some() || workers.len() < mix.len() {
         // A hog that never held its memory stops the cohort before the others start.
-        report_failure(dir, &workers, failed);
+        let mut record = report_failure(dir, &experiment, &workers, failed, console);
         if let Some(stop) = &stop {
-            eprintln!("  the cohort was stopped: {}", stop.reason);
+            console.progress(&format!("  the cohort was stopped: {}", stop.reason));
+            if failed.is_none() {
+                record.kind = stop.kind.clone();
+                record.message.clone_from(&stop.reason);
+            }
         }
+        write_failure(dir, &record, console);
         if let Some(text) = isolation {
-            print!("{text}");
+            console.output(&text);
         }
         return Ok((exit::INCOMPLETE_COHORT, experiment));
     }
     if !args.quiet {
-        eprintln!("cohort {experiment}: all {count} workers complete; summarizing");
+        console.progress(&format!(
+            "cohort {experiment}: all {count} workers complete; summarizing"
+        ));
     }
-    Ok((summarize(args, dir, count)?, experiment))
+    Ok((summarize(cx, dir, &experiment, &workers)?, experiment))
 }
 
 /// The command line of one worker: its place in the cohort, the flags every worker gets, and
 /// a serve worker's serve flags (at `rate`, a capacity probe's, when given).
 fn worker_command(
-    args: &Args,
-    worker_bin: &Path,
+    cx: &Cx<'_>,
     place: &WorkerPlace,
     mps: Option<&MpsDaemon>,
     rate: Option<f64>,
@@ -227,12 +204,13 @@ fn worker_command(
     };
     let log = File::create(&log_path).map_err(output)?;
     let log_err = log.try_clone().map_err(output)?;
-    let mut flags = args.flags.clone();
-    flags.strict_device |= args.strict;
-    let mut cmd = Command::new(worker_bin);
+    let args = cx.args;
+    let mut flags = args.spec.flags.clone();
+    flags.strict_device |= args.spec.strict;
+    let mut cmd = Command::new(&cx.worker_bin);
     cmd.args(to_argv(place)?).args(to_argv(&flags)?);
     if place.workload == Workload::Serve {
-        cmd.args(to_argv(&crate::serve::for_worker(&args.serve, rate))?);
+        cmd.args(to_argv(&crate::serve::for_worker(&args.spec.serve, rate))?);
     }
     cmd.env_remove("JOB_COMPLETION_INDEX")
         .stdin(Stdio::null())
@@ -240,6 +218,13 @@ fn worker_command(
         .stderr(log_err);
     if let Some(dev) = args.visible_devices.get(place.replica as usize) {
         cmd.env("CUDA_VISIBLE_DEVICES", dev);
+    }
+    if let Some(n) = cx.cpu_threads {
+        // libtorch sizes its intra-op pool from OMP_NUM_THREADS; a passive wait makes a thread
+        // that runs out of work sleep instead of spinning on a core a peer needs.
+        cmd.env("OMP_NUM_THREADS", n.to_string())
+            .env("MKL_NUM_THREADS", n.to_string())
+            .env("OMP_WAIT_POLICY", "PASSIVE");
     }
     if let Some(daemon) = mps {
         for (k, v) in daemon.client_env() {
@@ -256,9 +241,9 @@ fn start_cohort(
     commands: &mut [Command],
     hogs: &[u32],
     dir: &Path,
-    args: &Args,
-    interrupted: &AtomicBool,
+    cx: &Cx<'_>,
 ) -> (Vec<Worker>, Option<(u32, std::io::Error)>, Option<Stop>) {
+    let args = cx.args;
     let rest: Vec<u32> = (0u32..)
         .take(commands.len())
         .filter(|r| !hogs.contains(r))
@@ -274,8 +259,8 @@ fn start_cohort(
     let (mut workers, mut spawn_error) = spawn(hogs);
     let mut stop = None;
     if spawn_error.is_none() && !hogs.is_empty() {
-        let timeout = Duration::from_secs_f64(args.flags.join_timeout_s);
-        if let Err(reason) = await_holding(&mut workers, dir, timeout, interrupted, args.quiet) {
+        let timeout = args.spec.flags.join_timeout_s.duration();
+        if let Err(reason) = await_holding(&mut workers, dir, timeout, cx) {
             stop = Some(Stop {
                 kind: FailureKind::LauncherStopped,
                 reason,
@@ -302,10 +287,10 @@ fn await_holding(
     hogs: &mut [Worker],
     dir: &Path,
     timeout: Duration,
-    interrupted: &AtomicBool,
-    quiet: bool,
+    cx: &Cx<'_>,
 ) -> Result<(), String> {
-    let deadline = Instant::now() + timeout;
+    let (interrupted, quiet) = (cx.interrupted, cx.args.quiet);
+    let deadline = Instant::now().checked_add(timeout);
     loop {
         let mut waiting = Vec::new();
         for w in hogs.iter_mut() {
@@ -326,14 +311,15 @@ fn await_holding(
         }
         if waiting.is_empty() {
             if !quiet {
-                eprintln!("the hog holds its memory; starting the other workers");
+                cx.console
+                    .progress("the hog holds its memory; starting the other workers");
             }
             return Ok(());
         }
         if interrupted.load(Ordering::SeqCst) {
             return Err("the launcher was interrupted".to_owned());
         }
-        if Instant::now() >= deadline {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(format!(
                 "the hog (replica {}) did not hold its memory within {} s",
                 waiting[0],
@@ -346,23 +332,23 @@ fn await_holding(
 
 /// The isolation result of a hog cohort, written beside the workers; returns it as text for
 /// the terminal (or `None` when it could not be made, which is said on stderr).
-fn write_isolation(dir: &Path, quiet: bool) -> Option<String> {
+fn write_isolation(dir: &Path, quiet: bool, console: &dyn Console) -> Option<String> {
     let result = match coload_analysis::isolation_dirs(&[dir.to_owned()]) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("warning: no isolation result: {e}");
+            console.progress(&format!("warning: no isolation result: {e}"));
             return None;
         }
     };
     let path = dir.join(files::ISOLATION);
     if let Err(e) = coload_cohort_schema::write_json_atomic(&path, &result) {
-        eprintln!("warning: cannot write {}: {e}", path.display());
+        console.progress(&format!("warning: cannot write {}: {e}", path.display()));
     } else if !quiet {
-        eprintln!(
+        console.progress(&format!(
             "memory isolation: {} (wrote {})",
             result.outcome.as_str(),
             path.display()
-        );
+        ));
     }
     Some(coload_analysis::render_isolation_table(
         std::slice::from_ref(&result),
@@ -397,9 +383,10 @@ fn watch(
     grace: Duration,
     sync: &Path,
     experiment: &str,
-    interrupted: &AtomicBool,
+    cx: &Cx<'_>,
     stop: Option<&Stop>,
 ) -> Option<u32> {
+    let (interrupted, console) = (cx.interrupted, cx.console);
     let clock = Clock::anchor();
     let mut first_failure: Option<u32> = None;
     let mut kill_at: Option<Instant> = None;
@@ -452,16 +439,18 @@ fn watch(
                 &stop.reason,
                 &clock,
             ) {
-                Ok(AbortOutcome::AlreadyStarted) => eprintln!(
+                Ok(AbortOutcome::AlreadyStarted) => console.progress(&format!(
                     "{}; the cohort had already started, so the other workers finish their windows",
                     stop.reason
-                ),
+                )),
                 Ok(_) => {}
-                Err(e) => eprintln!("warning: cannot abort the cohort: {}", chain(&e)),
+                Err(e) => {
+                    console.progress(&format!("warning: cannot abort the cohort: {}", chain(&e)))
+                }
             }
             // Workers at the barrier see the abort within a second; one inside its window
             // needs at most the window to finish and write.
-            kill_at = Some(Instant::now() + grace);
+            kill_at = Instant::now().checked_add(grace);
         }
         if kill_at.is_some_and(|t| Instant::now() >= t) {
             for w in workers.iter_mut().filter(|w| w.status.is_none()) {
@@ -482,58 +471,144 @@ fn exit_name(code: i32) -> &'static str {
     }
 }
 
-fn report_failure(dir: &Path, workers: &[Worker], first: Option<u32>) {
+/// Says on the console why the cohort failed and what each worker did; returns the record for
+/// `failure.json`.
+fn report_failure(
+    dir: &Path,
+    experiment: &str,
+    workers: &[Worker],
+    first: Option<u32>,
+    console: &dyn Console,
+) -> CohortFailure {
     match first {
-        Some(first) => eprintln!(
-            "error: the cohort failed (replica {first} first); it is incomplete and was not summarized"
-        ),
-        None => eprintln!("error: the cohort could not be started whole; it was not summarized"),
+        Some(first) => console.progress(&format!(
+            "error: the cohort failed (replica {first} first); it is incomplete and was not \
+             summarized"
+        )),
+        None => {
+            console.progress("error: the cohort could not be started whole; it was not summarized")
+        }
     }
-    for w in workers {
-        let worker_dir = dir.join(format!("worker-{}", w.replica));
-        let code = w.status.and_then(|s| s.code());
-        let report = read_worker_report(&worker_dir.join(files::WORKER_REPORT));
-        let reason = match (&report, code) {
-            (Ok(r), _) => match &r.failure {
-                Some(f) => format!("failed in {}: {} ({})", f.stage, f.message, f.kind),
-                None => "complete".to_owned(),
-            },
-            (Err(_), Some(c)) => {
-                format!("exited with {c} ({}) without a worker.json", exit_name(c))
-            }
-            (Err(_), None) => "killed without a worker.json".to_owned(),
-        };
-        eprintln!(
-            "  replica {}: {reason}  [log: {}]",
+    let mut record = failure_record(dir, experiment, workers);
+    for w in &record.workers {
+        console.progress(&format!(
+            "  replica {}: {}  [log: {}]",
             w.replica,
-            worker_dir.join("log").display()
-        );
+            w.outcome,
+            dir.join(format!("worker-{}", w.replica))
+                .join("log")
+                .display()
+        ));
+    }
+    let chosen = first
+        .and_then(|r| record.workers.iter().find(|w| w.replica == r))
+        .or_else(|| record.workers.iter().find(|w| w.outcome != "complete"));
+    if let Some(w) = chosen {
+        record.replica = Some(w.replica);
+        record.kind = w.kind.clone().unwrap_or(FailureKind::WorkerExited);
+        record.message = w.outcome.clone();
+    }
+    // A worker that failed because a peer aborted names the peer's kind; the first failure is
+    // the one that says why.
+    record
+}
+
+/// The failure record with every worker's outcome read from its folder; the kind, replica and
+/// message are the launcher's until a caller says otherwise.
+fn failure_record(dir: &Path, experiment: &str, workers: &[Worker]) -> CohortFailure {
+    let outcomes = workers
+        .iter()
+        .map(|w| {
+            let worker_dir = dir.join(format!("worker-{}", w.replica));
+            let code = w.status.and_then(|s| s.code());
+            let report = read_worker_report(&worker_dir.join(files::WORKER_REPORT));
+            let (kind, outcome) = match (&report, code) {
+                (Ok(r), _) => match &r.failure {
+                    Some(f) => (
+                        Some(f.kind.clone()),
+                        format!("failed in {}: {} ({})", f.stage, f.message, f.kind),
+                    ),
+                    None => (None, "complete".to_owned()),
+                },
+                (Err(_), Some(c)) => (
+                    Some(FailureKind::WorkerExited),
+                    format!("exited with {c} ({}) without a worker.json", exit_name(c)),
+                ),
+                (Err(_), None) => (
+                    Some(FailureKind::WorkerExited),
+                    "killed without a worker.json".to_owned(),
+                ),
+            };
+            WorkerOutcome {
+                replica: w.replica,
+                exit_code: code,
+                kind,
+                outcome,
+            }
+        })
+        .collect();
+    CohortFailure {
+        schema_version: SCHEMA_VERSION,
+        experiment: experiment.to_owned(),
+        kind: FailureKind::LauncherStopped,
+        replica: None,
+        message: "the cohort did not complete".to_owned(),
+        exit_code: exit::INCOMPLETE_COHORT,
+        workers: outcomes,
     }
 }
 
-fn summarize(args: &Args, dir: &Path, count: u32) -> Result<u8, LauncherError> {
-    let dirs: Vec<PathBuf> = (0..count)
-        .map(|i| dir.join(format!("worker-{i}")))
+/// Writes `failure.json`; a cohort that failed and cannot say why on disk still said it on the
+/// console.
+fn write_failure(dir: &Path, record: &CohortFailure, console: &dyn Console) {
+    let path = dir.join(files::COHORT_FAILURE);
+    if let Err(e) = coload_cohort_schema::write_json_atomic(&path, record) {
+        console.progress(&format!("warning: cannot write {}: {e}", path.display()));
+    }
+}
+
+fn summarize(
+    cx: &Cx<'_>,
+    dir: &Path,
+    experiment: &str,
+    workers: &[Worker],
+) -> Result<u8, LauncherError> {
+    let (args, console) = (cx.args, cx.console);
+    let dirs: Vec<PathBuf> = workers
+        .iter()
+        .map(|w| dir.join(format!("worker-{}", w.replica)))
         .collect();
     let options = coload_analysis::Options {
-        strict: args.strict,
-        slo_ms: args.serve.slo_ms,
-        slo_quantile: args.capacity.slo_quantile,
+        strict: args.spec.strict,
+        slo_ms: args.spec.serve.slo_ms,
+        slo_quantile: args.spec.capacity.slo_quantile,
         ..coload_analysis::Options::default()
     };
     match coload_analysis::summarize_dirs(&dirs, &options) {
         Ok(summary) => {
-            let path = dir.join("summary.json");
+            let path = dir.join(files::SUMMARY);
             coload_cohort_schema::write_json_atomic(&path, &summary)?;
-            println!("{}", coload_analysis::render_table(&summary));
+            console.output(&format!("{}\n", coload_analysis::render_table(&summary)));
             if !args.quiet {
-                eprintln!("wrote {}", path.display());
+                console.progress(&format!("wrote {}", path.display()));
             }
             Ok(exit::COMPLETE)
         }
         Err(e) => {
-            eprintln!("error: {e}");
-            Ok(e.exit_code())
+            console.progress(&format!("error: {e}"));
+            let code = e.exit_code();
+            write_failure(
+                dir,
+                &CohortFailure {
+                    kind: FailureKind::SummaryRefused,
+                    replica: None,
+                    message: e.to_string(),
+                    exit_code: code,
+                    ..failure_record(dir, experiment, workers)
+                },
+                console,
+            );
+            Ok(code)
         }
     }
 }
@@ -584,6 +659,22 @@ mod tests {
 
         let begin = Instant::now();
         let never = AtomicBool::new(false);
+        let args = LaunchArgs {
+            spec: coload_spec::CohortSpec::new(Mix::parse("train=4").unwrap(), Mode::Timeslice),
+            out: tmp.path().join("out"),
+            repeat: 1,
+            visible_devices: Vec::new(),
+            worker_bin: None,
+            quiet: true,
+            cpu_threads: None,
+        };
+        let cx = Cx {
+            args: &args,
+            console: &crate::QuietConsole,
+            interrupted: &never,
+            worker_bin: "bench-worker".into(),
+            cpu_threads: None,
+        };
         let stop = Some(Stop {
             kind: FailureKind::LauncherStopped,
             reason: format!("replica {replica} could not be started: {e}"),
@@ -593,7 +684,7 @@ mod tests {
             Duration::from_secs(30),
             &sync,
             experiment,
-            &never,
+            &cx,
             stop.as_ref(),
         );
         assert!(

@@ -16,13 +16,13 @@
 //! mode would only keep out processes that are not part of the cohort, and the allocation
 //! check's `not_an_mps_client` and `gpu_shared` say when such processes were there.
 
-use coload_cohort_schema::cli::WorkerFlags;
 use coload_cohort_schema::{DeclaredShare, DeviceChoice, MIB};
 use coload_device::NvmlSource;
+use coload_spec::WorkerFlags;
 
 /// Why the share could not be planned.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ShareError {
+pub enum ShareError {
     /// The per-device memory share needs the device's memory, from NVML.
     #[error(
         "--mps-replicas {replicas} gives each client 1/{replicas} of GPU {index}'s memory, but its \

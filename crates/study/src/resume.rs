@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use coload_cohort_schema::{CapacityReport, CohortSummary, Mode, Workload};
 use serde::{Deserialize, Serialize};
 
-use super::plan::Job;
-use crate::mix::Mix;
+use crate::plan::Job;
+use coload_spec::Mix;
 
 /// What an earlier run left for one cohort.
 #[derive(Debug, Clone, PartialEq)]
@@ -193,7 +193,7 @@ pub(crate) fn capacity_answer(r: &CapacityReport) -> String {
 /// objective and quantile, and the window of its first probe whose summary reads.
 fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(), String> {
     check_shape(r.mode, &r.workload_mix, job)?;
-    if let Some(slo) = job.flag_f64("slo-ms")
+    if let Some(slo) = job.spec.serve.slo_ms
         && (r.slo_ms - slo).abs() > 1e-9
     {
         return Err(format!(
@@ -202,15 +202,18 @@ fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(
         ));
     }
     let quantile = job
-        .flag_f64("slo-quantile")
-        .unwrap_or(coload_analysis::DEFAULT_SLO_QUANTILE);
+        .spec
+        .capacity
+        .slo_quantile
+        .unwrap_or(coload_spec::DEFAULT_SLO_QUANTILE);
     if (r.quantile - quantile).abs() > 1e-9 {
         return Err(format!(
             "quantile {} where the plan says {quantile}",
             r.quantile
         ));
     }
-    if let Some(w) = job.flag_f64("window-s") {
+    {
+        let w = job.spec.flags.window_s.get();
         let probe = r.probes.iter().find_map(|p| {
             let name = Path::new(&p.dir).file_name()?;
             read_summary(&dir.join(name).join("summary.json")).ok()
@@ -256,9 +259,8 @@ fn show_mix(m: &std::collections::BTreeMap<Workload, u32>) -> String {
 /// `Err` says how a summary differs from what the plan asks of `job`.
 fn check_matches(s: &CohortSummary, job: &Job) -> Result<(), String> {
     check_shape(s.mode, &s.workload_mix, job)?;
-    if let Some(w) = job.flag_f64("window-s")
-        && (s.config.window_s - w).abs() > 1e-9
-    {
+    let w = job.spec.flags.window_s.get();
+    if (s.config.window_s - w).abs() > 1e-9 {
         return Err(format!(
             "a {} s window where the plan says {w} s",
             s.config.window_s
@@ -317,7 +319,7 @@ pub(crate) fn set_aside(cohorts: &Path, name: &str, kind: &str) -> std::io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::study::plan::Plan;
+    use crate::plan::Plan;
 
     /// A real summary (the H200 solo trainer), rewritten to be `mode` with `workers`.
     fn write_summary(dir: &Path, mode: &str, mix: &[(&str, u32)], window_s: f64) {

@@ -12,37 +12,27 @@
 //! (bench-cohort's folder plus `cohort.log`), `cohorts/<name>.failed-<k>/` for failed runs,
 //! `report/` (`comparison.json`, `comparison.md`, `report.html`).
 
-pub(crate) mod index;
-pub(crate) mod node;
-pub(crate) mod plan;
-mod progress;
-pub(crate) mod resume;
-pub(crate) mod schedule;
-
 use std::cell::Cell;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use coload_cohort_schema::{CohortSummary, exit};
+use coload_cohort_schema::study::{Entry, INDEX_VERSION, Index, Outcome};
+use coload_cohort_schema::{CohortFailure, exit, files};
+use coload_launch::{Console, INTERRUPTED};
+use coload_spec::Seconds;
 
-use self::index::{Entry, INDEX_VERSION, Index, Outcome};
-use self::node::{Node, Placement};
-use self::plan::{Job, Plan};
-use self::resume::{FAILURE_FILE, FailureRecord, Found};
-use self::schedule::{Estimate, Events, RunResult};
+use crate::node::{Node, Placement};
+use crate::plan::{Job, Plan, PlanError};
+use crate::resume::{FAILURE_FILE, FailureRecord, Found};
+use crate::schedule::{Estimate, Events, RunResult};
+use crate::{progress, resume, schedule};
 
 /// Exit code of a study that stopped before its end because of `--time-budget-s`: run the same
 /// command again to go on (sysexits' EX_TEMPFAIL).
-pub(crate) const STUDY_UNFINISHED: u8 = 75;
-
-/// Exit code after Ctrl-C (128 + SIGINT, as bench-cohort uses).
-const INTERRUPTED: u8 = 130;
+pub const STUDY_UNFINISHED: u8 = 75;
 
 /// Expected seconds outside the window for one cohort until one has been measured: process
 /// start, libtorch load, warmup, barrier, writing and the summary.
@@ -56,64 +46,64 @@ const SETUP_S_CPU: f64 = 8.0;
 /// Run a study plan. Examples: `bench-cohort study quick --out runs/quick`,
 /// `bench-cohort study article --out runs/article`, `bench-cohort study my-plan.toml --out DIR`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct StudyArgs {
+pub struct StudyArgs {
     /// The plan: `article` or `quick` (built in), or a TOML plan file (docs/study.md)
     #[arg(value_name = "PLAN")]
-    pub(crate) plan: String,
+    pub plan: String,
 
     /// Study folder: index.json, cohorts/<name>/ per cohort, report/ (report.html). Run the
     /// same command again to resume: complete cohorts are skipped
     #[arg(long)]
-    pub(crate) out: PathBuf,
+    pub out: PathBuf,
 
     /// Run again the cohorts that failed in an earlier run (their folders are kept, renamed
     /// <name>.failed-<k>)
     #[arg(long)]
-    pub(crate) retry_failed: bool,
+    pub retry_failed: bool,
 
     /// GPU indices to use as lanes, e.g. 0,1 (default: the plan's `lanes`, else every GPU, or
     /// the indices in CUDA_VISIBLE_DEVICES)
     #[arg(long, value_delimiter = ',')]
-    pub(crate) gpus: Vec<u32>,
+    pub gpus: Vec<u32>,
 
     /// Every cohort's window, seconds, instead of the plan's (a rehearsal; a study folder holds
     /// one window length, so use another --out)
     #[arg(long)]
-    pub(crate) window_s: Option<f64>,
+    pub window_s: Option<Seconds>,
 
     /// Start no cohort that would not end within this many seconds; the rest are left for the
     /// next run of the same command (exit 75)
     #[arg(long)]
-    pub(crate) time_budget_s: Option<f64>,
+    pub time_budget_s: Option<Seconds>,
 
     /// Print the cohorts in order, where each would run and the expected duration; run nothing
     #[arg(long)]
-    pub(crate) dry_run: bool,
+    pub dry_run: bool,
 
     /// The bench-worker executable (default: next to this one)
     #[arg(long)]
-    pub(crate) worker_bin: Option<PathBuf>,
+    pub worker_bin: Option<PathBuf>,
 
     /// Plain progress lines even on a terminal
     #[arg(long)]
-    pub(crate) no_progress_bar: bool,
+    pub no_progress_bar: bool,
 
     /// Describe the node from this saved `nvidia-smi -L` output instead of asking the machine
     /// (to plan for another node with --dry-run)
     #[arg(long, value_name = "FILE")]
-    pub(crate) node_listing: Option<PathBuf>,
+    pub node_listing: Option<PathBuf>,
 
     /// With --node-listing: that node has nvidia-cuda-mps-control
     #[arg(long, requires = "node_listing")]
-    pub(crate) node_mps: bool,
+    pub node_mps: bool,
 }
 
 /// Why a study could not run at all.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum StudyError {
+pub enum StudyError {
     /// The plan is bad.
     #[error(transparent)]
-    Plan(#[from] plan::PlanError),
+    Plan(#[from] PlanError),
     /// The command line or the node does not fit the plan.
     #[error("{0}")]
     Usage(String),
@@ -128,28 +118,15 @@ pub(crate) enum StudyError {
     /// The index or the report could not be written.
     #[error("cannot write {}", .0.display())]
     Write(PathBuf, #[source] Box<dyn std::error::Error + Send + Sync>),
-    /// The Ctrl-C handler could not be installed.
-    #[error("cannot install the Ctrl-C handler")]
-    Signals(#[from] ctrlc::Error),
 }
 
 impl StudyError {
-    fn exit_code(&self) -> u8 {
+    /// The process exit code.
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
         match self {
             StudyError::Plan(_) | StudyError::Usage(_) => exit::INVALID_INPUT,
             StudyError::Io { .. } | StudyError::Write(..) => exit::WRITE_FAILED,
-            StudyError::Signals(_) => exit::INTERNAL,
-        }
-    }
-}
-
-/// Runs the study and maps errors to exit codes.
-pub(crate) fn main(args: &StudyArgs) -> ExitCode {
-    match run(args) {
-        Ok(code) => ExitCode::from(code),
-        Err(err) => {
-            eprintln!("error: {}", crate::error::chain(&err));
-            ExitCode::from(err.exit_code())
         }
     }
 }
@@ -191,7 +168,11 @@ fn relative(out: &Path, p: &Path) -> String {
     clippy::too_many_lines,
     reason = "the study's steps in order: plan, node, resume, run, index, report"
 )]
-pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
+pub fn run(
+    args: &StudyArgs,
+    console: &dyn Console,
+    interrupted: &AtomicBool,
+) -> Result<u8, StudyError> {
     let plan = Plan::load(&args.plan)?;
     let node = match &args.node_listing {
         Some(path) => {
@@ -220,17 +201,10 @@ pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
         visible_indices()
     };
     let lanes = node.lanes(wanted.as_deref()).map_err(StudyError::Usage)?;
-    if let Some(w) = args.window_s
-        && !(w.is_finite() && w > 0.0)
-    {
-        return Err(StudyError::Usage(format!(
-            "--window-s must be a positive number of seconds, got {w}"
-        )));
-    }
     let mut jobs = plan.jobs(cpu);
     if let Some(w) = args.window_s {
         for j in &mut jobs {
-            j.flags.insert("window-s".into(), w.into());
+            j.spec.flags.window_s = w;
         }
     }
     let cohorts_dir = args.out.join("cohorts");
@@ -275,11 +249,11 @@ pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
                                 path: cohorts_dir.join(&job.name),
                                 source,
                             })?;
-                        eprintln!(
+                        console.progress(&format!(
                             "{}: an earlier run left it unfinished; kept as {} and run again",
                             job.name,
                             relative(&args.out, &to)
-                        );
+                        ));
                     }
                     queued = true;
                 }
@@ -303,14 +277,14 @@ pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
     } else {
         format!("GPU(s) {lanes:?}")
     };
-    eprintln!(
+    console.progress(&format!(
         "study `{}` ({}): {} cohorts planned; this node: {node_line}; lanes: {lanes_line}",
         plan.name,
         plan.description.as_deref().unwrap_or(&plan.source),
         items.len()
-    );
+    ));
     if args.dry_run {
-        print!("{}", dry_run(&items, &node, &lanes, &estimator));
+        console.output(&dry_run(&items, &node, &lanes, &estimator));
         return Ok(exit::COMPLETE);
     }
 
@@ -326,11 +300,6 @@ pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
     };
     write_index(&args.out, &index)?;
 
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let flag = Arc::clone(&interrupted);
-        ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
-    }
     let worker_bin = match &args.worker_bin {
         Some(p) => p.clone(),
         None => sibling("bench-worker")?,
@@ -353,14 +322,13 @@ pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
         cohorts: &cohorts_dir,
         index: &mut index,
         estimator: &estimator,
-        interrupted: &interrupted,
+        interrupted,
         write_error: None,
     };
     let mut launcher = schedule::ProcessLauncher {
         bin: sibling("bench-cohort")?,
         worker_bin,
         cohorts: &cohorts_dir,
-        cpu,
     };
     events.progress.line(&format!(
         "{} to run ({} already complete, {} failed earlier, {} not offered); expected about {}",
@@ -379,8 +347,7 @@ pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
             .count(),
         minutes(expected_wall_s(&queue, &node, &lanes, &estimator))
     ));
-    let budget = args.time_budget_s.map(Duration::from_secs_f64);
-    let flag = Arc::clone(&interrupted);
+    let budget = args.time_budget_s.map(Seconds::duration);
     let results = schedule::run(
         &queue,
         &node,
@@ -389,7 +356,7 @@ pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
         &mut events,
         &estimator,
         budget,
-        &move || flag.load(Ordering::SeqCst),
+        &|| interrupted.load(Ordering::SeqCst),
         Duration::from_millis(100),
     );
     events.progress.finish();
@@ -406,10 +373,10 @@ pub(crate) fn run(args: &StudyArgs) -> Result<u8, StudyError> {
         }
     }
     write_index(&args.out, &index)?;
-    println!("{}", index.table());
-    eprintln!("wrote {}", args.out.join("index.json").display());
+    console.output(&format!("{}\n", crate::table::table(&index)));
+    console.progress(&format!("wrote {}", args.out.join("index.json").display()));
 
-    report(&args.out, &plan, &node_line, &index)?;
+    report(&args.out, &plan, &node_line, &index, console)?;
 
     let has = |o: Outcome| index.cohorts.iter().any(|e| e.outcome == o);
     Ok(
@@ -474,18 +441,10 @@ struct Estimator {
     measured: Cell<(f64, u32)>,
 }
 
-/// Probes a capacity search runs at most when the plan does not say (`--max-probes`'s default).
-const MAX_PROBES_DEFAULT: u32 = 12;
-
 /// Cohorts a job runs at most: one, or a capacity search's `max_probes`.
 fn cohorts_of(job: &Job) -> u32 {
     if job.finds_capacity() {
-        job.flags
-            .get("max-probes")
-            .and_then(serde_json::Value::as_u64)
-            .and_then(|n| u32::try_from(n).ok())
-            .unwrap_or(MAX_PROBES_DEFAULT)
-            .max(1)
+        job.spec.capacity.max_probes.max(1)
     } else {
         1
     }
@@ -495,8 +454,8 @@ impl Estimate for Estimator {
     /// A capacity search counts as `max_probes` cohorts: the most it may run (bracketing often
     /// stops sooner, so the estimate errs long).
     fn seconds(&self, job: &Job) -> f64 {
-        let window = job.flag_f64("window-s").unwrap_or(45.0);
-        let lead = job.flag_f64("start-lead-s").unwrap_or(5.0);
+        let window = job.spec.flags.window_s.get();
+        let lead = job.spec.flags.start_lead_s.get();
         f64::from(cohorts_of(job)) * (window + lead + self.setup_s.get())
     }
 }
@@ -504,8 +463,8 @@ impl Estimate for Estimator {
 impl Estimator {
     /// Learns the setup time from a job that ran `cohorts` cohorts in `elapsed`.
     fn observe(&self, job: &Job, cohorts: u32, elapsed: Duration) {
-        let window = job.flag_f64("window-s").unwrap_or(45.0);
-        let lead = job.flag_f64("start-lead-s").unwrap_or(5.0);
+        let window = job.spec.flags.window_s.get();
+        let lead = job.spec.flags.start_lead_s.get();
         let per_cohort = elapsed.as_secs_f64() / f64::from(cohorts.max(1));
         let setup = (per_cohort - window - lead).max(0.0);
         let (sum, n) = self.measured.get();
@@ -665,12 +624,14 @@ impl Events for StudyEvents<'_> {
                     },
                     (_, true) => (Outcome::Interrupted, code, Some("interrupted".to_owned())),
                     (Some(c), false) => {
-                        let why = log_reason(&dir).unwrap_or_else(|| {
-                            format!("exit {c} ({})", u8::try_from(c).map_or("?", exit::name))
-                        });
+                        let exit_words =
+                            || format!("exit {c} ({})", u8::try_from(c).map_or("?", exit::name));
                         let why = match job.finds_capacity().then(|| probe_failure(&dir)) {
-                            Some(Some(probe)) => format!("{probe}: {why}"),
-                            _ => why,
+                            Some(Some((probe, probe_dir))) => match cohort_failure(&probe_dir) {
+                                Some(f) => format!("{probe}: {f}"),
+                                None => format!("{probe}: {}", exit_words()),
+                            },
+                            _ => cohort_failure(&dir).unwrap_or_else(exit_words),
                         };
                         (Outcome::Failed, code, Some(why))
                     }
@@ -725,314 +686,69 @@ impl Events for StudyEvents<'_> {
 }
 
 /// Which probe of a failed capacity search did not complete, from its `capacity.json`:
-/// `capacity probe 3 at 1200 requests/s did not complete (cohorts/<name>/probe-3-1200)`.
-fn probe_failure(dir: &Path) -> Option<String> {
+/// `capacity probe 3 at 1200 requests/s did not complete (probe-3-1200)`, and that probe's
+/// folder.
+fn probe_failure(dir: &Path) -> Option<(String, PathBuf)> {
     let r: coload_cohort_schema::CapacityReport =
-        coload_cohort_schema::read_document(&dir.join(resume::CAPACITY_FILE)).ok()?;
+        coload_cohort_schema::read_document(&dir.join(files::CAPACITY)).ok()?;
     let (k, p) = r
         .probes
         .iter()
         .enumerate()
         .find(|(_, p)| p.passed.is_none())?;
-    Some(format!(
-        "capacity probe {} at {} requests/s did not complete ({})",
-        k + 1,
-        p.rate_per_s,
-        Path::new(&p.dir)
-            .file_name()
-            .map_or_else(|| p.dir.clone(), |n| n.to_string_lossy().into_owned())
+    let name = Path::new(&p.dir)
+        .file_name()
+        .map_or_else(|| p.dir.clone(), |n| n.to_string_lossy().into_owned());
+    Some((
+        format!(
+            "capacity probe {} at {} requests/s did not complete ({name})",
+            k + 1,
+            p.rate_per_s,
+        ),
+        dir.join(&name),
     ))
 }
 
-/// The `error:` lines of a failed cohort's log, joined (at most three), or its last line.
-fn log_reason(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("cohort.log")).ok()?;
-    let errors: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("error: "))
-        .collect();
-    let lines: Vec<&str> = if errors.is_empty() {
-        text.lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .into_iter()
-            .collect()
+/// Why a cohort failed, from the `failure.json` its launcher wrote: `replica 3:
+/// out_of_memory: failed in window: CUDA out of memory ...`.
+fn cohort_failure(dir: &Path) -> Option<String> {
+    let f: CohortFailure =
+        coload_cohort_schema::read_document(&dir.join(files::COHORT_FAILURE)).ok()?;
+    Some(if f.message.is_empty() {
+        f.short()
     } else {
-        errors.into_iter().rev().take(3).rev().collect()
-    };
-    (!lines.is_empty()).then(|| lines.join("; "))
-}
-
-/// The folders a cohort left: its own, then its failed runs, newest first.
-fn cohort_dirs(out: &Path, e: &Entry) -> Vec<std::path::PathBuf> {
-    let mut dirs = vec![out.join("cohorts").join(&e.name)];
-    dirs.extend(e.failed_dirs.iter().rev().map(|d| out.join(d)));
-    dirs
-}
-
-/// Memory isolation per policy (issue 12): the `isolation.json` a hog cohort leaves, whether or
-/// not the cohort completed (under time-slicing the trainers fail: that is the result).
-fn isolation_rows(out: &Path, index: &Index) -> Vec<coload_analysis::IsolationRow> {
-    use coload_cohort_schema::{IsolationOutcome, IsolationResult};
-    let mut rows = Vec::new();
-    for e in &index.cohorts {
-        let found = cohort_dirs(out, e)
-            .into_iter()
-            .map(|d| d.join("isolation.json"))
-            .find(|p| p.is_file());
-        let Some(path) = found else { continue };
-        match coload_cohort_schema::read_document::<IsolationResult>(&path) {
-            Ok(r) => rows.push(coload_analysis::IsolationRow {
-                policy: e.policy.clone(),
-                mode: r.mode,
-                isolated: r.outcome == IsolationOutcome::Contained,
-                outcome: r.outcome.as_str().to_owned(),
-                note: isolation_note(&r),
-            }),
-            Err(err) => eprintln!("warning: {}: {err}", path.display()),
-        }
-    }
-    rows
-}
-
-/// The figures behind an isolation result, in a few words: `the hog took 139.3 GiB; 6 of 6
-/// others ran out of memory` (`isolation.json` keeps the whole explanation).
-fn isolation_note(r: &coload_cohort_schema::IsolationResult) -> String {
-    use coload_cohort_schema::{FailureKind, Status, Workload};
-    let held = r
-        .workers
-        .iter()
-        .find_map(|w| w.hog.as_ref())
-        .map(|h| h.granted_bytes as f64 / f64::from(1u32 << 30));
-    let others: Vec<_> = r
-        .workers
-        .iter()
-        .filter(|w| w.workload != Workload::Hog)
-        .collect();
-    let oom = others
-        .iter()
-        .filter(|w| w.kind == Some(FailureKind::OutOfMemory))
-        .count();
-    let complete = others
-        .iter()
-        .filter(|w| w.status == Status::Complete)
-        .count();
-    let hog = held.map_or_else(
-        || "the hog held nothing".to_owned(),
-        |g| format!("the hog got {g:.1} GiB"),
-    );
-    if oom > 0 {
-        format!("{hog}; {oom} of {} others ran out of memory", others.len())
-    } else {
-        format!("{hog}; {complete} of {} others completed", others.len())
-    }
-}
-
-/// Serving capacity per policy (issue 13): the `capacity.json` a complete `find_capacity`
-/// cohort leaves, with each probe's latency at the objective's quantile (the slowest serve
-/// worker's: the verdict needs every one to meet it).
-fn capacity_rows(out: &Path, index: &Index) -> Vec<coload_analysis::CapacityRow> {
-    use coload_cohort_schema::CapacityReport;
-    let mut rows = Vec::new();
-    for e in index.cohorts.iter().filter(|e| e.outcome.has_summary()) {
-        let dir = out.join("cohorts").join(&e.name);
-        let path = dir.join(resume::CAPACITY_FILE);
-        if !path.is_file() {
-            continue;
-        }
-        match coload_cohort_schema::read_document::<CapacityReport>(&path) {
-            Ok(r) => rows.push(coload_analysis::CapacityRow {
-                policy: e.policy.clone(),
-                mode: r.mode,
-                objective: coload_analysis::objective_words(r.slo_ms, r.quantile),
-                slo_ms: r.slo_ms,
-                quantile: r.quantile,
-                capacity_per_s: r.capacity_per_s,
-                failed_above_per_s: r.failed_above_per_s,
-                stop: r.stop.clone(),
-                probes: r
-                    .probes
-                    .iter()
-                    .map(|p| capacity_point(&dir, p, r.quantile))
-                    .collect(),
-                note: e.workers.clone(),
-            }),
-            Err(err) => eprintln!("warning: {}: {err}", path.display()),
-        }
-    }
-    rows
-}
-
-/// One probe as the load curve shows it. `capacity.json` keeps each serve worker's p99; for
-/// another quantile the probe's own `summary.json` (in the cohort's folder, under the probe
-/// folder's name) is read.
-fn capacity_point(
-    dir: &Path,
-    p: &coload_cohort_schema::CapacityProbe,
-    quantile: f64,
-) -> coload_analysis::CapacityPoint {
-    let at_p99 = (quantile - 0.99).abs() < 1e-9;
-    let latency_ms = if p.serve.is_empty() {
-        None
-    } else if at_p99 {
-        p.serve
-            .iter()
-            .map(|w| w.p99_ms)
-            .collect::<Option<Vec<f64>>>()
-            .map(|v| v.into_iter().fold(0.0, f64::max))
-    } else {
-        Path::new(&p.dir)
-            .file_name()
-            .and_then(|name| {
-                coload_cohort_schema::read_document::<CohortSummary>(
-                    &dir.join(name).join("summary.json"),
-                )
-                .ok()
-            })
-            .and_then(|s| serve_latency(&s, quantile))
-    };
-    coload_analysis::CapacityPoint {
-        rate_per_s: p.rate_per_s,
-        latency_ms,
-        passed: p.passed,
-        overloaded: p.serve.iter().any(|w| w.overloaded),
-    }
-}
-
-/// The slowest serve worker's request latency at `quantile`, where every serve worker has one.
-fn serve_latency(s: &CohortSummary, quantile: f64) -> Option<f64> {
-    let v: Option<Vec<f64>> = s
-        .workers
-        .iter()
-        .filter_map(|w| w.serve.as_ref())
-        .map(|v| coload_analysis::request_latency_at(&v.latency_ms, quantile))
-        .collect();
-    v.filter(|v| !v.is_empty())
-        .map(|v| v.into_iter().fold(0.0, f64::max))
-}
-
-/// A complete fixed-rate serve cohort as a point of the load curve: the serve workers' mean
-/// offered load and the slowest one's latency at each quantile the summary keeps.
-fn serve_point(s: &CohortSummary, policy: &str) -> Option<coload_analysis::ServePoint> {
-    let serve: Vec<&coload_cohort_schema::ServeSummary> =
-        s.workers.iter().filter_map(|w| w.serve.as_ref()).collect();
-    if serve.is_empty() {
-        return None;
-    }
-    Some(coload_analysis::ServePoint {
-        policy: policy.to_owned(),
-        mode: s.mode,
-        experiment: s.experiment.clone(),
-        offered_per_s: serve.iter().map(|v| v.offered_per_s).sum::<f64>() / serve.len() as f64,
-        latency_ms: [0.5, 0.9, 0.99, 0.999]
-            .into_iter()
-            .filter_map(|q| serve_latency(s, q).map(|ms| (q, ms)))
-            .collect(),
-        overloaded: serve.iter().any(|v| v.overloaded),
+        format!("{}: {}", f.short(), f.message)
     })
 }
 
-/// Compares the complete cohorts against the solo baselines and writes `report/`.
-fn report(out: &Path, plan: &Plan, node_line: &str, index: &Index) -> Result<(), StudyError> {
-    // A capacity cohort's probes are cohorts at rates the search chose, not repeats of one
-    // shape: they stay out of the comparison and show on the load curve instead.
-    let mut summaries: Vec<(CohortSummary, &Entry)> = Vec::new();
-    for e in index
-        .cohorts
-        .iter()
-        .filter(|e| e.outcome.has_summary() && e.capacity.is_none())
-    {
-        let path = out.join("cohorts").join(&e.name).join("summary.json");
-        match coload_analysis::load_compare_input(&path, &coload_analysis::Options::default()) {
-            Ok((s, _)) => summaries.push((s, e)),
-            Err(err) => eprintln!("warning: {}: {err}", path.display()),
-        }
-    }
-    let capacity = capacity_rows(out, index);
-    if summaries.is_empty() && capacity.is_empty() {
-        eprintln!("no complete cohort yet: no report");
-        return Ok(());
-    }
-    // One baseline per workload: the first complete solo the plan marks as one.
-    let mut baselines: BTreeMap<coload_cohort_schema::Workload, CohortSummary> = BTreeMap::new();
-    for (s, e) in &summaries {
-        if let (true, Some(w)) = (e.baseline, s.workers.first()) {
-            baselines.entry(w.workload).or_insert_with(|| s.clone());
-        }
-    }
-    let cohorts: Vec<CohortSummary> = summaries.iter().map(|(s, _)| s.clone()).collect();
-    let baselines: Vec<CohortSummary> = baselines.into_values().collect();
-    let comparison = if cohorts.is_empty() {
-        // Only capacity searches: the report is their charts and table.
-        coload_cohort_schema::Comparison {
-            schema_version: coload_cohort_schema::SCHEMA_VERSION,
-            baselines: BTreeMap::new(),
-            cohorts: Vec::new(),
-            repeats: Vec::new(),
-            warnings: Vec::new(),
-            caveats: Vec::new(),
-        }
-    } else {
-        match coload_analysis::compare(&cohorts, &baselines) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("warning: no comparison: {e}");
-                return Ok(());
-            }
-        }
-    };
-    let counts = |o: Outcome| index.cohorts.iter().filter(|e| e.outcome == o).count();
-    let context = coload_analysis::ReportContext {
+/// Compares the complete cohorts against the solo baselines and writes `report/`
+/// ([`coload_analysis::study_report`]).
+fn report(
+    out: &Path,
+    plan: &Plan,
+    node_line: &str,
+    index: &Index,
+    console: &dyn Console,
+) -> Result<(), StudyError> {
+    let about = coload_analysis::study_report::About {
         title: format!("coload study: {}", plan.name),
-        notes: vec![
-            format!(
-                "{}. Node: {node_line}.",
-                plan.description.as_deref().unwrap_or("a coload study")
-            ),
-            format!(
-                "{} cohorts planned: {} complete, {} failed, {} not offered by this node, {} not \
-                 run yet. Every cohort is listed with its outcome at the end of this page.",
-                index.cohorts.len(),
-                counts(Outcome::Complete) + counts(Outcome::AlreadyComplete),
-                counts(Outcome::Failed) + counts(Outcome::FailedEarlier),
-                counts(Outcome::NotOffered),
-                counts(Outcome::NotRun) + counts(Outcome::Interrupted)
-            ),
-        ],
-        policies: summaries
-            .iter()
-            .map(|(s, e)| (s.experiment.clone(), e.policy.clone()))
-            .collect(),
-        cohorts: index
-            .cohorts
-            .iter()
-            .map(|e| coload_analysis::ContextCohort {
-                name: e.name.clone(),
-                policy: e.policy.clone(),
-                workers: e.workers.clone(),
-                outcome: e.outcome.as_str().to_owned(),
-                experiment: e.experiment.clone(),
-                note: match (&e.reason, &e.experiment, &e.capacity) {
-                    (Some(r), _, _) => r.clone(),
-                    (None, Some(x), _) => x.clone(),
-                    (None, None, Some(c)) => c.clone(),
-                    (None, None, None) => String::new(),
-                },
-            })
-            .collect(),
-        capacity,
-        serve_points: summaries
-            .iter()
-            .filter_map(|(s, e)| serve_point(s, &e.policy))
-            .collect(),
-        isolation: isolation_rows(out, index),
+        description: plan
+            .description
+            .clone()
+            .unwrap_or_else(|| "a coload study".to_owned()),
+        node: node_line.to_owned(),
     };
-    let dir = out.join("report");
-    coload_analysis::write_report_with(&dir, &comparison, &context)
-        .map_err(|e| StudyError::Write(dir.clone(), Box::new(e)))?;
-    eprintln!(
-        "wrote {0}/comparison.json, {0}/comparison.md and {0}/report.html",
-        dir.display()
-    );
+    let written = coload_analysis::study_report::write(out, &about, index)
+        .map_err(|e| StudyError::Write(out.join("report"), Box::new(e)))?;
+    for w in &written.warnings {
+        console.progress(&format!("warning: {w}"));
+    }
+    match written.dir {
+        Some(dir) => console.progress(&format!(
+            "wrote {0}/comparison.json, {0}/comparison.md and {0}/report.html",
+            dir.display()
+        )),
+        None => console.progress("no complete cohort yet: no report"),
+    }
     Ok(())
 }

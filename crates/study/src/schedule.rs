@@ -20,8 +20,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::node::{Node, Placement};
-use super::plan::Job;
+use crate::node::{Node, Placement};
+use crate::plan::Job;
 
 /// How a cohort process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,8 +219,6 @@ pub(crate) struct ProcessLauncher<'a> {
     pub(crate) worker_bin: std::path::PathBuf,
     /// `cohorts/`.
     pub(crate) cohorts: &'a Path,
-    /// A CPU node: `--device cpu`.
-    pub(crate) cpu: bool,
 }
 
 /// A running `bench-cohort` process.
@@ -256,7 +254,7 @@ impl Launcher for ProcessLauncher<'_> {
         std::fs::create_dir_all(&dir)?;
         let log = std::fs::File::create(dir.join("cohort.log"))?;
         let log_err = log.try_clone()?;
-        let argv = super::plan::cohort_argv(job, &dir, self.cpu);
+        let argv = crate::plan::cohort_argv(job, &dir);
         let mut cmd = std::process::Command::new(&self.bin);
         cmd.args(&argv[1..])
             .arg("--worker-bin")
@@ -286,7 +284,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::*;
-    use crate::study::plan::Plan;
+    use crate::plan::Plan;
 
     /// A stand-in cohort that ends after `ticks` polls with `code`.
     struct Fake {

@@ -24,7 +24,7 @@ use std::process::Command;
 use coload_cohort_schema::Mode;
 use serde::Serialize;
 
-use super::plan::Job;
+use crate::plan::Job;
 
 /// One GPU of the node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -285,7 +285,7 @@ fn is_executable(p: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::study::plan::Plan;
+    use crate::plan::Plan;
 
     /// `nvidia-smi -L` on the 2-GPU H200 kind (UUIDs shortened).
     const TWO_H200: &str = "GPU 0: NVIDIA H200 (UUID: GPU-70a5ded9-aaaa)\n\

@@ -1,0 +1,102 @@
+//! A study's `index.json`: every cohort of the plan with its outcome, rewritten after each
+//! cohort so that a study stopped at any point says how far it got.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the `index.json` document.
+pub const INDEX_VERSION: u32 = 1;
+
+/// `index.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Index {
+    /// Always [`INDEX_VERSION`].
+    pub schema_version: u32,
+    /// The plan's name.
+    pub plan: String,
+    /// Where the plan came from (a built-in name or a path); its text is `plan.toml` beside.
+    pub plan_source: String,
+    /// The node, in words (GPUs, MPS).
+    pub node: String,
+    /// GPU indices used as lanes (empty on a CPU node).
+    pub lanes: Vec<u32>,
+    /// Every cohort of the plan, in the order the study runs them.
+    pub cohorts: Vec<Entry>,
+}
+
+/// One cohort of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Folder name under `cohorts/`.
+    pub name: String,
+    /// The policy's name.
+    pub policy: String,
+    /// Its sharing mode.
+    pub mode: String,
+    /// The mix, as `--workers` takes it.
+    pub workers: String,
+    /// 1-based repeat of its shape.
+    pub repeat: u32,
+    /// A solo baseline of the comparison.
+    pub baseline: bool,
+    /// What became of it.
+    pub outcome: Outcome,
+    /// Why (for every outcome but `complete` and `already_complete`).
+    pub reason: Option<String>,
+    /// bench-cohort's exit code, where it ran.
+    pub exit_code: Option<i32>,
+    /// GPUs it ran on (`0`, `0,1`, `cpu`), where it ran.
+    pub lanes: Option<String>,
+    /// Wall time of its bench-cohort process, seconds, where it ran in this run.
+    pub duration_s: Option<f64>,
+    /// Its experiment id, where it completed.
+    pub experiment: Option<String>,
+    /// Folders of its failed runs (`cohorts/<name>.failed-<k>`), relative to the study.
+    pub failed_dirs: Vec<String>,
+    /// A capacity cohort's answer in words, where its search ended (`capacity 848.5 requests/s
+    /// at p99 <= 25 ms (stop: probes_exhausted, 4 probes)`); its folder's `capacity.json` has
+    /// the figures. Absent for other cohorts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<String>,
+}
+
+/// What became of a cohort.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Ran in this run and was summarized.
+    Complete,
+    /// A valid summary from an earlier run: skipped.
+    AlreadyComplete,
+    /// Ran in this run and failed; set aside as `<name>.failed-<k>`.
+    Failed,
+    /// Failed in an earlier run; not run again (`--retry-failed` would).
+    FailedEarlier,
+    /// The node does not offer what it needs (GPUs, MPS, MIG).
+    NotOffered,
+    /// Not started: interrupted, or out of time budget. The next run starts it.
+    NotRun,
+    /// Started and interrupted; set aside as `<name>.interrupted-<k>`, run again next time.
+    Interrupted,
+}
+
+impl Outcome {
+    /// The name used in `index.json` and the table.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Complete => "complete",
+            Outcome::AlreadyComplete => "already_complete",
+            Outcome::Failed => "failed",
+            Outcome::FailedEarlier => "failed_earlier",
+            Outcome::NotOffered => "not_offered",
+            Outcome::NotRun => "not_run",
+            Outcome::Interrupted => "interrupted",
+        }
+    }
+
+    /// Whether the cohort has a valid summary.
+    #[must_use]
+    pub fn has_summary(self) -> bool {
+        matches!(self, Outcome::Complete | Outcome::AlreadyComplete)
+    }
+}

@@ -1,0 +1,401 @@
+//! [`CohortSpec`]: what one cohort is, whichever door it comes through.
+//!
+//! `bench-cohort` parses it from its flags, a study plan line overlays its TOML onto it
+//! ([`crate::plan`]), and a Kubernetes or Polyaxon manifest is rendered from it. It is checked
+//! once, by [`CohortSpec::validate`], with the cross-field rules no single flag can say (serve
+//! with CUDA graphs, MPS shares without `--mode mps`, serve flags without a serve worker, a hog on
+//! the CPU), so that a plan is refused at its line before anything runs rather than when every
+//! worker fails an hour later.
+
+use coload_cohort_schema::{DeviceChoice, Mode, Workload};
+use serde::{Deserialize, Serialize};
+
+use crate::error::SpecError;
+use crate::flags::{ServeFlags, WorkerFlags};
+use crate::mix::Mix;
+
+/// The quantile of request latency that must meet `--slo-ms` when none is given.
+pub const DEFAULT_SLO_QUANTILE: f64 = 0.99;
+
+/// A cohort: its workers, the flags every worker gets, the serve workers' flags, the SLO's
+/// quantile and the capacity search, and how strict the checks are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
+pub struct CohortSpec {
+    /// Workload mix in replica order, e.g. `infer=1,train=6` or `serve=1,train=6` (replica 0
+    /// infers or serves, 1-6 train), or `hog=1,train=6`: the hog takes device memory first, and
+    /// the others start once it holds it
+    #[arg(long, conflicts_with_all = ["count", "workload"])]
+    pub workers: Option<Mix>,
+
+    /// Number of workers of one workload (with --workload)
+    #[arg(long, requires = "workload", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub count: Option<u32>,
+
+    /// The workload of every worker (with --count): train, infer or serve
+    #[arg(long, requires = "count")]
+    pub workload: Option<Workload>,
+
+    /// The flags every worker gets (--mode mps also starts a private MPS control daemon for
+    /// the cohort, sets the share given by --mps-replicas, --mps-unlimited or --mps-threads and
+    /// --mps-memory on it before any worker starts, and stops it afterwards).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub flags: WorkerFlags,
+
+    /// The serve workers' flags (given to serve workers only).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub serve: ServeFlags,
+
+    /// The SLO's quantile and the capacity search.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub capacity: CapacityFlags,
+
+    /// Fail workers whose device does not match --mode (--strict-device), and fail the summary
+    /// on co-location mismatches
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// The launcher's serve flags: how the summary judges the SLO, and the capacity search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
+pub struct CapacityFlags {
+    /// The quantile that must meet --slo-ms (default 0.99)
+    #[arg(long, value_name = "Q")]
+    pub slo_quantile: Option<f64>,
+
+    /// Search the highest --rate at which every serve worker meets --slo-ms at --slo-quantile,
+    /// one full cohort per probe (each with a fresh experiment id, in <out>/probe-<k>-<rate>/);
+    /// writes <out>/capacity.json
+    #[arg(long, requires = "slo_ms")]
+    pub find_capacity: bool,
+
+    /// Capacity search: never probe below this rate
+    #[arg(long, default_value_t = 1.0, value_name = "PER_S")]
+    pub rate_min: f64,
+
+    /// Capacity search: never probe above this rate
+    #[arg(long, default_value_t = 100_000.0, value_name = "PER_S")]
+    pub rate_max: f64,
+
+    /// Capacity search: the most cohorts to run
+    #[arg(long, default_value_t = 12)]
+    pub max_probes: u32,
+
+    /// Capacity search: stop when the bracket is within this fraction (0.05: 5 %)
+    #[arg(long, default_value_t = 0.05)]
+    pub capacity_tolerance: f64,
+}
+
+impl CapacityFlags {
+    /// The rate the search starts from: `--rate` where given, else 100 requests/s kept within
+    /// the bounds.
+    #[must_use]
+    pub fn start_per_s(&self, rate: Option<f64>) -> f64 {
+        rate.unwrap_or(100.0_f64.clamp(self.rate_min, self.rate_max))
+    }
+
+    /// The numbers of the search, naming the flag at fault.
+    fn validate(&self, rate: Option<f64>) -> Result<(), SpecError> {
+        if let Some(q) = self.slo_quantile
+            && !(q > 0.0 && q < 1.0)
+        {
+            return Err(SpecError::flag(
+                "--slo-quantile",
+                format!("--slo-quantile must be between 0 and 1 (0.99 is p99), got {q}"),
+            ));
+        }
+        if !self.find_capacity {
+            return Ok(());
+        }
+        for (flag, v) in [("--rate-min", self.rate_min), ("--rate-max", self.rate_max)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(SpecError::flag(
+                    flag,
+                    format!("{flag} must be a positive number of requests per second, got {v}"),
+                ));
+            }
+        }
+        let start = self.start_per_s(rate);
+        if !(self.rate_min <= start && start <= self.rate_max) {
+            return Err(SpecError::flag(
+                "--rate-min",
+                format!(
+                    "the capacity search needs --rate-min <= --rate <= --rate-max, got {} <= {} \
+                     <= {}",
+                    self.rate_min, start, self.rate_max
+                ),
+            ));
+        }
+        if self.max_probes < 2 {
+            return Err(SpecError::flag(
+                "--max-probes",
+                format!(
+                    "--max-probes must be at least 2 (one passing and one failing rate), got {}",
+                    self.max_probes
+                ),
+            ));
+        }
+        if !(self.capacity_tolerance.is_finite() && self.capacity_tolerance > 0.0) {
+            return Err(SpecError::flag(
+                "--capacity-tolerance",
+                format!(
+                    "--capacity-tolerance must be a positive fraction (0.05 is 5 %), got {}",
+                    self.capacity_tolerance
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl CohortSpec {
+    /// The workload of every replica, in replica order.
+    pub fn mix(&self) -> Result<Mix, SpecError> {
+        match (&self.workers, self.count, self.workload) {
+            (Some(mix), _, _) => Ok(mix.clone()),
+            (None, Some(n), Some(w)) => Ok(Mix::uniform(w, n)),
+            _ => Err(SpecError::Mix(
+                "say which workers to run: --workers infer=1,train=6, or --count N --workload \
+                 train|infer"
+                    .to_owned(),
+            )),
+        }
+    }
+
+    /// Checks everything clap cannot, including the rules between flags; returns the mix.
+    pub fn validate(&self) -> Result<Mix, SpecError> {
+        self.flags.validate()?;
+        self.serve.validate()?;
+        let mix = self.mix()?;
+        for w in mix.workloads() {
+            self.flags.validate_for(*w)?;
+        }
+        self.validate_serve(&mix)?;
+        self.capacity.validate(self.serve.rate)?;
+        self.validate_hog(&mix)?;
+        Ok(mix)
+    }
+
+    /// Serve flags need a serve worker; a serve worker needs a rate (or a trace, or a search).
+    fn validate_serve(&self, mix: &Mix) -> Result<(), SpecError> {
+        let (serve, capacity) = (&self.serve, &self.capacity);
+        if !mix.workloads().contains(&Workload::Serve) {
+            for (given, flag) in [
+                (serve.rate.is_some(), "--rate"),
+                (serve.arrivals_file.is_some(), "--arrivals-file"),
+                (serve.slo_ms.is_some(), "--slo-ms"),
+                (capacity.find_capacity, "--find-capacity"),
+            ] {
+                if given {
+                    return Err(SpecError::flag(
+                        flag,
+                        format!(
+                            "{flag} needs a serve worker in the cohort (e.g. --workers \
+                             serve=1,train=6)"
+                        ),
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        if capacity.find_capacity && serve.arrivals_file.is_some() {
+            return Err(SpecError::flag(
+                "--find-capacity",
+                "--find-capacity varies --rate; it cannot search a fixed --arrivals-file trace",
+            ));
+        }
+        if capacity.find_capacity && serve.slo_ms.is_none() {
+            return Err(SpecError::flag(
+                "--find-capacity",
+                "--find-capacity needs --slo-ms",
+            ));
+        }
+        if serve.rate.is_none() && serve.arrivals_file.is_none() && !capacity.find_capacity {
+            return Err(SpecError::flag(
+                "--rate",
+                "the cohort has serve workers: give --rate R (requests per second each), \
+                 --arrivals-file FILE, or --find-capacity with --slo-ms",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The hog takes device memory (issue 12): it needs a GPU, and --hog-bytes needs a hog.
+    fn validate_hog(&self, mix: &Mix) -> Result<(), SpecError> {
+        let hogs = mix
+            .workloads()
+            .iter()
+            .filter(|w| **w == Workload::Hog)
+            .count();
+        if hogs == 0 {
+            if self.flags.hog_bytes.is_some() {
+                return Err(SpecError::flag(
+                    "--hog-bytes",
+                    "--hog-bytes sizes the hog workload, but the mix has none (e.g. --workers \
+                     hog=1,train=6)",
+                ));
+            }
+            return Ok(());
+        }
+        if self.flags.device == DeviceChoice::Cpu {
+            return Err(SpecError::flag(
+                "--device",
+                "the hog workload takes device memory to test a GPU sharing mode; --device cpu \
+                 has none to take (leave --device at auto, or give cuda:N)",
+            ));
+        }
+        if hogs == mix.len() {
+            return Err(SpecError::flag(
+                "--workers",
+                "the mix is only hogs: a hog shows what it takes from the other workers, so add \
+                 some (e.g. --workers hog=1,train=6)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A spec of `workers` under `mode` with every other flag at its default: the base a plan
+    /// overlays.
+    #[must_use]
+    pub fn new(mix: Mix, mode: Mode) -> Self {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            spec: CohortSpec,
+        }
+        let mode = mode.to_string();
+        let workers = mix.to_string();
+        // Every flag has a default but the mode and the mix, so this parses; should clap ever
+        // disagree, the error is a bug here, not the user's.
+        match Defaults::try_parse_from(["coload", "--mode", &mode, "--workers", &workers]) {
+            Ok(d) => d.spec,
+            Err(e) => unreachable!("the defaults of CohortSpec do not parse: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(args: &[&str]) -> Result<CohortSpec, String> {
+        use clap::Parser as _;
+        #[derive(clap::Parser)]
+        struct P {
+            #[command(flatten)]
+            spec: CohortSpec,
+        }
+        let mut full = vec!["bench-cohort"];
+        full.extend_from_slice(args);
+        P::try_parse_from(full)
+            .map(|p| p.spec)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn serve_with_cuda_graph_is_refused_naming_the_flag() {
+        let s = spec(&[
+            "--mode",
+            "timeslice",
+            "--workers",
+            "serve=1,train=2",
+            "--rate",
+            "100",
+            "--execution",
+            "cuda-graph",
+        ])
+        .unwrap();
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.flag_name(), Some("--execution"));
+        assert!(e.to_string().contains("serve runs eager only"), "{e}");
+        // The same without the serve worker is fine.
+        let s = spec(&[
+            "--mode",
+            "timeslice",
+            "--workers",
+            "train=2",
+            "--execution",
+            "cuda-graph",
+        ])
+        .unwrap();
+        assert!(s.validate().is_ok());
+    }
+
+    #[test]
+    fn cross_field_rules() {
+        for (args, flag) in [
+            (
+                &[
+                    "--mode",
+                    "timeslice",
+                    "--workers",
+                    "train=1",
+                    "--mps-replicas",
+                    "7",
+                ][..],
+                "--mps-replicas",
+            ),
+            (&["--mode", "mps", "--workers", "train=1"], "--mode"),
+            (
+                &["--mode", "timeslice", "--workers", "train=1", "--rate", "5"],
+                "--rate",
+            ),
+            (&["--mode", "timeslice", "--workers", "serve=1"], "--rate"),
+            (
+                &["--mode", "timeslice", "--workers", "serve=1", "--rate=-5"],
+                "--rate",
+            ),
+            (
+                &[
+                    "--mode",
+                    "timeslice",
+                    "--workers",
+                    "hog=1,train=1",
+                    "--device",
+                    "cpu",
+                ],
+                "--device",
+            ),
+            (&["--mode", "timeslice", "--workers", "hog=1"], "--workers"),
+            (
+                &[
+                    "--mode",
+                    "timeslice",
+                    "--workers",
+                    "serve=1",
+                    "--slo-ms",
+                    "10",
+                    "--find-capacity",
+                    "--max-probes",
+                    "1",
+                ],
+                "--max-probes",
+            ),
+        ] {
+            let e = spec(args).unwrap().validate().unwrap_err();
+            assert_eq!(e.flag_name(), Some(flag), "{args:?}: {e}");
+        }
+        assert!(spec(&["--mode", "timeslice"]).unwrap().validate().is_err());
+    }
+
+    #[test]
+    fn bad_seconds_are_refused_by_the_parser() {
+        for bad in ["0", "-1", "nan", "inf", "1e300"] {
+            let arg = format!("--window-s={bad}");
+            let e = spec(&["--mode", "timeslice", "--workers", "train=1", &arg]).unwrap_err();
+            assert!(e.contains("--window-s"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn new_gives_the_defaults() {
+        let s = CohortSpec::new(Mix::parse("train=2").unwrap(), Mode::Timeslice);
+        assert_eq!(s.flags.window_s.get(), 45.0);
+        assert_eq!(s.flags.batch_size, 32);
+        assert_eq!(s.mix().unwrap().len(), 2);
+        assert!(s.validate().is_ok());
+    }
+}

@@ -1,0 +1,26 @@
+//! A whole coload study on one node, as a library: `bench-cohort study PLAN --out DIR`.
+//!
+//! The plan ([`Plan`]) lists cohorts by policy and mix with their repeats, each a typed
+//! [`coload_spec::CohortSpec`] laid from the plan's flag tables; the node decides which of them
+//! it offers and on which GPUs; earlier runs of the same study are read back so that complete
+//! cohorts are skipped and failed ones kept; the queue runs on the lanes, each cohort as a
+//! `bench-cohort run` process of its own (the same code path as running it by hand, its log
+//! beside its artifacts); the index (`coload_cohort_schema::study::Index`) records every
+//! cohort's outcome after each one ends, a failed one's reason from its `failure.json`; at the
+//! end the complete cohorts are compared against the solo baselines and the report is written
+//! ([`coload_analysis::study_report`]).
+//!
+//! Layout of `DIR`: `plan.toml` (the plan's text), `index.json`, `cohorts/<name>/` per cohort
+//! (bench-cohort's folder plus `cohort.log`), `cohorts/<name>.failed-<k>/` for failed runs,
+//! `report/` (`comparison.json`, `comparison.md`, `report.html`).
+
+mod node;
+mod plan;
+mod progress;
+mod resume;
+mod schedule;
+mod study;
+mod table;
+
+pub use plan::{BUILTIN, Plan, PlanError};
+pub use study::{STUDY_UNFINISHED, StudyArgs, StudyError, run};
