@@ -215,7 +215,8 @@ fn bad_arguments_are_refused() {
 /// The stand-in MPS control program (issue 12): logs what it is sent and answers the get_*
 /// queries from what was set.
 fn fake_mps_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake-mps")
+    // The stand-in MPS control daemon lives with the launcher, whose unit tests use it too.
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crates/launch/tests/fake-mps")
 }
 
 fn path_with(dir: &Path) -> std::ffi::OsString {
@@ -502,4 +503,77 @@ fn hog_exclusive_and_mps_misuses_are_refused() {
         e.contains("--mps-unlimited declares an MPS share, but --mode is timeslice"),
         "{e}"
     );
+}
+
+/// Issue 21: bad numbers end with a clear refusal and exit 2, never a panic (exit 101).
+#[test]
+fn bad_numbers_are_refused_not_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x");
+    let out = out.to_str().unwrap();
+    let base = ["--workers", "train=1", "--mode", "timeslice", "--out", out];
+    for (extra, named) in [
+        ("--window-s=0", "--window-s"),
+        ("--window-s=-1", "--window-s"),
+        ("--window-s=nan", "--window-s"),
+        ("--window-s=1e300", "--window-s"),
+        ("--start-lead-s=inf", "--start-lead-s"),
+        ("--join-timeout-s=-5", "--join-timeout-s"),
+    ] {
+        let o = Command::new(COHORT).args(base).arg(extra).output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)), "{extra}: {stderr}");
+        assert!(stderr.contains(named), "{extra}: {stderr}");
+    }
+    let o = Command::new(COHORT)
+        .args(["--workers", "serve=1,train=1", "--mode", "timeslice", "--out", out])
+        .args(["--rate=-5", "--worker-bin", COHORT])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)), "{stderr}");
+    assert!(stderr.contains("--rate must be a positive number"), "{stderr}");
+    for budget in ["-1", "nan", "inf", "1e300", "0"] {
+        let o = Command::new(COHORT)
+            .args(["study", "quick", "--out", out, "--dry-run"])
+            .arg(format!("--time-budget-s={budget}"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)), "{budget}: {stderr}");
+        assert!(stderr.contains("--time-budget-s"), "{budget}: {stderr}");
+    }
+    // Nothing was started, so nothing was written.
+    assert!(!dir.path().join("x").join("index.json").exists());
+}
+
+/// Issue 21: results are never overwritten. An --out that holds an earlier cohort's files is
+/// refused, naming the file and pointing at a fresh folder, before any worker starts.
+#[test]
+fn an_out_folder_with_earlier_results_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for earlier in ["summary.json", "worker-0/worker.json", "failure.json", "rep-1/x"] {
+        let out = dir.path().join(earlier.replace(['/', '.'], "_"));
+        let file = out.join(earlier);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "earlier").unwrap();
+        let o = Command::new(COHORT)
+            .args(["--workers", "train=1", "--mode", "timeslice", "--device", "cpu"])
+            .arg("--out")
+            .arg(&out)
+            .args(["--worker-bin", COHORT])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)), "{stderr}");
+        let first = earlier.split('/').next().unwrap();
+        assert!(
+            stderr.contains(&format!("{first} exists"))
+                && stderr.contains("never overwritten")
+                && stderr.contains("fresh folder"),
+            "{stderr}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "earlier");
+        assert!(!out.join("sync").exists());
+    }
 }

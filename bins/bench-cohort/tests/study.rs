@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use coload_cohort_schema::exit;
+use coload_cohort_schema::{FailureKind, exit};
 
 const COHORT: &str = env!("CARGO_BIN_EXE_bench-cohort");
 
@@ -307,11 +307,23 @@ fn a_failed_cohort_is_kept_reported_and_run_again_only_when_asked() {
     assert_eq!(c["outcome"], "failed");
     assert_eq!(c["exit_code"], 30);
     assert_eq!(c["failed_dirs"][0], "cohorts/timeslice-train2-r1.failed-1");
+    // The reason is the launcher's typed failure.json (kind and replica), not a line of a log:
+    // the stand-in's stderr says "out of memory", which only its log holds.
+    let reason = c["reason"].as_str().unwrap();
+    // Both stand-ins fail at once; whichever the launcher saw first is named.
     assert!(
-        c["reason"].as_str().unwrap().contains("the cohort failed"),
+        reason.starts_with("replica 0: worker_exited: exited with 20 (workload_failed)")
+            || reason.starts_with("replica 1: worker_exited: exited with 20 (workload_failed)"),
         "{c}"
     );
+    assert!(!reason.contains("out of memory"), "{c}");
     let kept = cohorts.join("timeslice-train2-r1.failed-1");
+    let failure: coload_cohort_schema::CohortFailure =
+        coload_cohort_schema::read_document(&kept.join("failure.json")).unwrap();
+    assert_eq!(failure.kind, FailureKind::WorkerExited);
+    assert!(matches!(failure.replica, Some(0 | 1)), "{failure:?}");
+    assert_eq!(failure.exit_code, exit::INCOMPLETE_COHORT);
+    assert_eq!(failure.workers.len(), 2);
     assert!(kept.join("cohort.log").is_file());
     assert!(kept.join("study-failure.json").is_file());
     assert!(kept.join("worker-1").join("log").is_file());

@@ -794,15 +794,30 @@ flags = { window_s = 40 }
         ));
         assert_eq!(e.line, Some(6), "{e}");
         assert!(e.message.contains("names `mig`"), "{e}");
-        // A value bench-cohort refuses (checked through its own parser): the cohort's line.
+        // A value the spec refuses: the line of its key, and the key.
         let e = refused(&format!(
             "{HEAD}\n[[cohort]]\nworkers = \"train=2\"\nflags = {{ window_s = -1 }}\n"
         ));
-        assert_eq!(e.line, Some(5), "{e}");
+        assert_eq!(e.line, Some(7), "{e}");
         assert!(
-            e.message.contains("--window-s must be a positive number"),
+            e.message
+                .contains("flag `window_s`: -1 is not a positive number of seconds"),
             "{e}"
         );
+        // A key that is no flag of the spec.
+        let e = refused(&format!(
+            "{HEAD}[[cohort]]\nworkers = \"train=2\"\nflags = {{ windows = 3 }}\n"
+        ));
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.message.contains("`windows` is not a flag"), "{e}");
+        // Serve with CUDA graphs: refused at the plan check, naming the cohort's line, not in
+        // every worker an hour into the study.
+        let e = refused(&format!(
+            "{HEAD}[[cohort]]\nworkers = \"serve=1,train=2\"\n\
+             flags = {{ rate = 100, execution = \"cuda-graph\" }}\n"
+        ));
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.message.contains("serve runs eager only"), "{e}");
         let e = refused(&format!(
             "{HEAD}[[cohort]]\nworkers = \"train=2\"\nflags = {{ precision = \"fp8\" }}\n"
         ));
@@ -861,6 +876,62 @@ flags = { window_s = 40 }
         let e = refused("[[policy]\n");
         assert_eq!(e.line, Some(1), "{e}");
         assert!(e.to_string().starts_with("plan bad.toml, line 1: "), "{e}");
+    }
+
+    #[test]
+    fn a_plan_sets_the_batcher_and_the_arrivals() {
+        let plan = Plan::parse(
+            "serve.toml",
+            &format!(
+                "{HEAD}[[cohort]]\nworkers = \"serve=1,train=2\"\nflags = {{ rate = 250, \
+                 arrivals = \"uniform\", max_batch = 8, max_queue_delay_ms = 2.5 }}\n"
+            ),
+        )
+        .unwrap();
+        let job = &plan.jobs(false)[0];
+        assert_eq!(job.spec.serve.max_batch, 8);
+        assert!((job.spec.serve.max_queue_delay_ms - 2.5).abs() < 1e-12);
+        assert_eq!(job.spec.serve.arrivals, coload_spec::Arrivals::Uniform);
+        let argv = cohort_argv(job, std::path::Path::new("/o"));
+        for flag in ["--max-batch=8", "--max-queue-delay-ms=2.5", "--arrivals=uniform"] {
+            assert!(argv.iter().any(|a| a == flag), "{flag} not in {argv:?}");
+        }
+    }
+
+    /// Issue 21: a name becomes a folder under the study's `cohorts/`; one that could reach
+    /// outside it, or make nested folders, is refused at its line.
+    #[test]
+    fn names_are_checked_like_experiment_ids() {
+        let long = "n".repeat(300);
+        for bad in [
+            "../../../../../victim",
+            "evil<script>alert(2)</script>",
+            "a/b",
+            "..",
+            "bell\\u0007",
+            "nul\\u0000",
+            "tab\there",
+            long.as_str(),
+        ] {
+            let e = refused(&format!(
+                "{HEAD}[[cohort]]\nworkers = \"train=2\"\nname = \"{bad}\"\n"
+            ));
+            assert_eq!(e.line, Some(6), "{bad}: {e}");
+            assert!(e.message.contains("cohort name"), "{bad}: {e}");
+            let e = refused(&format!(
+                "[[policy]]\nname = \"{bad}\"\nmode = \"timeslice\"\n\
+                 [[cohort]]\nworkers = \"train=2\"\n"
+            ));
+            assert_eq!(e.line, Some(1), "{bad}: {e}");
+            assert!(e.message.contains("policy name"), "{bad}: {e}");
+        }
+        // A long policy and cohort name that are fine alone but make too long a folder.
+        let (p, c) = ("p".repeat(128), "c".repeat(128));
+        let e = refused(&format!(
+            "[[policy]]\nname = \"{p}\"\nmode = \"timeslice\"\n\
+             [[cohort]]\nworkers = \"train=2\"\nname = \"{c}\"\n"
+        ));
+        assert!(e.message.contains("more than a folder name may be"), "{e}");
     }
 
     #[test]
