@@ -33,9 +33,10 @@ test-deploy:
     scripts/provision-tools.sh
     deploy/tests/run.sh
 
-# Check formatting and lints (clippy pedantic, warnings are errors)
+# Check formatting, lints (clippy pedantic, warnings are errors) and the import picture (no circles, nothing upward)
 lint:
     cargo fmt --all -- --check
+    python3 scripts/check-imports.py
     {{tl}} cargo clippy --workspace --all-targets -- -D warnings
 
 # Format the code

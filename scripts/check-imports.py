@@ -34,6 +34,10 @@ LAYERS = {
 }
 
 
+# What the artifact crate may depend on.
+SCHEMA_DEPS = {"serde", "serde_json", "thiserror"}
+
+
 def members():
     ws = tomllib.loads((ROOT / "Cargo.toml").read_text())
     for m in ws["workspace"]["members"]:
@@ -150,6 +154,15 @@ def main():
         if layer is None:
             problems.append(f"{name}: not in scripts/check-imports.py's LAYERS; give it a layer")
             continue
+        if name == "coload-cohort-schema":
+            # The artifact crate is serde only (issue 21): no clap, no behaviour crates.
+            extra = set(manifest.get("dependencies", {})) - SCHEMA_DEPS
+            if extra or manifest.get("features"):
+                problems.append(
+                    f"coload-cohort-schema depends on {sorted(extra)} or has features "
+                    f"{sorted(manifest.get('features', {}))}: it holds artifact types only "
+                    f"(serde, serde_json, thiserror)"
+                )
         for dep in manifest.get("dependencies", {}):
             if dep in LAYERS and LAYERS[dep] >= layer:
                 problems.append(

@@ -522,17 +522,35 @@ fn bad_numbers_are_refused_not_panics() {
     ] {
         let o = Command::new(COHORT).args(base).arg(extra).output().unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)), "{extra}: {stderr}");
+        assert_eq!(
+            o.status.code(),
+            Some(i32::from(exit::INVALID_INPUT)),
+            "{extra}: {stderr}"
+        );
         assert!(stderr.contains(named), "{extra}: {stderr}");
     }
     let o = Command::new(COHORT)
-        .args(["--workers", "serve=1,train=1", "--mode", "timeslice", "--out", out])
+        .args([
+            "--workers",
+            "serve=1,train=1",
+            "--mode",
+            "timeslice",
+            "--out",
+            out,
+        ])
         .args(["--rate=-5", "--worker-bin", COHORT])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)), "{stderr}");
-    assert!(stderr.contains("--rate must be a positive number"), "{stderr}");
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INVALID_INPUT)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--rate must be a positive number"),
+        "{stderr}"
+    );
     for budget in ["-1", "nan", "inf", "1e300", "0"] {
         let o = Command::new(COHORT)
             .args(["study", "quick", "--out", out, "--dry-run"])
@@ -540,7 +558,11 @@ fn bad_numbers_are_refused_not_panics() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)), "{budget}: {stderr}");
+        assert_eq!(
+            o.status.code(),
+            Some(i32::from(exit::INVALID_INPUT)),
+            "{budget}: {stderr}"
+        );
         assert!(stderr.contains("--time-budget-s"), "{budget}: {stderr}");
     }
     // Nothing was started, so nothing was written.
@@ -552,20 +574,36 @@ fn bad_numbers_are_refused_not_panics() {
 #[test]
 fn an_out_folder_with_earlier_results_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    for earlier in ["summary.json", "worker-0/worker.json", "failure.json", "rep-1/x"] {
+    for earlier in [
+        "summary.json",
+        "worker-0/worker.json",
+        "failure.json",
+        "rep-1/x",
+    ] {
         let out = dir.path().join(earlier.replace(['/', '.'], "_"));
         let file = out.join(earlier);
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, "earlier").unwrap();
         let o = Command::new(COHORT)
-            .args(["--workers", "train=1", "--mode", "timeslice", "--device", "cpu"])
+            .args([
+                "--workers",
+                "train=1",
+                "--mode",
+                "timeslice",
+                "--device",
+                "cpu",
+            ])
             .arg("--out")
             .arg(&out)
             .args(["--worker-bin", COHORT])
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)), "{stderr}");
+        assert_eq!(
+            o.status.code(),
+            Some(i32::from(exit::INVALID_INPUT)),
+            "{stderr}"
+        );
         let first = earlier.split('/').next().unwrap();
         assert!(
             stderr.contains(&format!("{first} exists"))

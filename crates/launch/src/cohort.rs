@@ -660,7 +660,7 @@ mod tests {
         let begin = Instant::now();
         let never = AtomicBool::new(false);
         let args = LaunchArgs {
-            spec: coload_spec::CohortSpec::new(Mix::parse("train=4").unwrap(), Mode::Timeslice),
+            spec: coload_spec::CohortSpec::new(&Mix::parse("train=4").unwrap(), Mode::Timeslice),
             out: tmp.path().join("out"),
             repeat: 1,
             visible_devices: Vec::new(),

@@ -259,7 +259,7 @@ impl CohortSpec {
     /// A spec of `workers` under `mode` with every other flag at its default: the base a plan
     /// overlays.
     #[must_use]
-    pub fn new(mix: Mix, mode: Mode) -> Self {
+    pub fn new(mix: &Mix, mode: Mode) -> Self {
         use clap::Parser as _;
         #[derive(clap::Parser)]
         struct Defaults {
@@ -392,7 +392,7 @@ mod tests {
 
     #[test]
     fn new_gives_the_defaults() {
-        let s = CohortSpec::new(Mix::parse("train=2").unwrap(), Mode::Timeslice);
+        let s = CohortSpec::new(&Mix::parse("train=2").unwrap(), Mode::Timeslice);
         assert_eq!(s.flags.window_s.get(), 45.0);
         assert_eq!(s.flags.batch_size, 32);
         assert_eq!(s.mix().unwrap().len(), 2);

@@ -21,7 +21,7 @@
 //! use coload_cohort_schema::Mode;
 //! use coload_spec::{CohortSpec, Mix, plan, to_argv};
 //!
-//! let mut spec = CohortSpec::new(Mix::parse("serve=1,train=6").unwrap(), Mode::Timeslice);
+//! let mut spec = CohortSpec::new(&Mix::parse("serve=1,train=6").unwrap(), Mode::Timeslice);
 //! plan::overlay(&mut spec, "rate", &toml::Value::Float(250.0)).unwrap();
 //! plan::overlay(&mut spec, "execution", &toml::Value::String("cuda-graph".into())).unwrap();
 //! // A serve worker runs eager only: refused here, not in every worker an hour later.

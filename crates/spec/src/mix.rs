@@ -16,6 +16,7 @@ pub struct Mix(Vec<Workload>);
 
 impl Mix {
     /// `count` workers of one workload.
+    #[must_use]
     pub fn uniform(workload: Workload, count: u32) -> Self {
         Mix(vec![workload; count as usize])
     }
@@ -26,16 +27,25 @@ impl Mix {
     }
 
     /// The workloads in replica order.
+    #[must_use]
     pub fn workloads(&self) -> &[Workload] {
         &self.0
     }
 
     /// Number of workers.
+    #[must_use]
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Never true: a mix has at least one worker.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// A short label for ids and folder names: `infer1-train6`.
+    #[must_use]
     pub fn label(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
         let mut i = 0;

@@ -72,7 +72,7 @@ pub fn overlay(spec: &mut CohortSpec, key: &str, value: &toml::Value) -> Result<
 #[must_use]
 pub fn plan_keys() -> Vec<String> {
     let spec = CohortSpec::new(
-        crate::Mix::uniform(coload_cohort_schema::Workload::Train, 1),
+        &crate::Mix::uniform(coload_cohort_schema::Workload::Train, 1),
         coload_cohort_schema::Mode::Exclusive,
     );
     as_map(&spec).map(|m| keys(&m)).unwrap_or_default()
@@ -104,7 +104,7 @@ mod tests {
     use crate::Mix;
 
     fn base() -> CohortSpec {
-        CohortSpec::new(Mix::parse("serve=1,train=2").unwrap(), Mode::Mps)
+        CohortSpec::new(&Mix::parse("serve=1,train=2").unwrap(), Mode::Mps)
     }
 
     #[test]

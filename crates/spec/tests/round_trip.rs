@@ -233,7 +233,7 @@ proptest! {
         let text = toml::to_string(&table).unwrap();
         let table: toml::Table = toml::from_str(&text).unwrap();
         let mix = spec.mix().unwrap();
-        let mut back = CohortSpec::new(mix, spec.flags.mode);
+        let mut back = CohortSpec::new(&mix, spec.flags.mode);
         // The reserved keys come from elsewhere (the cohort's `workers`, the policy, the node).
         back.workers = spec.workers.clone();
         back.count = spec.count;

@@ -553,7 +553,7 @@ fn expand(
     for k in 1..=rounds {
         for s in shapes.iter().filter(|s| s.repeats >= k) {
             let policy = &layers.policies[s.policy];
-            let mut spec = CohortSpec::new(s.mix.clone(), policy.mode);
+            let mut spec = CohortSpec::new(&s.mix, policy.mode);
             let mut tables = vec![layers.plan, &policy.flags, &s.flags];
             if cpu {
                 tables.push(layers.cpu);
@@ -893,7 +893,11 @@ flags = { window_s = 40 }
         assert!((job.spec.serve.max_queue_delay_ms - 2.5).abs() < 1e-12);
         assert_eq!(job.spec.serve.arrivals, coload_spec::Arrivals::Uniform);
         let argv = cohort_argv(job, std::path::Path::new("/o"));
-        for flag in ["--max-batch=8", "--max-queue-delay-ms=2.5", "--arrivals=uniform"] {
+        for flag in [
+            "--max-batch=8",
+            "--max-queue-delay-ms=2.5",
+            "--arrivals=uniform",
+        ] {
             assert!(argv.iter().any(|a| a == flag), "{flag} not in {argv:?}");
         }
     }

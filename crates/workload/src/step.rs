@@ -31,7 +31,7 @@ use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Reduction, Tensor};
 
 use crate::error::{WorkloadError, from_panic};
-use crate::options::{ModelSource, NUM_CLASSES, WorkloadOptions, validate};
+use crate::options::{ModelSource, WorkloadOptions, validate};
 use crate::shim::{self, CapturePhase};
 use crate::torchscript::{self, Script};
 use coload_cohort_schema::DeviceChoice;
