@@ -222,6 +222,34 @@ impl FakeNvml {
         fake
     }
 
+    /// Makes MIG device index `mig_index` of GPU `gpu_index` answer `code` instead of its device
+    /// (on a fake built with [`FakeNvml::from_topology`], say). Nothing changes where the GPU
+    /// has no such index.
+    #[must_use]
+    pub fn with_mig_index_error_at(
+        mut self,
+        gpu_index: u32,
+        mig_index: u32,
+        code: NvmlCode,
+    ) -> Self {
+        if let Some(slot) = self.migs.get_mut(&gpu_index).and_then(|l| {
+            l.iter_mut().enumerate().find_map(|(position, slot)| {
+                let at = slot.as_ref().map_or(position as u32, |m| m.index);
+                (at == mig_index).then_some(slot)
+            })
+        }) {
+            *slot = Err(code);
+        }
+        self
+    }
+
+    /// Makes the MIG enumeration of GPU `gpu_index` fail as a whole with `code`.
+    #[must_use]
+    pub fn with_mig_enumeration_error_at(mut self, gpu_index: u32, code: NvmlCode) -> Self {
+        self.mig_failures.insert(gpu_index, code);
+        self
+    }
+
     fn mig_slots_of_last(&self) -> usize {
         self.gpus
             .last()
