@@ -345,25 +345,33 @@ impl RealNvml {
         call: &str,
         f: impl FnOnce(&nvml_wrapper::Device<'_>) -> Result<T, WrapperError>,
     ) -> Result<T, NvmlError> {
-        let parent = self.gpu_handle(target.gpu_index)?;
-        let handle = match target.mig_index {
-            None => parent,
-            Some(mig) => self
-                .mig_handle(target.gpu_index, parent, mig)?
-                .ok_or_else(|| {
-                    NvmlError::new(
-                        format!(
-                            "nvmlDeviceGetMigDeviceHandleByIndex(gpu {}, {mig})",
-                            target.gpu_index
-                        ),
-                        Some(NvmlCode::NotFound),
-                        "no such mig device",
-                    )
-                })?,
+        let gpu = self.nvml.device_by_index(target.gpu_index).map_err(|e| {
+            wrapped(
+                format!("nvmlDeviceGetHandleByIndex({})", target.gpu_index),
+                &e,
+            )
+        })?;
+        let Some(mig) = target.mig_index else {
+            return f(&gpu).map_err(|e| wrapped(call, &e));
         };
-        #[expect(unsafe_code, reason = "wrapping a device handle NVML returned")]
-        // SAFETY: `handle` is a valid device handle (the GPU's, or a MIG device's) from this
-        // NVML instance, which outlives the wrapper built here.
+        #[expect(unsafe_code, reason = "raw handle of a wrapped device")]
+        // SAFETY: the handle belongs to `gpu`, which lives through this function.
+        let parent = unsafe { gpu.handle() };
+        let handle = self
+            .mig_handle(target.gpu_index, parent, mig)?
+            .ok_or_else(|| {
+                NvmlError::new(
+                    format!(
+                        "nvmlDeviceGetMigDeviceHandleByIndex(gpu {}, {mig})",
+                        target.gpu_index
+                    ),
+                    Some(NvmlCode::NotFound),
+                    "no such mig device",
+                )
+            })?;
+        #[expect(unsafe_code, reason = "wrapping a MIG handle NVML returned")]
+        // SAFETY: `handle` is a valid MIG device handle from this NVML instance, which outlives
+        // the wrapper built here.
         let device = unsafe { nvml_wrapper::Device::new(handle, &self.nvml) };
         f(&device).map_err(|e| wrapped(call, &e))
     }
