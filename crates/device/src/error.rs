@@ -162,6 +162,15 @@ impl NvmlError {
     }
 }
 
+/// An error of the raw call `call` that returned `rc`, in NVML's words.
+pub(crate) fn raw_error(call: impl Into<String>, rc: u32) -> NvmlError {
+    let message = match nvml_wrapper::error::nvml_try(rc) {
+        Ok(()) => "success".to_owned(),
+        Err(e) => e.to_string(),
+    };
+    NvmlError::new(call, Some(NvmlCode::from_raw(rc)), message)
+}
+
 fn join_messages(warnings: &[WorkerWarning]) -> String {
     warnings
         .iter()

@@ -29,8 +29,7 @@ use nvml_wrapper_sys::bindings::{
     nvmlReturn_t,
 };
 
-use crate::error::{NvmlCode, NvmlError};
-use crate::nvml::raw_error;
+use crate::error::{NvmlCode, NvmlError, raw_error};
 
 /// Where GPM samples: the whole physical GPU, or one MIG GPU instance of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -17,7 +17,7 @@ use nvml_wrapper_sys::bindings::{
     nvmlReturn_t,
 };
 
-use crate::error::{DeviceError, NvmlCode, NvmlError};
+use crate::error::{DeviceError, NvmlCode, NvmlError, raw_error};
 use crate::gpm::{GpmStream, GpmTarget};
 
 /// The NVML library name on Linux (the versioned name: the unversioned `.so` is a development
@@ -216,15 +216,6 @@ fn wrapped(call: impl Into<String>, err: &WrapperError) -> NvmlError {
         _ => None,
     };
     NvmlError::new(call, code, err.to_string())
-}
-
-/// An error of the raw call `call` that returned `rc`, in NVML's words.
-pub(crate) fn raw_error(call: impl Into<String>, rc: nvmlReturn_t) -> NvmlError {
-    let message = match nvml_wrapper::error::nvml_try(rc) {
-        Ok(()) => "success".to_owned(),
-        Err(e) => e.to_string(),
-    };
-    NvmlError::new(call, Some(NvmlCode::from_raw(rc)), message)
 }
 
 /// A symbol of the raw library the driver's NVML lacks (too old a driver).
