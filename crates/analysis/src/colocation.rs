@@ -166,12 +166,12 @@ fn shared_instances(
 ) -> String {
     let shared: Vec<String> = instances
         .iter()
-        .filter(|(_, g)| g.migs.len() > 1)
-        .map(|(key, g)| {
-            let (gpu, gi) = match key {
-                InstanceKey::Gi(gpu, gi) => (*gpu, gi.to_string()),
-                InstanceKey::Mig(m) => (*m, "?".to_owned()),
-            };
+        .filter_map(|(key, g)| match key {
+            // A key of one MIG device (no GPU instance id recorded) holds that device alone.
+            InstanceKey::Gi(gpu, gi) if g.migs.len() > 1 => Some((*gpu, *gi, g)),
+            _ => None,
+        })
+        .map(|(gpu, gi, g)| {
             let devices: Vec<String> = g
                 .migs
                 .iter()
