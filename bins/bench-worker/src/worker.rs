@@ -674,7 +674,8 @@ fn tell_peers(barrier: &Barrier, args: &Args, e: WorkerError, clock: &Clock) -> 
 /// in its place; fail instead, and let `--device cpu` say it on purpose.
 fn refuse_silent_cpu_fallback() -> Result<(), WorkerError> {
     let gpus = RealNvml::open()
-        .and_then(|nvml| nvml.gpu_count())
+        .ok()
+        .and_then(|nvml| nvml.gpu_count().ok())
         .unwrap_or(0);
     if gpus == 0 {
         return Ok(());

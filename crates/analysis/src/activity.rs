@@ -3,8 +3,9 @@
 //! Every worker on a physical GPU samples the same device-wide counters, so one worker's readings
 //! stand for the GPU: the lowest replica whose files give readings inside the common interval.
 //!
-//! - GPM (`gpm.jsonl`): per physical GPU (scope `device`) and per MIG instance a worker ran on
-//!   (scope `mig`), the mean (interval-weighted) and maximum of each metric over the readings
+//! - GPM (`gpm.jsonl`): per physical GPU (scope `device`) and per MIG GPU instance a worker ran
+//!   on (scope `mig`; once per GPU instance, however many of its compute instances the workers
+//!   used, named as in [`crate::colocation`]), the mean (interval-weighted) and maximum of each metric over the readings
 //!   lying entirely inside the common interval, the same rule as for batches
 //!   ([`GpmStats::over`]).
 //! - Energy (`telemetry.jsonl`, the counter read with every telemetry sample): per physical GPU,
@@ -26,6 +27,7 @@ use coload_cohort_schema::{
     SummaryWarning, TelemetrySample, device_energy_readings, files, read_lines,
 };
 
+use crate::colocation::gpu_instances;
 use crate::inputs::WorkerInput;
 use crate::interval::Span;
 
@@ -169,18 +171,19 @@ pub(crate) fn cohort_activity(inputs: &[WorkerInput], common: Span) -> CohortAct
 
     // Physical GPUs, in UUID order, each with its workers in replica order.
     let mut by_gpu: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    let mut by_mig: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (i, w) in inputs.iter().enumerate() {
-        let Some(d) = w.report.device.as_ref() else {
-            continue;
-        };
-        if let Some(g) = &d.gpu_uuid {
+        if let Some(g) = w.report.device.as_ref().and_then(|d| d.gpu_uuid.as_ref()) {
             by_gpu.entry(g.clone()).or_default().push(i);
         }
-        if let Some(m) = &d.mig_uuid {
-            by_mig.entry(m.clone()).or_default().push(i);
-        }
     }
+    // MIG GPU instances, once each: the workers on compute instances of one GPU instance all
+    // sample its GPM (`nvmlGpmMigSampleGet` addresses the GPU instance), so one stands for it.
+    let devices: Vec<_> = inputs.iter().map(|w| w.report.device.as_ref()).collect();
+    let mut by_instance: Vec<(String, Vec<usize>)> = gpu_instances(&devices)
+        .into_values()
+        .map(|g| (g.label, g.members))
+        .collect();
+    by_instance.sort();
 
     let mut energy: Vec<DeviceEnergy> = Vec::new();
     let mut without_energy: Vec<String> = Vec::new();
@@ -205,10 +208,10 @@ pub(crate) fn cohort_activity(inputs: &[WorkerInput], common: Span) -> CohortAct
         }
     }
     if any_gpm {
-        for (mig, members) in &by_mig {
+        for (instance, members) in &by_instance {
             let picked = pick(&all, members);
             out.gpm.push(gpm_summary(
-                mig,
+                instance,
                 ActivityScope::Mig,
                 &picked,
                 common,

@@ -246,3 +246,84 @@ fn the_why_view_sits_beside_rate_and_tail() {
     insta::assert_snapshot!("activity_mig_markdown", render_markdown(&mig));
     insta::assert_json_snapshot!("activity_mig_summary_json", mig);
 }
+
+/// Sets `device.<field>` of every worker of the copied cohort at `dir`.
+fn set_device_field(dir: &Path, field: &str, value: &[serde_json::Value]) {
+    for (i, v) in value.iter().enumerate() {
+        let path = dir.join(format!("worker-{i}/worker.json"));
+        let mut report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        report["device"][field] = v.clone();
+        std::fs::write(&path, report.to_string()).unwrap();
+    }
+}
+
+#[test]
+fn compute_instances_of_one_gpu_instance_get_its_gpm_and_memory_once() {
+    // Both workers' MIG devices are compute instances of GPU instance 7 (issue 25): one GPM
+    // entry and one memory entry for the instance, and mode mig does not fit.
+    let tmp = copy("activity-mig-2-train");
+    set_device_field(tmp.path(), "mig_gpu_instance_id", &[7.into(), 7.into()]);
+    let s = ok_at(tmp.path());
+    let instance = "GPU-55555555-mig GPU instance 7 (MIG-55550000-mig, MIG-55550001-mig)";
+    let rows: Vec<(&str, ActivityScope, Option<u32>, u64)> = s
+        .gpm
+        .iter()
+        .map(|g| (g.device.as_str(), g.scope, g.replica, g.samples))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("GPU-55555555-mig", ActivityScope::Device, Some(0), 10),
+            (instance, ActivityScope::Mig, Some(0), 10),
+        ]
+    );
+    assert_eq!(s.colocation.devices.len(), 1);
+    assert_eq!(s.colocation.devices[0].device, instance);
+    assert_eq!(s.colocation.devices[0].replicas, [0, 1]);
+    assert_eq!(s.colocation.fits_mode, Some(false));
+    assert!(
+        s.warnings.iter().any(|w| w.kind == "placement_mismatch"
+            && w.message
+                .contains("compute instances sharing one GPU instance")),
+        "{:?}",
+        s.warnings
+    );
+    // Refused under --strict, as every placement mismatch.
+    let strict = Options {
+        strict: true,
+        ..Options::default()
+    };
+    let err = summarize_dirs(&[tmp.path().to_owned()], &strict).unwrap_err();
+    assert!(err.to_string().contains("GPU instance 7"), "{err}");
+
+    // Distinct instances: one entry each, as before.
+    set_device_field(tmp.path(), "mig_gpu_instance_id", &[7.into(), 8.into()]);
+    let s = ok_at(tmp.path());
+    assert_eq!(s.gpm.len(), 3);
+    assert_eq!(s.gpm[1].device, "MIG-55550000-mig");
+    assert_eq!(s.colocation.fits_mode, Some(true));
+}
+
+#[test]
+fn a_mig_cohort_of_mixed_profiles_is_flagged_and_refused_under_strict() {
+    let tmp = copy("activity-mig-2-train");
+    set_device_field(
+        tmp.path(),
+        "mig_profile",
+        &["1g.18gb".into(), "2g.35gb".into()],
+    );
+    let s = ok_at(tmp.path());
+    assert_eq!(s.colocation.fits_mode, Some(false));
+    let w = s
+        .warnings
+        .iter()
+        .find(|w| w.kind == "placement_mismatch")
+        .unwrap();
+    assert!(w.message.contains("MIG profiles differ"), "{}", w.message);
+    let strict = Options {
+        strict: true,
+        ..Options::default()
+    };
+    assert!(summarize_dirs(&[tmp.path().to_owned()], &strict).is_err());
+}

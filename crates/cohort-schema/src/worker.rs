@@ -95,6 +95,19 @@ pub struct DeviceInfo {
     /// Compute mode of the physical GPU (`default`, `exclusive_process`, ...).
     #[serde(default)]
     pub compute_mode: Option<String>,
+    /// The MIG GPU instance id of the MIG device (`nvmlDeviceGetGpuInstanceId`), unique within
+    /// its parent `gpu_uuid`. Compute instances of one GPU instance share its id, its memory and
+    /// its memory bandwidth (absent off MIG and in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_gpu_instance_id: Option<u32>,
+    /// The compute instance id of the MIG device within its GPU instance
+    /// (`nvmlDeviceGetComputeInstanceId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_compute_instance_id: Option<u32>,
+    /// The profile of the MIG device's GPU instance (`3g.40gb` for a `1c.3g.40gb` device,
+    /// `1g.10gb+me` for itself), parsed from `mig_profile`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_gpu_instance_profile: Option<String>,
 }
 
 impl DeviceInfo {
@@ -116,6 +129,9 @@ impl DeviceInfo {
             cudnn_version: None,
             pci_bus_id: None,
             compute_mode: None,
+            mig_gpu_instance_id: None,
+            mig_compute_instance_id: None,
+            mig_gpu_instance_profile: None,
         }
     }
 }

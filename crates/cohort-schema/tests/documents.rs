@@ -45,6 +45,9 @@ fn device() -> DeviceInfo {
         cudnn_version: Some("9.19.0".into()),
         pci_bus_id: Some("00000000:00:06.0".into()),
         compute_mode: Some("default".into()),
+        mig_gpu_instance_id: Some(9),
+        mig_compute_instance_id: Some(0),
+        mig_gpu_instance_profile: Some("1g.18gb".into()),
     }
 }
 

@@ -24,7 +24,7 @@ use coload_cohort_schema::{
     GpmScopeReport, GpmStats, TelemetrySample, device_energy_readings, mig_energy_readings,
 };
 
-use crate::error::DeviceError;
+use crate::error::{DeviceError, NvmlError};
 use crate::gpm::GpmTarget;
 use crate::identify::DeviceReport;
 use crate::nvml::{NvmlSource, NvmlTarget};
@@ -318,7 +318,7 @@ impl SamplingPlan {
         if self.telemetry_period.is_some() {
             match source.energy_mj(device) {
                 Ok(_) => self.device_energy = true,
-                Err(r) => self.activity.energy_reason = Some(r),
+                Err(r) => self.activity.energy_reason = Some(r.to_string()),
             }
             if let Some(mig) = self.mig {
                 let target = NvmlTarget {
@@ -356,16 +356,18 @@ impl SamplingPlan {
         for (scope, target) in targets {
             let started = match target {
                 Some(t) => source.gpm_begin(t),
-                None => Err(
-                    "the MIG GPU instance id is unknown, so its GPM cannot be addressed".to_owned(),
-                ),
+                None => Err(NvmlError::new(
+                    "nvmlGpmMigSampleGet",
+                    None,
+                    "the MIG GPU instance id is unknown, so its GPM cannot be addressed",
+                )),
             };
             let last_unix_ns = now_unix_ns();
             self.activity.gpm_scopes.push(GpmScopeStatus {
                 scope,
                 gpu_instance_id: target.and_then(|t| t.gpu_instance_id),
                 supported: started.is_ok(),
-                reason: started.as_ref().err().cloned(),
+                reason: started.as_ref().err().map(ToString::to_string),
                 failed_reads: 0,
             });
             if let (Some(target), Ok(())) = (target, started) {
@@ -431,7 +433,7 @@ impl SamplingPlan {
                         .find(|s| s.scope == scope)
                     {
                         status.failed_reads += 1;
-                        status.reason.get_or_insert(reason);
+                        status.reason.get_or_insert_with(|| reason.to_string());
                     }
                 }
             }
@@ -479,34 +481,41 @@ mod tests {
         fn cuda_driver_version(&self) -> Option<String> {
             self.inner.cuda_driver_version()
         }
-        fn gpu_count(&self) -> Result<u32, DeviceError> {
+        fn gpu_count(&self) -> Result<u32, NvmlError> {
             self.inner.gpu_count()
         }
-        fn gpu(&self, index: u32) -> Result<GpuFacts, DeviceError> {
+        fn gpu(&self, index: u32) -> Result<GpuFacts, NvmlError> {
             self.inner.gpu(index)
         }
-        fn mig_devices(&self, gpu_index: u32) -> Result<Vec<MigFacts>, DeviceError> {
-            self.inner.mig_devices(gpu_index)
+        fn max_mig_devices(&self, gpu_index: u32) -> Result<u32, NvmlError> {
+            self.inner.max_mig_devices(gpu_index)
+        }
+        fn mig_device(
+            &self,
+            gpu_index: u32,
+            mig_index: u32,
+        ) -> Result<Option<MigFacts>, NvmlError> {
+            self.inner.mig_device(gpu_index, mig_index)
         }
         fn compute_processes(
             &self,
             target: NvmlTarget,
-        ) -> Result<Vec<crate::ComputeProcess>, DeviceError> {
+        ) -> Result<Vec<crate::ComputeProcess>, NvmlError> {
             self.inner.compute_processes(target)
         }
         fn sample(&mut self, gpu_index: u32, t_unix_ns: u64) -> TelemetrySample {
             self.note();
             self.inner.sample(gpu_index, t_unix_ns)
         }
-        fn energy_mj(&mut self, target: NvmlTarget) -> Result<u64, String> {
+        fn energy_mj(&mut self, target: NvmlTarget) -> Result<u64, NvmlError> {
             self.note();
             self.inner.energy_mj(target)
         }
-        fn gpm_begin(&mut self, target: GpmTarget) -> Result<(), String> {
+        fn gpm_begin(&mut self, target: GpmTarget) -> Result<(), NvmlError> {
             self.note();
             self.inner.gpm_begin(target)
         }
-        fn gpm_next(&mut self, target: GpmTarget) -> Result<GpmValues, String> {
+        fn gpm_next(&mut self, target: GpmTarget) -> Result<GpmValues, NvmlError> {
             self.note();
             self.inner.gpm_next(target)
         }
@@ -601,7 +610,11 @@ mod tests {
         let reason = "nvmlGpmQueryDeviceSupport: the requested operation is not available";
         let nvml = FakeNvml::new()
             .with_gpu("GPU-aaaa", "NVIDIA A100")
-            .with_gpm_unsupported(reason);
+            .with_gpm_unsupported(NvmlError::new(
+                "nvmlGpmQueryDeviceSupport",
+                Some(crate::NvmlCode::NotSupported),
+                "the requested operation is not available",
+            ));
         let out = run(Box::new(nvml), None, 300);
         let a = &out.activity;
         assert!(a.gpm.is_empty());
@@ -660,7 +673,10 @@ mod tests {
         assert!(energy.scopes[1].window.is_none());
         let why = energy.scopes[1].reason.as_deref().unwrap();
         assert!(
-            why.starts_with("no energy counter for this MIG device: the requested operation"),
+            why.starts_with(
+                "no energy counter for this MIG device: nvmlDeviceGetTotalEnergyConsumption: \
+                 the requested operation"
+            ),
             "{why}"
         );
         assert!(out.samples.iter().all(|s| s.mig_energy_mj.is_none()));
@@ -694,7 +710,11 @@ mod tests {
         };
         let nvml = mig_gpu()
             .with_gpm()
-            .with_mig_gpm_unsupported("nvmlGpmMigSampleGet: not supported");
+            .with_mig_gpm_unsupported(NvmlError::new(
+                "nvmlGpmMigSampleGet",
+                Some(crate::NvmlCode::NotSupported),
+                "not supported",
+            ));
         let out = run(Box::new(nvml), Some(mig), 300);
         let report = out.activity.gpm_report(0, u64::MAX);
         assert!(report.supported, "device-wide still works");

@@ -6,12 +6,18 @@ use std::collections::HashMap;
 
 use coload_cohort_schema::{BYTES_PER_MIB, GpmValues, TelemetrySample};
 
-use crate::error::DeviceError;
+use crate::error::{NvmlCode, NvmlError};
 use crate::gpm::GpmTarget;
 use crate::nvml::{ComputeProcess, GpuFacts, MigFacts, NvmlSource, NvmlTarget};
 
 /// Why the fake's GPM is unsupported until a test scripts it.
-const GPM_NOT_SCRIPTED: &str = "fake nvml: GPM not scripted (use with_gpm)";
+fn gpm_not_scripted() -> NvmlError {
+    NvmlError::new(
+        "nvmlGpmQueryDeviceSupport",
+        Some(NvmlCode::NotSupported),
+        "fake nvml: GPM not scripted (use with_gpm)",
+    )
+}
 
 /// The fake's energy counter at its first reading, millijoules.
 pub(crate) const FAKE_ENERGY_START_MJ: u64 = 1_000_000;
@@ -31,7 +37,11 @@ pub(crate) const FAKE_ENERGY_STEP_MJ: u64 = 35_000;
 #[derive(Debug, Clone, Default)]
 pub struct FakeNvml {
     gpus: Vec<GpuFacts>,
-    migs: HashMap<u32, Vec<MigFacts>>,
+    /// Per GPU, its MIG device indices in order: a device, or the error NVML gives for that
+    /// index.
+    migs: HashMap<u32, Vec<Result<MigFacts, NvmlCode>>>,
+    /// GPUs whose MIG enumeration fails as a whole, with the code.
+    mig_failures: HashMap<u32, NvmlCode>,
     processes: HashMap<NvmlTarget, Vec<ComputeProcess>>,
     samples_taken: u64,
     activity: FakeActivity,
@@ -41,9 +51,9 @@ pub struct FakeNvml {
 #[derive(Debug, Clone, Default)]
 struct FakeActivity {
     /// Device-wide GPM: `None` until scripted (then unsupported with [`GPM_NOT_SCRIPTED`]).
-    gpm_device: Option<Result<(), String>>,
+    gpm_device: Option<Result<(), NvmlError>>,
     /// Per-MIG-instance GPM: `None` follows the device-wide script.
-    gpm_mig: Option<Result<(), String>>,
+    gpm_mig: Option<Result<(), NvmlError>>,
     /// Targets begun, in order.
     gpm_begun: Vec<GpmTarget>,
     /// GPM readings returned so far.
@@ -86,28 +96,174 @@ impl FakeNvml {
         self
     }
 
-    /// Adds a MIG device with `profile` to the last GPU added, enabling MIG mode on it.
+    /// Adds a MIG device with `profile` to the last GPU added, enabling MIG mode on it: its own
+    /// GPU instance (ids 7, 8, ... in the order added, as a 1g instance of an H100 is GPU
+    /// instance 7 to 14, so that a test catches the index used for the id) with compute
+    /// instance 0.
     #[must_use]
-    pub fn with_mig(mut self, profile: &str, uuid: &str) -> Self {
+    pub fn with_mig(self, profile: &str, uuid: &str) -> Self {
+        let gi = 7 + self.mig_slots_of_last() as u32;
+        self.with_mig_instance(profile, uuid, gi, 0)
+    }
+
+    /// Adds a MIG device with `profile` to the last GPU added, enabling MIG mode on it, as
+    /// compute instance `compute_instance_id` of GPU instance `gpu_instance_id` (several
+    /// devices with one GPU instance id are compute instances sharing it).
+    #[must_use]
+    pub fn with_mig_instance(
+        mut self,
+        profile: &str,
+        uuid: &str,
+        gpu_instance_id: u32,
+        compute_instance_id: u32,
+    ) -> Self {
         let gpu = self.last_gpu();
         gpu.mig_mode = Some(true);
         let (gpu_index, gpu_name) = (gpu.index, gpu.name.clone());
         let list = self.migs.entry(gpu_index).or_default();
-        let gib: u64 = profile
-            .rsplit_once('.')
-            .and_then(|(_, m)| m.trim_end_matches("gb").parse().ok())
-            .unwrap_or(10);
-        list.push(MigFacts {
+        let gib = crate::MigProfile::parse(profile).map_or(10, |p| u64::from(p.memory_gb));
+        list.push(Ok(MigFacts {
             index: list.len() as u32,
             uuid: uuid.to_owned(),
             name: Some(format!("{gpu_name} MIG {profile}")),
             profile: Some(profile.to_owned()),
             memory_total_bytes: Some(gib << 30),
-            // Distinct from the MIG index, as on real GPUs (a 1g instance of an H100 is GPU
-            // instance 7 to 14), so that a test catches one used for the other.
-            gpu_instance_id: Some(7 + list.len() as u32),
-        });
+            gpu_instance_id: Some(gpu_instance_id),
+            compute_instance_id: Some(compute_instance_id),
+        }));
         self
+    }
+
+    /// Makes the next MIG device index of the last GPU added answer `code` instead of a device
+    /// (`NVML_ERROR_NO_PERMISSION` for a device this process may not see, say).
+    #[must_use]
+    pub fn with_mig_index_error(mut self, code: NvmlCode) -> Self {
+        let gpu = self.last_gpu();
+        gpu.mig_mode = Some(true);
+        let gpu_index = gpu.index;
+        self.migs.entry(gpu_index).or_default().push(Err(code));
+        self
+    }
+
+    /// Makes the MIG enumeration of the last GPU added fail as a whole with `code`
+    /// (`nvmlDeviceGetMaxMigDeviceCount` answers it).
+    #[must_use]
+    pub fn with_mig_enumeration_error(mut self, code: NvmlCode) -> Self {
+        let gpu = self.last_gpu();
+        gpu.mig_mode = Some(true);
+        let gpu_index = gpu.index;
+        self.mig_failures.insert(gpu_index, code);
+        self
+    }
+
+    /// A fake with the GPUs and MIG devices of `topology` (a saved `nvidia-smi -L` listing,
+    /// say), in its order and with its UUIDs and names.
+    ///
+    /// A listing from driver R470 on does not give GPU and compute instance ids; where they are
+    /// unknown they are made up per GPU, in listing order, the way NVML lists MIG devices (the
+    /// compute instances of one GPU instance one after another): a device whose profile names
+    /// a partial compute instance (`1c.3g.40gb`) joins the GPU instance of the device before it
+    /// when that one has the same GPU instance profile and the compute slices still fit;
+    /// every other device gets a GPU instance of its own. A MIG device without a memory size
+    /// gets its profile's (`1g.10gb`: 10 GiB).
+    #[must_use]
+    pub fn from_topology(topology: &crate::Topology) -> Self {
+        let mut fake = FakeNvml::new();
+        for g in &topology.gpus {
+            let index = fake.gpus.len() as u32;
+            fake.gpus.push(GpuFacts {
+                index,
+                ..g.facts.clone()
+            });
+            // (GI profile, compute slices used so far, GI id) of the GI being filled.
+            let mut open: Option<(String, u32, u32)> = None;
+            let mut next_gi = 1;
+            let mut slots = Vec::with_capacity(g.migs.len());
+            for m in &g.migs {
+                let profile = m.profile.as_deref().and_then(crate::MigProfile::parse);
+                let (gi, ci) = if let (Some(gi), Some(ci)) =
+                    (m.gpu_instance_id, m.compute_instance_id)
+                {
+                    (gi, ci)
+                } else {
+                    let partial = profile.as_ref().filter(|p| p.is_partial_compute_instance());
+                    let joined = match (partial, open.as_mut()) {
+                        (Some(p), Some((gi_profile, used, gi)))
+                            if *gi_profile == p.gpu_instance_profile()
+                                && *used + p.compute_slices.unwrap_or(0) <= p.gpu_slices =>
+                        {
+                            let ci = *used;
+                            *used += p.compute_slices.unwrap_or(0);
+                            Some((*gi, ci))
+                        }
+                        _ => None,
+                    };
+                    joined.unwrap_or_else(|| {
+                        let gi = next_gi;
+                        next_gi += 1;
+                        open = partial
+                            .map(|p| (p.gpu_instance_profile(), p.compute_slices.unwrap_or(0), gi));
+                        (gi, 0)
+                    })
+                };
+                slots.push(Ok(MigFacts {
+                    gpu_instance_id: Some(gi),
+                    compute_instance_id: Some(ci),
+                    memory_total_bytes: m
+                        .memory_total_bytes
+                        .or_else(|| profile.as_ref().map(|p| u64::from(p.memory_gb) << 30)),
+                    ..m.clone()
+                }));
+            }
+            if !slots.is_empty() {
+                fake.migs.insert(index, slots);
+            }
+        }
+        fake
+    }
+
+    /// Makes MIG device index `mig_index` of GPU `gpu_index` answer `code` instead of its device
+    /// (on a fake built with [`FakeNvml::from_topology`], say). Nothing changes where the GPU
+    /// has no such index.
+    #[must_use]
+    pub fn with_mig_index_error_at(
+        mut self,
+        gpu_index: u32,
+        mig_index: u32,
+        code: NvmlCode,
+    ) -> Self {
+        if let Some(slot) = self.migs.get_mut(&gpu_index).and_then(|l| {
+            l.iter_mut().enumerate().find_map(|(position, slot)| {
+                let at = slot.as_ref().map_or(position as u32, |m| m.index);
+                (at == mig_index).then_some(slot)
+            })
+        }) {
+            *slot = Err(code);
+        }
+        self
+    }
+
+    /// Makes the MIG enumeration of GPU `gpu_index` fail as a whole with `code`.
+    #[must_use]
+    pub fn with_mig_enumeration_error_at(mut self, gpu_index: u32, code: NvmlCode) -> Self {
+        self.mig_failures.insert(gpu_index, code);
+        self
+    }
+
+    fn mig_slots_of_last(&self) -> usize {
+        self.gpus
+            .last()
+            .and_then(|g| self.migs.get(&g.index))
+            .map_or(0, Vec::len)
+    }
+
+    /// The MIG devices of GPU `gpu_index` that exist (not the scripted errors).
+    fn migs_of(&self, gpu_index: u32) -> impl Iterator<Item = &MigFacts> {
+        self.migs
+            .get(&gpu_index)
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.as_ref().ok())
     }
 
     /// Sets the compute mode of the last GPU added.
@@ -129,15 +285,15 @@ impl FakeNvml {
     /// Makes GPM unsupported everywhere, for `reason` (a pre-Hopper GPU, an old driver, no
     /// permission).
     #[must_use]
-    pub fn with_gpm_unsupported(mut self, reason: &str) -> Self {
-        self.activity.gpm_device = Some(Err(reason.to_owned()));
+    pub fn with_gpm_unsupported(mut self, reason: NvmlError) -> Self {
+        self.activity.gpm_device = Some(Err(reason));
         self
     }
 
     /// Makes per-MIG-instance GPM fail with `reason` while device-wide GPM follows its script.
     #[must_use]
-    pub fn with_mig_gpm_unsupported(mut self, reason: &str) -> Self {
-        self.activity.gpm_mig = Some(Err(reason.to_owned()));
+    pub fn with_mig_gpm_unsupported(mut self, reason: NvmlError) -> Self {
+        self.activity.gpm_mig = Some(Err(reason));
         self
     }
 
@@ -177,34 +333,44 @@ impl FakeNvml {
     }
 }
 
-fn missing(what: String) -> DeviceError {
-    DeviceError::Nvml {
-        query: what,
-        message: "not found (fake nvml)".into(),
-    }
+fn missing(call: String) -> NvmlError {
+    NvmlError::new(call, Some(NvmlCode::NotFound), "not found (fake nvml)")
 }
 
 impl FakeNvml {
-    fn gpm_script(&self, target: GpmTarget) -> Result<(), String> {
-        if target.gpu_index as usize >= self.gpus.len() {
-            return Err(format!("fake nvml: no gpu {}", target.gpu_index));
+    fn no_gpu(&self, gpu_index: u32, call: &str) -> Result<(), NvmlError> {
+        if (gpu_index as usize) < self.gpus.len() {
+            Ok(())
+        } else {
+            Err(NvmlError::new(
+                call,
+                Some(NvmlCode::InvalidArgument),
+                format!("fake nvml: no gpu {gpu_index}"),
+            ))
         }
+    }
+
+    fn gpm_script(&self, target: GpmTarget) -> Result<(), NvmlError> {
+        self.no_gpu(target.gpu_index, "nvmlGpmQueryDeviceSupport")?;
         let device = self
             .activity
             .gpm_device
             .clone()
-            .unwrap_or_else(|| Err(GPM_NOT_SCRIPTED.to_owned()));
+            .unwrap_or_else(|| Err(gpm_not_scripted()));
         let Some(id) = target.gpu_instance_id else {
             return device;
         };
         let known = self
-            .migs
-            .get(&target.gpu_index)
-            .is_some_and(|l| l.iter().any(|m| m.gpu_instance_id == Some(id)));
+            .migs_of(target.gpu_index)
+            .any(|m| m.gpu_instance_id == Some(id));
         if !known {
-            return Err(format!(
-                "fake nvml: gpu {} has no GPU instance {id}",
-                target.gpu_index
+            return Err(NvmlError::new(
+                "nvmlGpmMigSampleGet",
+                Some(NvmlCode::InvalidArgument),
+                format!(
+                    "fake nvml: gpu {} has no GPU instance {id}",
+                    target.gpu_index
+                ),
             ));
         }
         self.activity.gpm_mig.clone().unwrap_or(device)
@@ -220,22 +386,62 @@ impl NvmlSource for FakeNvml {
         Some("13.0".into())
     }
 
-    fn gpu_count(&self) -> Result<u32, DeviceError> {
+    fn gpu_count(&self) -> Result<u32, NvmlError> {
         Ok(self.gpus.len() as u32)
     }
 
-    fn gpu(&self, index: u32) -> Result<GpuFacts, DeviceError> {
+    fn gpu(&self, index: u32) -> Result<GpuFacts, NvmlError> {
         self.gpus
             .get(index as usize)
             .cloned()
-            .ok_or_else(|| missing(format!("device_by_index({index})")))
+            .ok_or_else(|| missing(format!("nvmlDeviceGetHandleByIndex({index})")))
     }
 
-    fn mig_devices(&self, gpu_index: u32) -> Result<Vec<MigFacts>, DeviceError> {
-        Ok(self.migs.get(&gpu_index).cloned().unwrap_or_default())
+    fn max_mig_devices(&self, gpu_index: u32) -> Result<u32, NvmlError> {
+        let call = format!("nvmlDeviceGetMaxMigDeviceCount(gpu {gpu_index})");
+        self.no_gpu(gpu_index, &call)?;
+        if let Some(code) = self.mig_failures.get(&gpu_index) {
+            return Err(NvmlError::new(
+                call,
+                Some(*code),
+                "fake nvml: scripted failure",
+            ));
+        }
+        if self.gpus[gpu_index as usize].mig_mode != Some(true) {
+            return Ok(0);
+        }
+        // NVML answers the GPU's maximum (7 on an A100 or H100), more than the devices made.
+        let made = self.migs.get(&gpu_index).map_or(0, |l| {
+            l.iter()
+                .enumerate()
+                .map(|(position, slot)| slot.as_ref().map_or(position as u32, |m| m.index) + 1)
+                .max()
+                .unwrap_or(0)
+        });
+        Ok(made.max(7))
     }
 
-    fn compute_processes(&self, target: NvmlTarget) -> Result<Vec<ComputeProcess>, DeviceError> {
+    fn mig_device(&self, gpu_index: u32, mig_index: u32) -> Result<Option<MigFacts>, NvmlError> {
+        let call = format!("nvmlDeviceGetMigDeviceHandleByIndex(gpu {gpu_index}, {mig_index})");
+        self.no_gpu(gpu_index, &call)?;
+        let slot = self.migs.get(&gpu_index).and_then(|l| {
+            l.iter().enumerate().find_map(|(position, slot)| {
+                let at = slot.as_ref().map_or(position as u32, |m| m.index);
+                (at == mig_index).then_some(slot)
+            })
+        });
+        match slot {
+            None => Ok(None),
+            Some(Ok(m)) => Ok(Some(m.clone())),
+            Some(Err(code)) => Err(NvmlError::new(
+                call,
+                Some(*code),
+                "fake nvml: scripted failure",
+            )),
+        }
+    }
+
+    fn compute_processes(&self, target: NvmlTarget) -> Result<Vec<ComputeProcess>, NvmlError> {
         Ok(self.processes.get(&target).cloned().unwrap_or_default())
     }
 
@@ -263,24 +469,24 @@ impl NvmlSource for FakeNvml {
         }
     }
 
-    fn energy_mj(&mut self, target: NvmlTarget) -> Result<u64, String> {
-        if target.gpu_index as usize >= self.gpus.len() {
-            return Err(format!("fake nvml: no gpu {}", target.gpu_index));
-        }
+    fn energy_mj(&mut self, target: NvmlTarget) -> Result<u64, NvmlError> {
+        const CALL: &str = "nvmlDeviceGetTotalEnergyConsumption";
+        self.no_gpu(target.gpu_index, CALL)?;
         if let Some(m) = target.mig_index {
-            let exists = self
-                .migs
-                .get(&target.gpu_index)
-                .is_some_and(|l| l.iter().any(|f| f.index == m));
-            if !exists {
-                return Err(format!("fake nvml: no mig device {m}"));
+            if !self.migs_of(target.gpu_index).any(|f| f.index == m) {
+                return Err(NvmlError::new(
+                    CALL,
+                    Some(NvmlCode::NotFound),
+                    format!("fake nvml: no mig device {m}"),
+                ));
             }
             if !self.activity.mig_energy {
-                return Err(
+                return Err(NvmlError::new(
+                    CALL,
+                    Some(NvmlCode::NotSupported),
                     "the requested operation is not available on the target device \
-                            (fake nvml: no per-MIG energy counter)"
-                        .to_owned(),
-                );
+                     (fake nvml: no per-MIG energy counter)",
+                ));
             }
         }
         let reads = self.activity.energy_reads.entry(target).or_default();
@@ -289,17 +495,21 @@ impl NvmlSource for FakeNvml {
         Ok(value)
     }
 
-    fn gpm_begin(&mut self, target: GpmTarget) -> Result<(), String> {
+    fn gpm_begin(&mut self, target: GpmTarget) -> Result<(), NvmlError> {
         self.gpm_script(target)?;
         self.activity.gpm_begun.retain(|t| *t != target);
         self.activity.gpm_begun.push(target);
         Ok(())
     }
 
-    fn gpm_next(&mut self, target: GpmTarget) -> Result<GpmValues, String> {
+    fn gpm_next(&mut self, target: GpmTarget) -> Result<GpmValues, NvmlError> {
         self.gpm_script(target)?;
         if !self.activity.gpm_begun.contains(&target) {
-            return Err("gpm_next before gpm_begin succeeded for this target".to_owned());
+            return Err(NvmlError::new(
+                "nvmlGpmSampleGet",
+                None,
+                "gpm_next before gpm_begin succeeded for this target",
+            ));
         }
         let n = self.activity.gpm_reads;
         self.activity.gpm_reads += 1;

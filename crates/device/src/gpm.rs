@@ -29,6 +29,8 @@ use nvml_wrapper_sys::bindings::{
     nvmlReturn_t,
 };
 
+use crate::error::{NvmlCode, NvmlError, raw_error};
+
 /// Where GPM samples: the whole physical GPU, or one MIG GPU instance of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GpmTarget {
@@ -79,12 +81,9 @@ const METRICS: [(u32, f64); 12] = [
     ),
 ];
 
-/// NVML's return code as words, with a hint where the cause is usually the host's setup.
-pub(crate) fn describe_rc(call: &str, rc: nvmlReturn_t) -> String {
-    let text = match nvml_wrapper::error::nvml_try(rc) {
-        Ok(()) => "success".to_owned(),
-        Err(e) => e.to_string(),
-    };
+/// NVML's return code as an error, with a hint where the cause is usually the host's setup.
+pub(crate) fn describe_rc(call: &str, rc: nvmlReturn_t) -> NvmlError {
+    let error = raw_error(call, rc);
     let hint = match rc {
         nvml_wrapper_sys::bindings::nvmlReturn_enum_NVML_ERROR_NO_PERMISSION => {
             " (the driver may restrict performance counters to administrators: \
@@ -95,17 +94,21 @@ pub(crate) fn describe_rc(call: &str, rc: nvmlReturn_t) -> String {
         }
         _ => "",
     };
-    format!("{call}: {text}{hint}")
+    NvmlError::new(call, error.code(), format!("{}{hint}", error.message()))
 }
 
 /// A symbol of the loaded library, or why GPM cannot work without it.
 fn symbol<'a, T, E: std::fmt::Display>(
     found: &'a Result<T, E>,
     name: &str,
-) -> Result<&'a T, String> {
-    found
-        .as_ref()
-        .map_err(|e| format!("this driver's NVML has no {name} (driver too old for GPM): {e}"))
+) -> Result<&'a T, NvmlError> {
+    found.as_ref().map_err(|e| {
+        NvmlError::new(
+            name,
+            Some(NvmlCode::FunctionNotFound),
+            format!("this driver's NVML has no such call (driver too old for GPM): {e}"),
+        )
+    })
 }
 
 /// One GPM sample buffer, allocated by `nvmlGpmSampleAlloc` and freed by `nvmlGpmSampleFree` on
@@ -124,7 +127,7 @@ pub(crate) struct GpmSampleBuf {
 unsafe impl Send for GpmSampleBuf {}
 
 impl GpmSampleBuf {
-    fn alloc(lib: &Arc<NvmlLib>) -> Result<Self, String> {
+    fn alloc(lib: &Arc<NvmlLib>) -> Result<Self, NvmlError> {
         let alloc = symbol(&lib.nvmlGpmSampleAlloc, "nvmlGpmSampleAlloc")?;
         // Both must exist before a buffer is made that would have to be freed.
         symbol(&lib.nvmlGpmSampleFree, "nvmlGpmSampleFree")?;
@@ -170,7 +173,7 @@ impl std::fmt::Debug for GpmStream {
 }
 
 /// Whether `parent` supports GPM (`nvmlGpmQueryDeviceSupport`).
-fn check_support(lib: &NvmlLib, parent: nvmlDevice_t) -> Result<(), String> {
+fn check_support(lib: &NvmlLib, parent: nvmlDevice_t) -> Result<(), NvmlError> {
     let query = symbol(&lib.nvmlGpmQueryDeviceSupport, "nvmlGpmQueryDeviceSupport")?;
     let mut support = nvmlGpmSupport_t {
         version: NVML_GPM_SUPPORT_VERSION,
@@ -184,7 +187,11 @@ fn check_support(lib: &NvmlLib, parent: nvmlDevice_t) -> Result<(), String> {
         return Err(describe_rc("nvmlGpmQueryDeviceSupport", rc));
     }
     if support.isSupportedDevice == 0 {
-        return Err("this GPU does not support GPM (it needs Hopper or later)".to_owned());
+        return Err(NvmlError::new(
+            "nvmlGpmQueryDeviceSupport",
+            Some(NvmlCode::NotSupported),
+            "this GPU does not support GPM (it needs Hopper or later)",
+        ));
     }
     Ok(())
 }
@@ -195,7 +202,7 @@ fn take_sample(
     parent: nvmlDevice_t,
     target: GpmTarget,
     buf: &mut GpmSampleBuf,
-) -> Result<(), String> {
+) -> Result<(), NvmlError> {
     let rc = match target.gpu_instance_id {
         None => {
             let get = symbol(&lib.nvmlGpmSampleGet, "nvmlGpmSampleGet")?;
@@ -233,7 +240,7 @@ fn metrics_between(
     lib: &NvmlLib,
     first: &GpmSampleBuf,
     second: &GpmSampleBuf,
-) -> Result<GpmValues, String> {
+) -> Result<GpmValues, NvmlError> {
     let get = symbol(&lib.nvmlGpmMetricsGet, "nvmlGpmMetricsGet")?;
     #[expect(unsafe_code, reason = "zero-initializing a plain C struct")]
     // SAFETY: nvmlGpmMetricsGet_t holds integers, doubles and raw pointers only, for all of
@@ -269,7 +276,7 @@ impl GpmStream {
         lib: &Arc<NvmlLib>,
         parent: nvmlDevice_t,
         target: GpmTarget,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, NvmlError> {
         check_support(lib, parent)?;
         let mut previous = GpmSampleBuf::alloc(lib)?;
         let spare = GpmSampleBuf::alloc(lib)?;
@@ -283,30 +290,12 @@ impl GpmStream {
 
     /// Takes the next sample and returns the metrics since the previous one, which it then
     /// replaces. On any failure the previous sample stays, so the next reading spans the gap.
-    pub(crate) fn next(&mut self, parent: nvmlDevice_t) -> Result<GpmValues, String> {
+    pub(crate) fn next(&mut self, parent: nvmlDevice_t) -> Result<GpmValues, NvmlError> {
         let lib = Arc::clone(&self.previous.lib);
         take_sample(&lib, parent, self.target, &mut self.spare)?;
         let values = metrics_between(&lib, &self.previous, &self.spare)?;
         std::mem::swap(&mut self.previous, &mut self.spare);
         Ok(values)
-    }
-}
-
-/// The MIG GPU instance id of a MIG device handle (`nvmlDeviceGetGpuInstanceId`).
-pub(crate) fn gpu_instance_id(lib: &NvmlLib, mig: nvmlDevice_t) -> Result<u32, String> {
-    let get = lib
-        .nvmlDeviceGetGpuInstanceId
-        .as_ref()
-        .map_err(|e| format!("nvmlDeviceGetGpuInstanceId: {e}"))?;
-    let mut id: u32 = 0;
-    #[expect(unsafe_code, reason = "NVML C call the wrapper does not expose")]
-    // SAFETY: `mig` is a valid MIG device handle of the initialized NVML; `id` is a valid out
-    // pointer for the duration of the call.
-    let rc = unsafe { get(mig, &raw mut id) };
-    if rc == nvmlReturn_enum_NVML_SUCCESS {
-        Ok(id)
-    } else {
-        Err(describe_rc("nvmlDeviceGetGpuInstanceId", rc))
     }
 }
 
@@ -343,10 +332,13 @@ mod tests {
 
     #[test]
     fn return_codes_read_as_words_with_a_hint() {
-        let text = describe_rc(
+        let error = describe_rc(
             "nvmlGpmSampleGet",
             nvml_wrapper_sys::bindings::nvmlReturn_enum_NVML_ERROR_NO_PERMISSION,
         );
+        assert_eq!(error.code(), Some(NvmlCode::NoPermission));
+        assert_eq!(error.call(), "nvmlGpmSampleGet");
+        let text = error.to_string();
         assert!(text.starts_with("nvmlGpmSampleGet: the current user does not have permission"));
         assert!(
             text.contains("NVreg_RestrictProfilingToAdminUsers"),
@@ -355,7 +347,8 @@ mod tests {
         let text = describe_rc(
             "nvmlGpmQueryDeviceSupport",
             nvml_wrapper_sys::bindings::nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED,
-        );
+        )
+        .to_string();
         assert!(text.contains("Hopper"), "{text}");
     }
 

@@ -5,8 +5,9 @@
 //! This module maps the CUDA ordinal the workload uses (`cuda:N`) to the NVML handle behind it:
 //!
 //! - `CUDA_VISIBLE_DEVICES` set: its entries in order (`3`, `GPU-<uuid or unique prefix>`,
-//!   `MIG-<uuid>`), stopping at the first entry that names no device, as CUDA does. A
-//!   MIG-enabled GPU named by index or `GPU-` UUID contributes its MIG devices.
+//!   `MIG-<uuid>`, `MIG-GPU-<uuid>/<gi>/<ci>`), stopping at the first entry that names no
+//!   device, as CUDA does ([`crate::visible::resolve_like_cuda`], against the node's
+//!   [`Topology`]). A MIG-enabled GPU named by index or `GPU-` UUID contributes its MIG devices.
 //! - Otherwise every GPU NVML sees (a container runtime has already narrowed that set to
 //!   `NVIDIA_VISIBLE_DEVICES`); when `NVIDIA_VISIBLE_DEVICES` lists UUIDs they narrow it again,
 //!   so `MIG-...` values pick their MIG device. `all`, indices and `none`/`void` do not narrow
@@ -18,7 +19,10 @@
 
 use coload_cohort_schema::{DeviceInfo, DeviceKind, WorkerWarning};
 
+use crate::mig::MigProfile;
 use crate::nvml::{GpuFacts, MigFacts, NvmlSource, NvmlTarget, RealNvml};
+use crate::topology::Topology;
+use crate::visible::{self, ResolvedDevice};
 
 /// The environment variables that decide which devices CUDA sees, read once.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -130,14 +134,23 @@ pub fn identify_with(
     report.info.cuda_version = source.cuda_driver_version();
     let ordinal = cuda_index.unwrap_or(0);
 
-    let gpus = match all_gpus(source) {
-        Ok(g) => g,
-        Err(message) => {
-            report.warnings.push(warning("device_unresolved", message));
+    let topology = match Topology::from_nvml(source) {
+        Ok(t) => t,
+        Err(e) => {
+            report.warnings.push(warning(
+                "device_unresolved",
+                format!("the GPUs could not be enumerated: {e}"),
+            ));
             return report;
         }
     };
-    let list = candidates(&gpus, env);
+    report.warnings.extend(
+        topology
+            .warnings
+            .iter()
+            .map(|w| warning("device_enumeration", w.to_string())),
+    );
+    let list = candidates(&topology, env);
     report.warnings.extend(list.warnings);
     let Some(chosen) = list.devices.get(ordinal) else {
         report.warnings.push(warning(
@@ -150,7 +163,7 @@ pub fn identify_with(
         ));
         return report;
     };
-    if list.by_position && ambiguous(env, &list.devices) {
+    if list.devices.iter().any(|d| d.by_position) && ambiguous(env, &list.devices) {
         report.warnings.push(warning(
             "device_mapping_ambiguous",
             format!(
@@ -160,16 +173,9 @@ pub fn identify_with(
             ),
         ));
     }
-    let (gpu, mig) = (
-        &gpus[chosen.gpu].0,
-        chosen.mig.map(|m| &gpus[chosen.gpu].1[m]),
-    );
-    fill(&mut report.info, gpu, mig);
-    report.target = Some(NvmlTarget {
-        gpu_index: gpu.index,
-        mig_index: mig.map(|m| m.index),
-    });
-    report.gpu_instance_id = mig.and_then(|m| m.gpu_instance_id);
+    fill(&mut report.info, chosen.gpu, chosen.mig);
+    report.target = Some(chosen.target());
+    report.gpu_instance_id = chosen.mig.and_then(|m| m.gpu_instance_id);
     report
 }
 
@@ -184,130 +190,44 @@ fn fill(info: &mut DeviceInfo, gpu: &GpuFacts, mig: Option<&MigFacts>) {
             info.mig_uuid = Some(m.uuid.clone());
             info.mig_profile.clone_from(&m.profile);
             info.memory_total_bytes = m.memory_total_bytes;
+            info.mig_gpu_instance_id = m.gpu_instance_id;
+            info.mig_compute_instance_id = m.compute_instance_id;
+            info.mig_gpu_instance_profile = m
+                .profile
+                .as_deref()
+                .and_then(MigProfile::parse)
+                .map(|p| p.gpu_instance_profile());
         }
         None => info.memory_total_bytes = gpu.memory_total_bytes,
     }
 }
 
-type GpuWithMigs = (GpuFacts, Vec<MigFacts>);
-
-fn all_gpus(source: &dyn NvmlSource) -> Result<Vec<GpuWithMigs>, String> {
-    let count = source.gpu_count().map_err(|e| e.to_string())?;
-    (0..count)
-        .map(|i| {
-            let gpu = source.gpu(i).map_err(|e| e.to_string())?;
-            let migs = if gpu.mig_mode == Some(true) {
-                source.mig_devices(i).map_err(|e| e.to_string())?
-            } else {
-                Vec::new()
-            };
-            Ok((gpu, migs))
-        })
-        .collect()
-}
-
-/// One CUDA-visible device: a whole GPU or one MIG device of it (indices into `gpus`).
-#[derive(Debug, Clone, Copy)]
-struct Candidate<'a> {
-    gpu: usize,
-    mig: Option<usize>,
-    gpus: &'a [GpuWithMigs],
-}
-
-impl Candidate<'_> {
-    fn uuid(&self) -> &str {
-        let (gpu, migs) = &self.gpus[self.gpu];
-        self.mig.map_or(&gpu.uuid, |m| &migs[m].uuid)
-    }
-
-    fn name(&self) -> &str {
-        &self.gpus[self.gpu].0.name
-    }
-}
-
-struct CandidateList<'a> {
-    devices: Vec<Candidate<'a>>,
-    /// Whether any device entered the list by position (an index, or NVML's enumeration) rather
-    /// than by UUID.
-    by_position: bool,
+struct CandidateList<'t> {
+    devices: Vec<ResolvedDevice<'t>>,
     warnings: Vec<WorkerWarning>,
 }
 
-/// The devices a whole GPU contributes to CUDA's list: itself, or its MIG devices when MIG is
-/// enabled (none when MIG is enabled without instances).
-fn expand(gpus: &[GpuWithMigs], gpu: usize) -> Vec<Candidate<'_>> {
-    let (facts, migs) = &gpus[gpu];
-    if facts.mig_mode == Some(true) {
-        (0..migs.len())
-            .map(|m| Candidate {
-                gpu,
-                mig: Some(m),
-                gpus,
-            })
-            .collect()
-    } else {
-        vec![Candidate {
-            gpu,
-            mig: None,
-            gpus,
-        }]
-    }
-}
-
-fn find_mig<'a>(gpus: &'a [GpuWithMigs], uuid: &str) -> Option<Candidate<'a>> {
-    gpus.iter().enumerate().find_map(|(g, (_, migs))| {
-        migs.iter().position(|m| m.uuid == uuid).map(|m| Candidate {
-            gpu: g,
-            mig: Some(m),
-            gpus,
-        })
-    })
-}
-
-fn find_gpu_by_prefix(gpus: &[GpuWithMigs], prefix: &str) -> Option<usize> {
-    let mut hits = gpus
-        .iter()
-        .enumerate()
-        .filter(|(_, (g, _))| g.uuid.starts_with(prefix));
-    let first = hits.next()?;
-    // CUDA accepts a UUID prefix only when it is unique.
-    hits.next().is_none().then_some(first.0)
-}
-
-fn candidates<'a>(gpus: &'a [GpuWithMigs], env: &VisibleEnv) -> CandidateList<'a> {
-    let mut list = CandidateList {
-        devices: Vec::new(),
-        by_position: false,
-        warnings: Vec::new(),
-    };
+fn candidates<'t>(topology: &'t Topology, env: &VisibleEnv) -> CandidateList<'t> {
     if let Some(cvd) = env.cuda_visible_devices.as_deref() {
-        for entry in cvd.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            let found = if let Ok(index) = entry.parse::<usize>() {
-                list.by_position = true;
-                (index < gpus.len()).then(|| expand(gpus, index))
-            } else if entry.starts_with("MIG-") {
-                find_mig(gpus, entry).map(|c| vec![c])
-            } else if entry.starts_with("GPU-") {
-                find_gpu_by_prefix(gpus, entry).map(|g| expand(gpus, g))
-            } else {
-                None
-            };
-            if let Some(found) = found {
-                list.devices.extend(found);
-            } else {
-                list.warnings.push(warning(
+        let resolution = visible::resolve_like_cuda(topology, cvd);
+        let warnings = resolution
+            .stopped
+            .map(|e| {
+                warning(
                     "visible_devices_truncated",
-                    format!(
-                        "CUDA_VISIBLE_DEVICES entry `{entry}` names no device NVML sees; \
-                         CUDA ignores it and every entry after it"
-                    ),
-                ));
-                break;
-            }
-        }
-        return list;
+                    format!("CUDA_VISIBLE_DEVICES: {e}; CUDA ignores it and every entry after it"),
+                )
+            })
+            .into_iter()
+            .collect();
+        return CandidateList {
+            devices: resolution.devices,
+            warnings,
+        };
     }
 
+    // The container runtime has already narrowed what NVML sees; UUIDs in
+    // NVIDIA_VISIBLE_DEVICES narrow it again (indices mean the host's numbering, not ours).
     let uuids: Vec<&str> = env
         .nvidia_visible_devices
         .as_deref()
@@ -316,27 +236,28 @@ fn candidates<'a>(gpus: &'a [GpuWithMigs], env: &VisibleEnv) -> CandidateList<'a
         .map(str::trim)
         .filter(|e| e.starts_with("GPU-") || e.starts_with("MIG-"))
         .collect();
-    for g in 0..gpus.len() {
-        for c in expand(gpus, g) {
-            if uuids.is_empty() || uuids.iter().any(|u| c.uuid().starts_with(u)) {
-                list.devices.push(c);
-            }
-        }
+    let by_position = uuids.len() != 1;
+    let devices = visible::all_devices(topology)
+        .into_iter()
+        .filter(|d| uuids.is_empty() || uuids.iter().any(|u| d.uuid().starts_with(u)))
+        .map(|d| ResolvedDevice { by_position, ..d })
+        .collect();
+    CandidateList {
+        devices,
+        warnings: Vec::new(),
     }
-    list.by_position = uuids.len() != 1;
-    list
 }
 
 /// Whether CUDA's order could differ from NVML's for this list: several MIG devices (CUDA's
 /// MIG order is its own), or, unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`, GPUs of different models
 /// (CUDA's default puts the fastest first; identical GPUs tie and fall back to PCI order).
-fn ambiguous(env: &VisibleEnv, devices: &[Candidate<'_>]) -> bool {
+fn ambiguous(env: &VisibleEnv, devices: &[ResolvedDevice<'_>]) -> bool {
     if devices.len() < 2 {
         return false;
     }
     let several_migs = devices.iter().any(|d| d.mig.is_some());
-    let first = devices[0].name();
-    let mixed_models = devices.iter().any(|d| d.name() != first);
+    let first = &devices[0].gpu.name;
+    let mixed_models = devices.iter().any(|d| d.gpu.name != *first);
     several_migs || (mixed_models && !env.pci_order())
 }
 
@@ -483,10 +404,10 @@ mod tests {
         let mixed = FakeNvml::new()
             .with_gpu("GPU-aaaa", "NVIDIA A100")
             .with_gpu("GPU-bbbb", "NVIDIA H200");
-        let gpus = all_gpus(&mixed).unwrap();
+        let topology = Topology::from_nvml(&mixed).unwrap();
         let mut e = env(None, None);
         e.cuda_device_order = Some("PCI_BUS_ID".into());
-        let list = candidates(&gpus, &e);
+        let list = candidates(&topology, &e);
         assert!(!ambiguous(&e, &list.devices));
         assert!(ambiguous(&env(None, None), &list.devices));
     }
@@ -547,6 +468,75 @@ mod tests {
                 gpu_index: 1,
                 mig_index: None
             })
+        );
+    }
+
+    #[test]
+    fn a_compute_instance_records_its_gpu_instance_and_both_profiles() {
+        let nvml = FakeNvml::new()
+            .with_gpu("GPU-aaaa", "NVIDIA H100 80GB HBM3")
+            .with_mig_instance("1c.3g.40gb", "MIG-c0", 2, 0)
+            .with_mig_instance("2c.3g.40gb", "MIG-c1", 2, 1)
+            .with_mig("1g.10gb+me", "MIG-me");
+        let r = cuda(&nvml, &env(Some("MIG-c1"), None), 0);
+        assert_eq!(r.info.gpu_uuid.as_deref(), Some("GPU-aaaa"));
+        assert_eq!(r.info.mig_profile.as_deref(), Some("2c.3g.40gb"));
+        assert_eq!(r.info.mig_gpu_instance_profile.as_deref(), Some("3g.40gb"));
+        assert_eq!(r.info.mig_gpu_instance_id, Some(2));
+        assert_eq!(r.info.mig_compute_instance_id, Some(1));
+        assert_eq!(r.gpu_instance_id, Some(2));
+        let r = cuda(&nvml, &env(Some("MIG-me"), None), 0);
+        assert_eq!(
+            r.info.mig_gpu_instance_profile.as_deref(),
+            Some("1g.10gb+me")
+        );
+        // The pre-R470 name of the same device.
+        let r = cuda(&nvml, &env(Some("MIG-GPU-aaaa/2/1"), None), 0);
+        assert_eq!(r.info.mig_uuid.as_deref(), Some("MIG-c1"));
+        // A whole GPU records none of it.
+        let r = cuda(&two_h200(), &env(Some("0"), None), 0);
+        assert_eq!(r.info.mig_gpu_instance_id, None);
+        assert_eq!(r.info.mig_gpu_instance_profile, None);
+    }
+
+    #[test]
+    fn a_gpu_that_cannot_be_enumerated_is_a_warning_not_the_end() {
+        let nvml = FakeNvml::new()
+            .with_gpu("GPU-aaaa", "NVIDIA H100 80GB HBM3")
+            .with_mig_enumeration_error(crate::NvmlCode::Unknown)
+            .with_gpu("GPU-bbbb", "NVIDIA H100 80GB HBM3")
+            .with_mig("1g.10gb", "MIG-b0")
+            .with_mig_index_error(crate::NvmlCode::NoPermission)
+            .with_mig("1g.10gb", "MIG-b2");
+        let r = cuda(&nvml, &env(Some("MIG-b2"), None), 0);
+        assert_eq!(r.info.mig_uuid.as_deref(), Some("MIG-b2"));
+        assert_eq!(
+            r.target,
+            Some(NvmlTarget {
+                gpu_index: 1,
+                mig_index: Some(2)
+            })
+        );
+        assert_eq!(kinds(&r), ["device_enumeration", "device_enumeration"]);
+        assert!(r.warnings[0].message.contains("GPU 0"), "{:?}", r.warnings);
+        assert!(
+            r.warnings[1].message.contains("index 1 of GPU 1"),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
+    fn an_ambiguous_prefix_truncates_like_any_unknown_entry() {
+        let r = cuda(&two_h200(), &env(Some("1,GPU-"), None), 0);
+        assert_eq!(r.info.gpu_uuid.as_deref(), Some("GPU-bbbb-2222"));
+        assert_eq!(kinds(&r), ["visible_devices_truncated"]);
+        assert!(
+            r.warnings[0]
+                .message
+                .contains("GPU-aaaa-1111, GPU-bbbb-2222"),
+            "{:?}",
+            r.warnings
         );
     }
 }
