@@ -289,8 +289,12 @@ impl SamplingPlan {
         };
         SamplingPlan {
             gpu_index,
-            telemetry_period: rate_hz.map(|r| Duration::from_secs_f64(1.0 / r)),
-            gpm_period: options.gpm_interval_s.map(Duration::from_secs_f64),
+            // Rates and intervals were checked at the door (coload_spec); a value no Duration
+            // holds samples nothing rather than panicking.
+            telemetry_period: rate_hz.and_then(|r| Duration::try_from_secs_f64(1.0 / r).ok()),
+            gpm_period: options
+                .gpm_interval_s
+                .and_then(|s| Duration::try_from_secs_f64(s).ok()),
             samples: Vec::with_capacity(if rate_hz.is_some() { capacity } else { 0 }),
             gpm: Vec::with_capacity(scopes),
             device_energy: false,

@@ -75,6 +75,10 @@ struct Stop {
 
 /// Runs one cohort into `dir` (serve workers at `rate` when given, else at --rate); returns its
 /// exit code and experiment id.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one cohort's steps in order: MPS, commands, start, watch, failure or summary"
+)]
 pub(crate) fn run_one(
     cx: &Cx<'_>,
     mix: &Mix,
@@ -445,7 +449,7 @@ fn watch(
                 )),
                 Ok(_) => {}
                 Err(e) => {
-                    console.progress(&format!("warning: cannot abort the cohort: {}", chain(&e)))
+                    console.progress(&format!("warning: cannot abort the cohort: {}", chain(&e)));
                 }
             }
             // Workers at the barrier see the abort within a second; one inside its window
@@ -486,7 +490,7 @@ fn report_failure(
              summarized"
         )),
         None => {
-            console.progress("error: the cohort could not be started whole; it was not summarized")
+            console.progress("error: the cohort could not be started whole; it was not summarized");
         }
     }
     let mut record = failure_record(dir, experiment, workers);

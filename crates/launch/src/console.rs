@@ -16,7 +16,6 @@ pub struct StdConsole;
 
 #[expect(
     clippy::print_stderr,
-    clippy::print_stdout,
     reason = "the console a command-line tool hands the library: its one place that prints"
 )]
 impl Console for StdConsole {

@@ -393,7 +393,7 @@ mod tests {
     #[test]
     fn new_gives_the_defaults() {
         let s = CohortSpec::new(&Mix::parse("train=2").unwrap(), Mode::Timeslice);
-        assert_eq!(s.flags.window_s.get(), 45.0);
+        assert_eq!(s.flags.window_s, crate::Seconds::whole(45));
         assert_eq!(s.flags.batch_size, 32);
         assert_eq!(s.mix().unwrap().len(), 2);
         assert!(s.validate().is_ok());

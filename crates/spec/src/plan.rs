@@ -121,7 +121,7 @@ mod tests {
         assert_eq!(s.serve.max_batch, 8);
         assert!((s.serve.max_queue_delay_ms - 2.5).abs() < 1e-12);
         assert_eq!(s.serve.arrivals, crate::Arrivals::Uniform);
-        assert_eq!(s.flags.window_s.get(), 2.0);
+        assert_eq!(s.flags.window_s, crate::Seconds::whole(2));
         assert_eq!(s.flags.mps_memory.unwrap().bytes(), 20 << 30);
         assert!(s.validate().is_ok());
     }

@@ -76,7 +76,10 @@ fn share() -> impl Strategy<Value = Share> {
     ]
 }
 
-fn model() -> impl Strategy<Value = (Option<ModelDeclaration>, Option<(String, [u32; 3], u32)>)> {
+/// A TorchScript file: its path, input shape and classes.
+type ModelFileFlags = (String, [u32; 3], u32);
+
+fn model() -> impl Strategy<Value = (Option<ModelDeclaration>, Option<ModelFileFlags>)> {
     prop_oneof![
         Just((None, None)),
         prop::sample::select(vec!["resnet18", "resnet50", "mobilenet_v2"])

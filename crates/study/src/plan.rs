@@ -651,6 +651,8 @@ fn what_it_runs(flags: &coload_spec::WorkerFlags, workload: Workload) -> String 
 
 #[cfg(test)]
 mod tests {
+    use coload_spec::Seconds;
+
     use super::*;
 
     const GOOD: &str = r#"
@@ -733,12 +735,18 @@ flags = { window_s = 40 }
         assert!(j("exclusive-train1-r1").baseline);
         assert_eq!(j("mps-train7-r2").count, 7);
         // Flags: plan, then policy, then cohort.
-        assert_eq!(j("timeslice-train4-r1").spec.flags.window_s.get(), 20.0);
-        assert_eq!(j("mps-train4-r1").spec.flags.window_s.get(), 30.0);
-        assert_eq!(j("mps-infer1-train6-r1").spec.flags.window_s.get(), 40.0);
+        assert_eq!(
+            j("timeslice-train4-r1").spec.flags.window_s,
+            Seconds::whole(20)
+        );
+        assert_eq!(j("mps-train4-r1").spec.flags.window_s, Seconds::whole(30));
+        assert_eq!(
+            j("mps-infer1-train6-r1").spec.flags.window_s,
+            Seconds::whole(40)
+        );
         // On a CPU node the [cpu] flags win.
         let cpu = plan.jobs(true);
-        assert_eq!(cpu[6].spec.flags.window_s.get(), 2.0);
+        assert_eq!(cpu[6].spec.flags.window_s, Seconds::whole(2));
         assert_eq!(cpu[6].spec.flags.image_size, 32);
     }
 
@@ -760,7 +768,10 @@ flags = { window_s = 40 }
             }
         }
         assert_eq!(jobs.iter().filter(|j| j.baseline).count(), 2);
-        assert!(jobs.iter().all(|j| j.spec.flags.window_s.get() == 45.0));
+        assert!(
+            jobs.iter()
+                .all(|j| j.spec.flags.window_s == Seconds::whole(45))
+        );
     }
 
     fn refused(text: &str) -> PlanError {
@@ -961,13 +972,6 @@ flags = { window_s = 40 }
 
     #[test]
     fn the_argv_parses_back_into_the_plans_values() {
-        let plan = Plan::parse("good.toml", GOOD).unwrap();
-        let job = plan
-            .jobs(true)
-            .into_iter()
-            .find(|j| j.name == "mps-train7-r2")
-            .unwrap();
-        let argv = cohort_argv(&job, std::path::Path::new("/o"));
         #[derive(clap::Parser)]
         struct Cli {
             #[command(subcommand)]
@@ -982,6 +986,13 @@ flags = { window_s = 40 }
             #[command(flatten)]
             launch: coload_launch::LaunchArgs,
         }
+        let plan = Plan::parse("good.toml", GOOD).unwrap();
+        let job = plan
+            .jobs(true)
+            .into_iter()
+            .find(|j| j.name == "mps-train7-r2")
+            .unwrap();
+        let argv = cohort_argv(&job, std::path::Path::new("/o"));
         let Sub::Run(parsed) = <Cli as clap::Parser>::try_parse_from(&argv).unwrap().run;
         let parsed = parsed.launch;
         // The whole spec comes back, not only the values the plan set.

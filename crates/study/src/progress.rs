@@ -6,15 +6,16 @@
 
 use std::time::Duration;
 
+use coload_launch::Console;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::node::Placement;
 use crate::plan::Job;
 use crate::schedule::{Events, RunResult};
 
-/// Reports the study's progress on stderr.
-#[derive(Debug)]
-pub(crate) struct Progress {
+/// Reports the study's progress: the bar on a terminal's stderr, else lines on the console.
+pub(crate) struct Progress<'a> {
+    console: &'a dyn Console,
     bar: Option<ProgressBar>,
     total: usize,
     done: usize,
@@ -23,10 +24,10 @@ pub(crate) struct Progress {
     weights: Vec<(String, u64)>,
 }
 
-impl Progress {
-    /// A bar when `bar` (stderr is a terminal and it was not turned off), else plain lines.
-    /// `weights`: each cohort to run with its expected seconds.
-    pub(crate) fn new(bar: bool, weights: Vec<(String, u64)>) -> Self {
+impl<'a> Progress<'a> {
+    /// A bar when `bar` (stderr is a terminal and it was not turned off), else plain lines on
+    /// `console`. `weights`: each cohort to run with its expected seconds.
+    pub(crate) fn new(bar: bool, weights: Vec<(String, u64)>, console: &'a dyn Console) -> Self {
         let total_s: u64 = weights.iter().map(|(_, w)| w).sum();
         let bar = bar.then(|| {
             let b = ProgressBar::with_draw_target(Some(total_s), ProgressDrawTarget::stderr());
@@ -41,6 +42,7 @@ impl Progress {
             b
         });
         Progress {
+            console,
             bar,
             total: weights.len(),
             done: 0,
@@ -53,7 +55,7 @@ impl Progress {
     pub(crate) fn line(&self, text: &str) {
         match &self.bar {
             Some(b) => b.println(text),
-            None => eprintln!("{} {text}", clock()),
+            None => self.console.progress(&format!("{} {text}", clock())),
         }
     }
 
@@ -76,7 +78,7 @@ impl Progress {
     }
 }
 
-impl Events for Progress {
+impl Events for Progress<'_> {
     fn started(&mut self, job: &Job, placement: &Placement) {
         self.running.push(job.name.clone());
         if self.bar.is_none() {

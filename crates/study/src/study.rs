@@ -317,7 +317,7 @@ pub fn run(
         .collect();
     let bar = !args.no_progress_bar && std::io::stderr().is_terminal();
     let mut events = StudyEvents {
-        progress: progress::Progress::new(bar, weights),
+        progress: progress::Progress::new(bar, weights, console),
         out: &args.out,
         cohorts: &cohorts_dir,
         index: &mut index,
@@ -565,7 +565,7 @@ fn placement_words(p: &Placement) -> String {
 
 /// Classifies each cohort as it ends, sets failed ones aside, and rewrites the index.
 struct StudyEvents<'a> {
-    progress: progress::Progress,
+    progress: progress::Progress<'a>,
     out: &'a Path,
     cohorts: &'a Path,
     index: &'a mut Index,
