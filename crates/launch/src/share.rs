@@ -17,7 +17,7 @@
 //! check's `not_an_mps_client` and `gpu_shared` say when such processes were there.
 
 use coload_cohort_schema::{DeclaredShare, DeviceChoice, MIB};
-use coload_device::NvmlSource;
+use coload_device::{NvmlSource, Topology, visible};
 use coload_spec::WorkerFlags;
 
 /// Why the share could not be planned.
@@ -186,30 +186,45 @@ pub(crate) fn cohort_devices(
         }
         entries.push((entry, source_name));
     }
-    let mut nvml_handle: Option<Box<dyn NvmlSource>> = None;
+    // UUIDs and prefixes are resolved by coload-device's one resolver, against the node's
+    // topology from NVML (read once, when an entry needs it): the same rules as the worker's
+    // identity (a prefix only if unique; a MIG device is no GPU to share).
+    let mut topology: Option<Topology> = None;
     let mut out = Vec::with_capacity(entries.len());
     for (entry, source_name) in entries {
-        if entry.starts_with("MIG-") {
-            return Err(ShareError::MigDevice { entry });
+        match visible::VisibleEntry::parse(&entry) {
+            Ok(visible::VisibleEntry::Index(index)) => {
+                out.push(index);
+                continue;
+            }
+            // MPS does not run on MIG devices (the device plugin does not offer it there).
+            Ok(visible::VisibleEntry::MigUuid(_) | visible::VisibleEntry::LegacyMig { .. }) => {
+                return Err(ShareError::MigDevice { entry });
+            }
+            _ => {}
         }
-        if let Ok(index) = entry.parse::<u32>() {
-            out.push(index);
-            continue;
-        }
-        if nvml_handle.is_none() {
-            nvml_handle = Some(nvml().map_err(|reason| ShareError::UnknownDevice {
-                entry: entry.clone(),
-                source_name,
-                reason: format!(" (NVML: {reason})"),
-            })?);
-        }
-        let source = nvml_handle.as_deref().expect("set above");
-        let index = find_uuid(source, &entry).ok_or_else(|| ShareError::UnknownDevice {
+        let unknown = |reason: String| ShareError::UnknownDevice {
             entry: entry.clone(),
             source_name,
-            reason: String::new(),
+            reason,
+        };
+        let topology = match &mut topology {
+            Some(t) => &*t,
+            None => {
+                let source = nvml().map_err(|e| unknown(format!(" (NVML: {e})")))?;
+                let t = Topology::from_nvml(source.as_ref())
+                    .map_err(|e| unknown(format!(" (NVML: {e})")))?;
+                &*topology.insert(t)
+            }
+        };
+        let found = visible::resolve_entry(topology, &entry).map_err(|e| match e {
+            visible::ResolveError::Unknown { .. } => unknown(String::new()),
+            other => unknown(format!(" ({other})")),
         })?;
-        out.push(index);
+        match found.as_slice() {
+            [device] if device.mig.is_none() => out.push(device.gpu.index),
+            _ => return Err(ShareError::MigDevice { entry }),
+        }
     }
     out.sort_unstable();
     out.dedup();
@@ -247,12 +262,6 @@ pub(crate) fn plan_cohort(
             .ok_or_else(|| format!("NVML reports no memory size for GPU {index}"))
     };
     plan(flags, &devices, &total)
-}
-
-/// The index of the GPU whose UUID is `uuid` (or starts with it, as CUDA accepts).
-fn find_uuid(nvml: &dyn NvmlSource, uuid: &str) -> Option<u32> {
-    let n = nvml.gpu_count().ok()?;
-    (0..n).find(|i| nvml.gpu(*i).is_ok_and(|g| g.uuid.starts_with(uuid)))
 }
 
 #[cfg(test)]
@@ -400,5 +409,9 @@ mod tests {
             e.to_string().contains("lists no device at ordinal 2"),
             "{e}"
         );
+        // A prefix of two GPUs' UUIDs is refused, as CUDA and the worker's identity refuse it
+        // (this launcher once took the first match).
+        let e = cohort_devices(&v(&["GPU-"]), 1, None, DeviceChoice::Auto, &fake).unwrap_err();
+        assert!(e.to_string().contains("starts the UUIDs of 2 GPUs"), "{e}");
     }
 }

@@ -96,6 +96,9 @@ struct PlanFile {
 struct PolicyFile {
     name: String,
     mode: Mode,
+    /// `mig` / `mig-timeslice`: the MIG profile to place the cohort on (`1g.18gb`); default:
+    /// the profile of which the GPU has the most instances.
+    mig_profile: Option<Spanned<String>>,
     #[serde(default)]
     flags: FlagTable,
 }
@@ -124,6 +127,8 @@ pub struct Policy {
     pub name: String,
     /// Its sharing mode.
     pub mode: Mode,
+    /// The MIG profile its cohorts are placed on, where it names one.
+    pub mig_profile: Option<String>,
     flags: FlagTable,
 }
 
@@ -170,6 +175,8 @@ pub(crate) struct Job {
     pub(crate) workers: String,
     /// Number of workers.
     pub(crate) count: u32,
+    /// The MIG profile its policy places it on, where it names one.
+    pub(crate) mig_profile: Option<String>,
     /// The workload of every replica.
     pub(crate) mix: Mix,
     /// 1-based repeat.
@@ -272,9 +279,35 @@ impl Plan {
                 ));
             }
             check_name("policy", &p.name).map_err(|m| err(Some(span.clone()), m))?;
+            if let Some(profile) = &p.mig_profile {
+                if !matches!(p.mode, Mode::Mig | Mode::MigTimeslice) {
+                    return Err(err(
+                        Some(profile.span()),
+                        format!(
+                            "`mig_profile` places MIG cohorts, but policy `{}` has mode {}",
+                            p.name, p.mode
+                        ),
+                    ));
+                }
+                if coload_device::MigProfile::parse(profile.get_ref()).is_none() {
+                    return Err(err(
+                        Some(profile.span()),
+                        format!(
+                            "`mig_profile = \"{}\"` is no MIG profile (e.g. 1g.18gb, 3g.40gb, \
+                             1g.10gb+me)",
+                            profile.get_ref().escape_debug()
+                        ),
+                    ));
+                }
+            }
             policies.push(Policy {
                 name: p.name.clone(),
                 mode: p.mode,
+                mig_profile: p
+                    .mig_profile
+                    .as_ref()
+                    .and_then(|m| coload_device::MigProfile::parse(m.get_ref()))
+                    .map(|m| m.gpu_instance_profile()),
                 flags: p.flags.clone(),
             });
         }
@@ -571,6 +604,7 @@ fn expand(
                 mode: policy.mode,
                 workers: s.workers.clone(),
                 count: s.mix.len() as u32,
+                mig_profile: policy.mig_profile.clone(),
                 mix: s.mix.clone(),
                 repeat: k,
                 baseline: s.baseline,

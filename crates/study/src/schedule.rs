@@ -120,7 +120,7 @@ pub(crate) fn run<L: Launcher>(
                 }
                 let placed = if cpu {
                     if free.is_empty() {
-                        Err(String::new())
+                        Err(crate::node::NotOffered::NoLanes)
                     } else {
                         node.place(job, &[])
                     }
@@ -134,7 +134,7 @@ pub(crate) fn run<L: Launcher>(
                         // (The study leaves such cohorts out beforehand; this keeps the loop
                         // from waiting forever if one slips through.)
                         let index = pending.remove(i);
-                        results.push((index, RunResult::NotRun(why), None));
+                        results.push((index, RunResult::NotRun(why.to_string()), None));
                         continue;
                     }
                     // Rule 1: not enough free lanes; keep the order.
@@ -370,8 +370,10 @@ policies = ["mps", "exclusive", "timeslice"]
     fn two_gpus() -> Node {
         Node::from_listing(
             "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)\n",
+            None,
             true,
         )
+        .unwrap()
     }
 
     fn schedule(node: &Node, lanes: &[u32], ticks: fn(&Job) -> u32) -> Vec<String> {
@@ -410,7 +412,7 @@ policies = ["mps", "exclusive", "timeslice"]
     #[test]
     fn one_lane_runs_the_queue_in_order_one_at_a_time() {
         let log = schedule(
-            &Node::from_listing("GPU 0: NVIDIA H200 (UUID: GPU-a)\n", true),
+            &Node::from_listing("GPU 0: NVIDIA H200 (UUID: GPU-a)\n", None, true).unwrap(),
             &[0],
             |_| 1,
         );
@@ -517,7 +519,7 @@ policies = ["timeslice"]
             log: Rc::clone(&log),
             ticks: |_| 0,
         };
-        let node = Node::from_listing("GPU 0: X (UUID: GPU-a)\n", true);
+        let node = Node::from_listing("GPU 0: X (UUID: GPU-a)\n", None, true).unwrap();
         let results = run(
             &queue,
             &node,
@@ -547,7 +549,7 @@ policies = ["timeslice"]
             log: Rc::clone(&log),
             ticks: |_| 1000,
         };
-        let node = Node::from_listing("GPU 0: X (UUID: GPU-a)\n", true);
+        let node = Node::from_listing("GPU 0: X (UUID: GPU-a)\n", None, true).unwrap();
         let polls = std::cell::Cell::new(0);
         let results = run(
             &queue,

@@ -93,6 +93,12 @@ pub struct StudyArgs {
     #[arg(long, value_name = "FILE")]
     pub node_listing: Option<PathBuf>,
 
+    /// With --node-listing: that node's `nvidia-smi --query-gpu=index,uuid,mig.mode.current
+    /// --format=csv` output, for its GPUs' MIG mode (a GPU in MIG mode without instances looks
+    /// like a plain GPU in the listing)
+    #[arg(long, value_name = "FILE", requires = "node_listing")]
+    pub node_query: Option<PathBuf>,
+
     /// With --node-listing: that node has nvidia-cuda-mps-control
     #[arg(long, requires = "node_listing")]
     pub node_mps: bool,
@@ -174,14 +180,19 @@ pub fn run(
     interrupted: &AtomicBool,
 ) -> Result<u8, StudyError> {
     let plan = Plan::load(&args.plan)?;
+    let read = |path: &PathBuf| {
+        std::fs::read_to_string(path).map_err(|source| StudyError::Io {
+            what: "cannot read",
+            path: path.clone(),
+            source,
+        })
+    };
     let node = match &args.node_listing {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| StudyError::Io {
-                what: "cannot read",
-                path: path.clone(),
-                source,
-            })?;
-            Node::from_listing(&text, args.node_mps)
+            let listing = read(path)?;
+            let query = args.node_query.as_ref().map(read).transpose()?;
+            Node::from_listing(&listing, query.as_deref(), args.node_mps)
+                .map_err(|e| StudyError::Usage(format!("--node-listing: {e}")))?
         }
         None => Node::detect(),
     };
@@ -217,7 +228,7 @@ pub fn run(
         match node.place(&job, &lanes) {
             Err(why) => {
                 e.outcome = Outcome::NotOffered;
-                e.reason = Some(why);
+                e.reason = Some(why.to_string());
             }
             Ok(_) => match resume::inspect(&cohorts_dir, &job).map_err(StudyError::Usage)? {
                 Found::Complete { experiment } => {
@@ -556,6 +567,13 @@ fn dry_run(items: &[Item], node: &Node, lanes: &[u32], est: &Estimator) -> Strin
 }
 
 fn placement_words(p: &Placement) -> String {
+    if let Some(profile) = &p.mig_profile {
+        return format!(
+            "gpu {} MIG {profile}: {} (per worker)",
+            p.label(),
+            p.per_worker.join(",")
+        );
+    }
     if p.per_worker.is_empty() {
         format!("gpu {}", p.label())
     } else {
