@@ -128,3 +128,12 @@ impl Args {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The spec refuses a `--max-batch` at the door (a plan's line) with the batcher's own limit.
+    #[test]
+    fn the_spec_and_the_batcher_agree_on_the_largest_batch() {
+        assert_eq!(coload_spec::MAX_BATCH, coload_timing::MAX_BATCH_LIMIT);
+    }
+}

@@ -18,6 +18,10 @@ use coload_cohort_schema::{
 use crate::error::SpecError;
 use crate::seconds::Seconds;
 
+/// The largest `--max-batch` a serve worker takes (the batcher's limit in `coload-timing`,
+/// which checks it again where it builds its batch sizes).
+pub const MAX_BATCH: u32 = 1024;
+
 /// The model a worker runs when `--model` is not given: the article's.
 pub const DEFAULT_MODEL: &str = "resnet18";
 

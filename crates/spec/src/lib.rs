@@ -42,6 +42,6 @@ mod seconds;
 pub use argv::{RenderError, error_chain, to_argv};
 pub use cohort::{CapacityFlags, CohortSpec, DEFAULT_SLO_QUANTILE};
 pub use error::SpecError;
-pub use flags::{Arrivals, DEFAULT_MODEL, ServeFlags, WorkerFlags, WorkerPlace};
+pub use flags::{Arrivals, DEFAULT_MODEL, MAX_BATCH, ServeFlags, WorkerFlags, WorkerPlace};
 pub use mix::Mix;
 pub use seconds::{Seconds, SecondsError};
