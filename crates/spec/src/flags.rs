@@ -407,10 +407,13 @@ impl ServeFlags {
                 format!("--slo-ms must be a positive number of milliseconds, got {slo}"),
             ));
         }
-        if self.max_batch == 0 {
+        if !(1..=MAX_BATCH).contains(&self.max_batch) {
             return Err(SpecError::flag(
                 "--max-batch",
-                "--max-batch must be at least 1",
+                format!(
+                    "--max-batch must be between 1 and {MAX_BATCH}, got {}",
+                    self.max_batch
+                ),
             ));
         }
         Ok(())

@@ -727,6 +727,25 @@ mod tests {
         );
     }
 
+    /// The MIG checklist plan: on a MIG node every MIG cohort is placed, and the whole-GPU ones
+    /// are named as not offered.
+    #[test]
+    fn the_mig_check_plan_places_every_mig_cohort() {
+        for fixture_name in ["h200-7x1g18gb", "a100-80gb-7x1g", "h200-node-8x7x1g"] {
+            let node = fixture(fixture_name);
+            let lanes = node.lanes(None).unwrap();
+            for job in Plan::load("mig-check").unwrap().jobs(false) {
+                let placed = node.place(&job, &lanes);
+                match job.mode {
+                    Mode::Mig | Mode::MigTimeslice => {
+                        assert!(placed.is_ok(), "{fixture_name}: {}: {placed:?}", job.name);
+                    }
+                    _ => assert!(placed.is_err(), "{fixture_name}: {}", job.name),
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_cpu_node_runs_solos_and_time_slicing_only() {
         let cpu = node("", true);

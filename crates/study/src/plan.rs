@@ -22,7 +22,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// The built-in plans: name, what it is, and its TOML text.
-pub const BUILTIN: [(&str, &str, &str); 2] = [
+pub const BUILTIN: [(&str, &str, &str); 3] = [
     (
         "article",
         "the article's matrix: solos, 1/2/4/7 homogeneous and 1 inference + 6 training per mode",
@@ -32,6 +32,11 @@ pub const BUILTIN: [(&str, &str, &str); 2] = [
         "quick",
         "a few minutes: solos, 2 trainers and a mixed pair (small shapes on a CPU node)",
         include_str!("../plans/quick.toml"),
+    ),
+    (
+        "mig-check",
+        "the first run on a MIG node: every MIG path in a few minutes",
+        include_str!("../plans/mig-check.toml"),
     ),
 ];
 
@@ -1001,7 +1006,11 @@ flags = { window_s = 40 }
     #[test]
     fn unknown_built_in_names_are_listed() {
         let e = Plan::load("articel").unwrap_err();
-        assert!(e.message.contains("built-in plans: article, quick"), "{e}");
+        assert!(
+            e.message
+                .contains("built-in plans: article, quick, mig-check"),
+            "{e}"
+        );
     }
 
     #[test]
