@@ -139,7 +139,7 @@ fn the_capacity_search_probes_fresh_cohorts_and_keeps_every_probe() {
         .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.min(r))));
     assert_eq!(report.failed_above_per_s, worst, "{report:?}");
     if worst.is_none() {
-        assert_eq!(report.stop, "max_rate_passes");
+        assert_eq!(report.stop, coload_cohort_schema::StopReason::MaxRatePasses);
         assert_eq!(rates, [15.0, 30.0]);
     }
     let text = String::from_utf8_lossy(&o.stdout);

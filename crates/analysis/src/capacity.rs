@@ -20,8 +20,6 @@
 //! bisection halves the bracket's logarithm: from a factor-2 bracket, 5 % needs
 //! `ceil(log2(ln 2 / ln 1.05)) = 4` more.
 
-use std::fmt;
-
 /// How to search.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CapacitySearch {
@@ -39,64 +37,46 @@ pub struct CapacitySearch {
 
 impl CapacitySearch {
     /// Checks the numbers, naming the flag at fault.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), CapacitySearchError> {
         for (name, v) in [
             ("--rate", self.start_per_s),
             ("--rate-min", self.min_per_s),
             ("--rate-max", self.max_per_s),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!(
+                return Err(CapacitySearchError(format!(
                     "{name} must be a positive number of requests per second, got {v}"
-                ));
+                )));
             }
         }
         if !(self.min_per_s <= self.start_per_s && self.start_per_s <= self.max_per_s) {
-            return Err(format!(
+            return Err(CapacitySearchError(format!(
                 "the capacity search needs --rate-min <= --rate <= --rate-max, got {} <= {} <= {}",
                 self.min_per_s, self.start_per_s, self.max_per_s
-            ));
+            )));
         }
         if self.max_probes < 2 {
-            return Err(format!(
+            return Err(CapacitySearchError(format!(
                 "--max-probes must be at least 2 (one passing and one failing rate), got {}",
                 self.max_probes
-            ));
+            )));
         }
         if !(self.tolerance.is_finite() && self.tolerance > 0.0) {
-            return Err(format!(
+            return Err(CapacitySearchError(format!(
                 "--capacity-tolerance must be a positive fraction (0.05 is 5 %), got {}",
                 self.tolerance
-            ));
+            )));
         }
         Ok(())
     }
 }
 
-/// Why the search stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopReason {
-    /// The bracket is within the tolerance.
-    Converged,
-    /// The probe budget ran out first.
-    ProbesExhausted,
-    /// The maximum rate passed: the capacity is at least that.
-    MaxRatePasses,
-    /// The minimum rate failed: the capacity is below it (or the objective cannot be shown at
-    /// this window length).
-    MinRateFails,
-}
+pub use coload_cohort_schema::StopReason;
 
-impl fmt::Display for StopReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            StopReason::Converged => "converged",
-            StopReason::ProbesExhausted => "probes_exhausted",
-            StopReason::MaxRatePasses => "max_rate_passes",
-            StopReason::MinRateFails => "min_rate_fails",
-        })
-    }
-}
+/// Why a capacity search's numbers were refused; the message names the flag at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CapacitySearchError(pub String);
 
 /// What the search found.
 #[derive(Debug, Clone, PartialEq)]
@@ -316,11 +296,12 @@ mod tests {
         assert!(
             s.validate()
                 .unwrap_err()
+                .0
                 .contains("--rate must be a positive")
         );
         let mut s = search(100.0);
         s.min_per_s = 200.0;
-        assert!(s.validate().unwrap_err().contains("--rate-min <= --rate"));
+        assert!(s.validate().unwrap_err().0.contains("--rate-min <= --rate"));
         let mut s = search(100.0);
         s.max_probes = 1;
         assert!(s.validate().is_err());

@@ -123,7 +123,7 @@ fn capacity_rows(out: &Path, index: &Index, warnings: &mut Vec<String>) -> Vec<c
                 quantile: r.quantile,
                 capacity_per_s: r.capacity_per_s,
                 failed_above_per_s: r.failed_above_per_s,
-                stop: r.stop.clone(),
+                stop: r.stop.to_string(),
                 probes: r
                     .probes
                     .iter()

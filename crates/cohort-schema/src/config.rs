@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::error::ValueError;
 use serde::{Deserialize, Serialize};
 
 /// How the GPU allocation unit each worker received is shared with the others.
@@ -51,7 +52,7 @@ impl fmt::Display for Mode {
 }
 
 impl std::str::FromStr for Mode {
-    type Err = String;
+    type Err = ValueError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Mode::ALL
@@ -61,6 +62,7 @@ impl std::str::FromStr for Mode {
                 format!(
                     "unknown mode `{s}` (expected exclusive, mig, timeslice, mig-timeslice or mps)"
                 )
+                .into()
             })
     }
 }
@@ -108,7 +110,7 @@ impl fmt::Display for Workload {
 }
 
 impl std::str::FromStr for Workload {
-    type Err = String;
+    type Err = ValueError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
@@ -116,9 +118,9 @@ impl std::str::FromStr for Workload {
             "infer" => Ok(Workload::Infer),
             "serve" => Ok(Workload::Serve),
             "hog" => Ok(Workload::Hog),
-            _ => Err(format!(
-                "unknown workload `{s}` (expected train, infer, serve or hog)"
-            )),
+            _ => {
+                Err(format!("unknown workload `{s}` (expected train, infer, serve or hog)").into())
+            }
         }
     }
 }
@@ -152,13 +154,13 @@ impl fmt::Display for Precision {
 }
 
 impl std::str::FromStr for Precision {
-    type Err = String;
+    type Err = ValueError;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ValueError> {
         match s {
             "fp32" => Ok(Precision::Fp32),
             "bf16" => Ok(Precision::Bf16),
-            other => Err(format!("unknown precision `{other}` (fp32 or bf16)")),
+            other => Err(format!("unknown precision `{other}` (fp32 or bf16)").into()),
         }
     }
 }
@@ -178,7 +180,7 @@ pub enum DeviceChoice {
 }
 
 impl std::str::FromStr for DeviceChoice {
-    type Err = String;
+    type Err = ValueError;
 
     /// `auto`, `cpu` or `cuda:N` (`cuda` alone means `cuda:0`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -191,7 +193,9 @@ impl std::str::FromStr for DeviceChoice {
                 .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
                 .and_then(|n| n.parse().ok())
                 .map(DeviceChoice::Cuda)
-                .ok_or_else(|| format!("unknown device `{s}` (expected auto, cpu or cuda:N)")),
+                .ok_or_else(|| {
+                    format!("unknown device `{s}` (expected auto, cpu or cuda:N)").into()
+                }),
         }
     }
 }
@@ -229,13 +233,13 @@ impl fmt::Display for Execution {
 }
 
 impl std::str::FromStr for Execution {
-    type Err = String;
+    type Err = ValueError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Execution::ALL
             .into_iter()
             .find(|e| e.as_str() == s)
-            .ok_or_else(|| format!("unknown execution `{s}` (expected eager or cuda-graph)"))
+            .ok_or_else(|| format!("unknown execution `{s}` (expected eager or cuda-graph)").into())
     }
 }
 
@@ -277,7 +281,7 @@ pub enum ModelDeclaration {
 
 impl ModelDeclaration {
     /// The model a worker of `workload` runs, or why the declaration names none for it.
-    pub fn model_for(&self, workload: Workload) -> Result<&str, String> {
+    pub fn model_for(&self, workload: Workload) -> Result<&str, ValueError> {
         match self {
             ModelDeclaration::One(name) => Ok(name),
             ModelDeclaration::PerWorkload(map) => {
@@ -286,6 +290,7 @@ impl ModelDeclaration {
                         "--model `{self}` names no model for {workload} workers; add \
                          {workload}=NAME"
                     )
+                    .into()
                 })
             }
         }
@@ -312,7 +317,7 @@ impl fmt::Display for DeviceChoice {
 }
 
 impl std::str::FromStr for ModelDeclaration {
-    type Err = String;
+    type Err = ValueError;
 
     /// `NAME`, or `workload=NAME` pairs separated by commas. Names are not checked here (the
     /// workload crate knows which models exist).
@@ -328,24 +333,25 @@ impl std::str::FromStr for ModelDeclaration {
                 return Err(format!(
                     "--model `{s}` lists several models; give one, or one per workload \
                      (train=resnet50,infer=resnet18)"
-                ));
+                )
+                .into());
             }
             return Ok(ModelDeclaration::One(s.to_owned()));
         }
         let mut map = BTreeMap::new();
         for part in s.split(',').map(str::trim) {
             let (workload, name) = part.split_once('=').ok_or_else(|| {
-                format!(
+                ValueError::from(format!(
                     "`{part}` in --model is not of the form workload=NAME (e.g. train=resnet50)"
-                )
+                ))
             })?;
             let workload: Workload = workload.trim().parse()?;
             let name = name.trim();
             if name.is_empty() {
-                return Err(format!("--model names no model for {workload} (`{part}`)"));
+                return Err(format!("--model names no model for {workload} (`{part}`)").into());
             }
             if map.insert(workload, name.to_owned()).is_some() {
-                return Err(format!("--model names {workload} twice"));
+                return Err(format!("--model names {workload} twice").into());
             }
         }
         Ok(ModelDeclaration::PerWorkload(map))
@@ -392,14 +398,14 @@ impl<'de> Deserialize<'de> for ModelDeclaration {
 pub struct InputShape(pub [u32; 3]);
 
 impl std::str::FromStr for InputShape {
-    type Err = String;
+    type Err = ValueError;
 
     /// Three positive integers separated by commas (`3,224,224`).
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let bad = || {
-            format!(
+            ValueError::from(format!(
                 "input shape `{text}` is not C,H,W with three positive integers (e.g. 3,224,224)"
-            )
+            ))
         };
         let dims: Vec<u32> = text
             .split(',')
@@ -614,7 +620,7 @@ impl WorkerConfig {
             && declared.get(&self.workload) != Some(&self.model)
         {
             let expected = declared.get(&self.workload).map_or_else(
-                || format!("none declared for {}", self.workload),
+                || format!("none declared for {}", self.workload).into(),
                 |m| format!("{m} (declared for {})", self.workload),
             );
             check("model", self.model.clone(), expected);
@@ -883,6 +889,7 @@ mod tests {
             "graph"
                 .parse::<Execution>()
                 .unwrap_err()
+                .message()
                 .contains("cuda-graph")
         );
     }
@@ -915,6 +922,7 @@ mod tests {
             "time-slice"
                 .parse::<Mode>()
                 .unwrap_err()
+                .message()
                 .contains("time-slice")
         );
     }

@@ -57,3 +57,54 @@ pub enum SchemaError {
         message: String,
     },
 }
+
+/// A flag's or a field's value that does not parse: what was given and what is expected, in one
+/// message (`unknown mode \`slices\` (expected exclusive, mig, ...)`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ValueError {
+    message: String,
+}
+
+impl ValueError {
+    /// The message.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl From<String> for ValueError {
+    fn from(message: String) -> Self {
+        ValueError { message }
+    }
+}
+
+impl From<&str> for ValueError {
+    fn from(message: &str) -> Self {
+        ValueError {
+            message: message.to_owned(),
+        }
+    }
+}
+
+impl From<ValueError> for String {
+    fn from(e: ValueError) -> String {
+        e.message
+    }
+}
+
+/// The message as text (`contains`, `starts_with`), as the `String` it replaces offered.
+impl std::ops::Deref for ValueError {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.message
+    }
+}
+
+impl PartialEq<&str> for ValueError {
+    fn eq(&self, other: &&str) -> bool {
+        self.message == *other
+    }
+}

@@ -52,7 +52,7 @@ pub use config::{
     ConfigDifference, DeviceChoice, Execution, InputShape, Mode, ModelDeclaration, ModelFile,
     Precision, ServeConfig, TORCHSCRIPT_MODEL, WorkerConfig, Workload,
 };
-pub use error::SchemaError;
+pub use error::{SchemaError, ValueError};
 pub use failure::{FailureKind, Stage, Status};
 pub use hog::{HogReport, HogStop, HoldMarker, IsolationOutcome, IsolationResult, TenantOutcome};
 pub use read::{

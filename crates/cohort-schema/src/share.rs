@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::error::ValueError;
 use serde::{Deserialize, Serialize};
 
 /// Bytes per MiB.
@@ -53,7 +54,7 @@ const UNITS: [(&str, u64); 15] = [
 ];
 
 impl std::str::FromStr for ByteSize {
-    type Err = String;
+    type Err = ValueError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let text = s.trim();
@@ -63,30 +64,32 @@ impl std::str::FromStr for ByteSize {
         if number.is_empty() {
             return Err(format!(
                 "`{s}` is not a size: write a whole number with a unit, e.g. 20GiB or 20480MiB"
-            ));
+            )
+            .into());
         }
         if matches!(unit, "K" | "M" | "G" | "T" | "k" | "m" | "g" | "t") {
             return Err(format!(
                 "`{s}` is ambiguous: MPS reads {number}{unit} as binary, Kubernetes as decimal; \
                  write {number}{unit}iB (binary) or {number}{unit}B (decimal)",
                 unit = unit.to_ascii_uppercase()
-            ));
+            )
+            .into());
         }
         let factor = UNITS
             .iter()
             .find(|(name, _)| *name == unit)
             .map(|(_, f)| *f)
             .ok_or_else(|| {
-                format!(
+                ValueError::from(format!(
                     "`{s}` has an unknown unit `{unit}` (use B, KiB, MiB, GiB, TiB, MB, GB, TB)"
-                )
+                ))
             })?;
         number
             .parse::<u64>()
             .ok()
             .and_then(|n| n.checked_mul(factor))
             .map(ByteSize)
-            .ok_or_else(|| format!("`{s}` is more bytes than this tool can count"))
+            .ok_or_else(|| format!("`{s}` is more bytes than this tool can count").into())
     }
 }
 
@@ -293,18 +296,21 @@ mod tests {
             "GiB"
                 .parse::<ByteSize>()
                 .unwrap_err()
+                .message()
                 .contains("not a size")
         );
         assert!(
             "20XB"
                 .parse::<ByteSize>()
                 .unwrap_err()
+                .message()
                 .contains("unknown unit")
         );
         assert!(
             "99999999999TiB"
                 .parse::<ByteSize>()
                 .unwrap_err()
+                .message()
                 .contains("more bytes")
         );
     }

@@ -5,6 +5,7 @@
 //! ratios and fractions are plain numbers.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -544,6 +545,35 @@ pub struct Estimate {
     pub ci95_high: Option<f64>,
 }
 
+/// Why the search stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The bracket is within the tolerance.
+    Converged,
+    /// The probe budget ran out first.
+    ProbesExhausted,
+    /// The maximum rate passed: the capacity is at least that.
+    MaxRatePasses,
+    /// The minimum rate failed: the capacity is below it (or the objective cannot be shown at
+    /// this window length).
+    MinRateFails,
+    /// A probe's cohort did not complete (or the search was interrupted): no answer.
+    ProbeFailed,
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StopReason::Converged => "converged",
+            StopReason::ProbesExhausted => "probes_exhausted",
+            StopReason::MaxRatePasses => "max_rate_passes",
+            StopReason::MinRateFails => "min_rate_fails",
+            StopReason::ProbeFailed => "probe_failed",
+        })
+    }
+}
+
 /// `capacity.json` (`bench-cohort --find-capacity`): the highest offered rate at which the serve
 /// workers met the objective, with the co-located workers running, and every probe.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -566,7 +596,7 @@ pub struct CapacityReport {
     pub failed_above_per_s: Option<f64>,
     /// `converged`, `probes_exhausted`, `max_rate_passes`, `min_rate_fails`, or `probe_failed`
     /// (a cohort did not complete; its folder says why).
-    pub stop: String,
+    pub stop: StopReason,
     /// The search's settings.
     pub tolerance: f64,
     /// The most probes allowed.

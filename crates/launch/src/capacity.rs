@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use coload_analysis::capacity::{CapacitySearch, find_capacity};
+use coload_analysis::capacity::{CapacitySearch, StopReason, find_capacity};
 use coload_cohort_schema::{
     CapacityProbe, CapacityProbeWorker, CapacityReport, CohortSummary, SCHEMA_VERSION, Workload,
     exit, read_document, write_json_atomic,
@@ -36,7 +36,9 @@ fn search(args: &LaunchArgs) -> Result<(CapacitySearch, f64), LauncherError> {
         max_probes: c.max_probes,
         tolerance: c.capacity_tolerance,
     };
-    search.validate().map_err(LauncherError::Usage)?;
+    search
+        .validate()
+        .map_err(|e| LauncherError::Usage(e.to_string()))?;
     Ok((search, slo_ms))
 }
 
@@ -58,7 +60,7 @@ pub(crate) fn run(cx: &Cx<'_>, mix: &Mix) -> Result<u8, LauncherError> {
         quantile,
         capacity_per_s: None,
         failed_above_per_s: None,
-        stop: "probe_failed".to_owned(),
+        stop: StopReason::ProbeFailed,
         tolerance: search.tolerance,
         max_probes: search.max_probes,
         probes: Vec::new(),
@@ -116,7 +118,7 @@ pub(crate) fn run(cx: &Cx<'_>, mix: &Mix) -> Result<u8, LauncherError> {
         Ok(result) => {
             report.capacity_per_s = result.capacity_per_s;
             report.failed_above_per_s = result.failed_above_per_s;
-            report.stop = result.stop.to_string();
+            report.stop = result.stop;
             exit::COMPLETE
         }
         Err(ProbeFailed(code)) => code,

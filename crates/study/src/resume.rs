@@ -166,7 +166,7 @@ pub(crate) fn capacity_of(dir: &Path, job: &Job) -> Result<CapacityReport, Capac
     let r: CapacityReport = coload_cohort_schema::read_document(&path)
         .map_err(|e| CapacityProblem::Unreadable(format!("{}: {e}", path.display())))?;
     check_capacity_matches(dir, &r, job).map_err(CapacityProblem::Mismatch)?;
-    if r.stop == "probe_failed" {
+    if r.stop == coload_cohort_schema::StopReason::ProbeFailed {
         return Err(CapacityProblem::Unfinished(r.probes.len()));
     }
     Ok(r)

@@ -26,7 +26,7 @@ pub struct TorchScriptSpec {
 pub fn parse_input_shape(text: &str) -> Result<[u32; 3], WorkloadError> {
     text.parse::<InputShape>()
         .map(|s| s.0)
-        .map_err(WorkloadError::InvalidOption)
+        .map_err(|e| WorkloadError::InvalidOption(e.into()))
 }
 
 /// Which model a step runs.
