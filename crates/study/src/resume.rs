@@ -60,9 +60,46 @@ pub(crate) struct FailureRecord {
 /// The file a failed cohort's folder holds its [`FailureRecord`] in.
 pub(crate) const FAILURE_FILE: &str = "study-failure.json";
 
+/// How a recorded cohort differs from what the plan asks (mode, mix, window, objective).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Mismatch(String);
+
+/// Why an earlier run's folder cannot be resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    /// The folder holds another cohort's results: they are never overwritten.
+    #[error(
+        "{} holds {what} that is not this plan's `{cohort}` ({why}); give the study another \
+         --out, or move that folder away",
+        .dir.display()
+    )]
+    NotThisPlans {
+        /// The folder.
+        dir: PathBuf,
+        /// `a cohort` or `a capacity search`.
+        what: &'static str,
+        /// The plan's cohort.
+        cohort: String,
+        /// How it differs.
+        why: Mismatch,
+    },
+}
+
+/// Why a summary is not `job`'s.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SummaryProblem {
+    /// It does not read.
+    #[error(transparent)]
+    Unreadable(#[from] coload_analysis::AnalysisError),
+    /// It is another cohort's.
+    #[error(transparent)]
+    Mismatch(#[from] Mismatch),
+}
+
 /// Reads what an earlier run left for `job` under `cohorts`. `Err` is a summary of another
 /// cohort in `job`'s folder.
-pub(crate) fn inspect(cohorts: &Path, job: &Job) -> Result<Found, String> {
+pub(crate) fn inspect(cohorts: &Path, job: &Job) -> Result<Found, ResumeError> {
     let dir = cohorts.join(&job.name);
     let summary = dir.join("summary.json");
     let capacity = dir.join(CAPACITY_FILE);
@@ -74,12 +111,12 @@ pub(crate) fn inspect(cohorts: &Path, job: &Job) -> Result<Found, String> {
                 });
             }
             Err(CapacityProblem::Mismatch(why)) => {
-                return Err(format!(
-                    "{} holds a capacity search that is not this plan's `{}` ({why}); give the \
-                     study another --out, or move that folder away",
-                    dir.display(),
-                    job.name
-                ));
+                return Err(ResumeError::NotThisPlans {
+                    dir,
+                    what: "a capacity search",
+                    cohort: job.name.clone(),
+                    why,
+                });
             }
             // A search that never ended is what an interrupted run leaves: run it again.
             Err(CapacityProblem::Unfinished(_) | CapacityProblem::Unreadable(_)) => {
@@ -90,13 +127,11 @@ pub(crate) fn inspect(cohorts: &Path, job: &Job) -> Result<Found, String> {
     if !job.finds_capacity() && summary.is_file() {
         match read_summary(&summary) {
             Ok(s) => {
-                check_matches(&s, job).map_err(|why| {
-                    format!(
-                        "{} holds a cohort that is not this plan's `{}` ({why}); give the study \
-                         another --out, or move that folder away",
-                        dir.display(),
-                        job.name
-                    )
+                check_matches(&s, job).map_err(|why| ResumeError::NotThisPlans {
+                    dir: dir.clone(),
+                    what: "a cohort",
+                    cohort: job.name.clone(),
+                    why,
                 })?;
                 return Ok(Found::Complete {
                     experiment: s.experiment,
@@ -121,14 +156,12 @@ pub(crate) fn inspect(cohorts: &Path, job: &Job) -> Result<Found, String> {
     Ok(Found::New)
 }
 
-fn read_summary(path: &Path) -> Result<CohortSummary, String> {
-    coload_analysis::load_compare_input(path, &coload_analysis::Options::default())
-        .map(|(s, _)| s)
-        .map_err(|e| e.to_string())
+fn read_summary(path: &Path) -> Result<CohortSummary, coload_analysis::AnalysisError> {
+    coload_analysis::load_compare_input(path, &coload_analysis::Options::default()).map(|(s, _)| s)
 }
 
 /// Reads `path` as a summary of `job`.
-pub(crate) fn summary_of(path: &Path, job: &Job) -> Result<CohortSummary, String> {
+pub(crate) fn summary_of(path: &Path, job: &Job) -> Result<CohortSummary, SummaryProblem> {
     let s = read_summary(path)?;
     check_matches(&s, job)?;
     Ok(s)
@@ -146,13 +179,14 @@ pub(crate) enum CapacityProblem {
     /// run was stopped; the probes it recorded.
     Unfinished(usize),
     /// A search of another cohort (mode, mix, objective or window).
-    Mismatch(String),
+    Mismatch(Mismatch),
 }
 
 impl std::fmt::Display for CapacityProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CapacityProblem::Unreadable(why) | CapacityProblem::Mismatch(why) => f.write_str(why),
+            CapacityProblem::Unreadable(why) => f.write_str(why),
+            CapacityProblem::Mismatch(why) => write!(f, "{why}"),
             CapacityProblem::Unfinished(n) => {
                 write!(f, "the search stopped after {n} probe(s) without an answer")
             }
@@ -191,15 +225,15 @@ pub(crate) fn capacity_answer(r: &CapacityReport) -> String {
 
 /// `Err` says how a capacity search differs from what the plan asks of `job`: its mode, mix,
 /// objective and quantile, and the window of its first probe whose summary reads.
-fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(), String> {
+fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(), Mismatch> {
     check_shape(r.mode, &r.workload_mix, job)?;
     if let Some(slo) = job.spec.serve.slo_ms
         && (r.slo_ms - slo).abs() > 1e-9
     {
-        return Err(format!(
+        return Err(Mismatch(format!(
             "an objective of {} ms where the plan says {slo} ms",
             r.slo_ms
-        ));
+        )));
     }
     let quantile = job
         .spec
@@ -207,10 +241,10 @@ fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(
         .slo_quantile
         .unwrap_or(coload_spec::DEFAULT_SLO_QUANTILE);
     if (r.quantile - quantile).abs() > 1e-9 {
-        return Err(format!(
+        return Err(Mismatch(format!(
             "quantile {} where the plan says {quantile}",
             r.quantile
-        ));
+        )));
     }
     {
         let w = job.spec.flags.window_s.get();
@@ -221,10 +255,10 @@ fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(
         if let Some(s) = probe
             && (s.config.window_s - w).abs() > 1e-9
         {
-            return Err(format!(
+            return Err(Mismatch(format!(
                 "probes with a {} s window where the plan says {w} s",
                 s.config.window_s
-            ));
+            )));
         }
     }
     Ok(())
@@ -235,16 +269,19 @@ fn check_shape(
     mode: Mode,
     mix: &std::collections::BTreeMap<Workload, u32>,
     job: &Job,
-) -> Result<(), String> {
+) -> Result<(), Mismatch> {
     if mode != job.mode {
-        return Err(format!("mode {mode} where the plan says {}", job.mode));
+        return Err(Mismatch(format!(
+            "mode {mode} where the plan says {}",
+            job.mode
+        )));
     }
     if *mix != mix_counts(&job.workers) {
-        return Err(format!(
+        return Err(Mismatch(format!(
             "workers {} where the plan says {}",
             show_mix(mix),
             job.workers
-        ));
+        )));
     }
     Ok(())
 }
@@ -257,14 +294,14 @@ fn show_mix(m: &std::collections::BTreeMap<Workload, u32>) -> String {
 }
 
 /// `Err` says how a summary differs from what the plan asks of `job`.
-fn check_matches(s: &CohortSummary, job: &Job) -> Result<(), String> {
+fn check_matches(s: &CohortSummary, job: &Job) -> Result<(), Mismatch> {
     check_shape(s.mode, &s.workload_mix, job)?;
     let w = job.spec.flags.window_s.get();
     if (s.config.window_s - w).abs() > 1e-9 {
-        return Err(format!(
+        return Err(Mismatch(format!(
             "a {} s window where the plan says {w} s",
             s.config.window_s
-        ));
+        )));
     }
     Ok(())
 }
@@ -355,7 +392,7 @@ mod tests {
     fn a_valid_summary_of_this_cohort_is_complete() {
         let tmp = tempfile::tempdir().unwrap();
         let j = job();
-        assert_eq!(inspect(tmp.path(), &j), Ok(Found::New));
+        assert_eq!(inspect(tmp.path(), &j).unwrap(), Found::New);
         write_summary(
             &tmp.path().join(&j.name),
             "timeslice",
@@ -375,13 +412,23 @@ mod tests {
         let dir = tmp.path().join(&j.name);
         write_summary(&dir, "timeslice", &[("infer", 1), ("train", 6)], 15.0);
         let e = inspect(tmp.path(), &j).unwrap_err();
-        assert!(e.contains("a 15 s window where the plan says 45 s"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("a 15 s window where the plan says 45 s"),
+            "{e}"
+        );
         write_summary(&dir, "mps", &[("infer", 1), ("train", 6)], 45.0);
-        assert!(inspect(tmp.path(), &j).unwrap_err().contains("mode mps"));
+        assert!(
+            inspect(tmp.path(), &j)
+                .unwrap_err()
+                .to_string()
+                .contains("mode mps")
+        );
         write_summary(&dir, "timeslice", &[("train", 7)], 45.0);
         let e = inspect(tmp.path(), &j).unwrap_err();
         assert!(
-            e.contains("workers train=7 where the plan says infer=1,train=6"),
+            e.to_string()
+                .contains("workers train=7 where the plan says infer=1,train=6"),
             "{e}"
         );
     }
@@ -392,9 +439,9 @@ mod tests {
         let j = job();
         let dir = tmp.path().join(&j.name);
         std::fs::create_dir_all(dir.join("worker-0")).unwrap();
-        assert_eq!(inspect(tmp.path(), &j), Ok(Found::Partial));
+        assert_eq!(inspect(tmp.path(), &j).unwrap(), Found::Partial);
         std::fs::write(dir.join("summary.json"), "{\"schema_version\": 1").unwrap();
-        assert_eq!(inspect(tmp.path(), &j), Ok(Found::Partial));
+        assert_eq!(inspect(tmp.path(), &j).unwrap(), Found::Partial);
     }
 
     #[test]
@@ -475,15 +522,15 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let j = capacity_job(10, 25);
         assert!(j.finds_capacity());
-        assert_eq!(inspect(tmp.path(), &j), Ok(Found::New));
+        assert_eq!(inspect(tmp.path(), &j).unwrap(), Found::New);
         write_capacity(&tmp.path().join(&j.name), "min_rate_fails");
         assert_eq!(
-            inspect(tmp.path(), &j),
-            Ok(Found::CapacityComplete {
+            inspect(tmp.path(), &j).unwrap(),
+            Found::CapacityComplete {
                 answer: "capacity below 25 requests/s at p99 <= 25 ms (stop: min_rate_fails, \
                          4 probes)"
                     .into()
-            })
+            }
         );
     }
 
@@ -494,11 +541,11 @@ mod tests {
         let dir = tmp.path().join(&j.name);
         // What the file says while the search runs, and after a probe's cohort failed.
         write_capacity(&dir, "probe_failed");
-        assert_eq!(inspect(tmp.path(), &j), Ok(Found::Partial));
+        assert_eq!(inspect(tmp.path(), &j).unwrap(), Found::Partial);
         std::fs::write(dir.join(CAPACITY_FILE), "{\"schema_version\": 1").unwrap();
-        assert_eq!(inspect(tmp.path(), &j), Ok(Found::Partial));
+        assert_eq!(inspect(tmp.path(), &j).unwrap(), Found::Partial);
         std::fs::remove_file(dir.join(CAPACITY_FILE)).unwrap();
-        assert_eq!(inspect(tmp.path(), &j), Ok(Found::Partial));
+        assert_eq!(inspect(tmp.path(), &j).unwrap(), Found::Partial);
     }
 
     #[test]
@@ -508,13 +555,15 @@ mod tests {
         write_capacity(&tmp.path().join(&j.name), "min_rate_fails");
         let e = inspect(tmp.path(), &j).unwrap_err();
         assert!(
-            e.contains("an objective of 25 ms where the plan says 10 ms"),
+            e.to_string()
+                .contains("an objective of 25 ms where the plan says 10 ms"),
             "{e}"
         );
         let j = capacity_job(45, 25);
         let e = inspect(tmp.path(), &j).unwrap_err();
         assert!(
-            e.contains("probes with a 10 s window where the plan says 45 s"),
+            e.to_string()
+                .contains("probes with a 10 s window where the plan says 45 s"),
             "{e}"
         );
     }

@@ -113,6 +113,9 @@ pub enum StudyError {
     /// The command line or the node does not fit the plan.
     #[error("{0}")]
     Usage(String),
+    /// The study folder holds another study's cohort.
+    #[error(transparent)]
+    Resume(#[from] crate::resume::ResumeError),
     /// A file of the study could not be read or written.
     #[error("{what} {}", .path.display())]
     Io {
@@ -131,7 +134,9 @@ impl StudyError {
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
-            StudyError::Plan(_) | StudyError::Usage(_) => exit::INVALID_INPUT,
+            StudyError::Plan(_) | StudyError::Usage(_) | StudyError::Resume(_) => {
+                exit::INVALID_INPUT
+            }
             StudyError::Io { .. } | StudyError::Write(..) => exit::WRITE_FAILED,
         }
     }
@@ -230,7 +235,7 @@ pub fn run(
                 e.outcome = Outcome::NotOffered;
                 e.reason = Some(why.to_string());
             }
-            Ok(_) => match resume::inspect(&cohorts_dir, &job).map_err(StudyError::Usage)? {
+            Ok(_) => match resume::inspect(&cohorts_dir, &job)? {
                 Found::Complete { experiment } => {
                     e.outcome = Outcome::AlreadyComplete;
                     e.experiment = Some(experiment);
