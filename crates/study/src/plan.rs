@@ -96,6 +96,10 @@ struct PlanFile {
 struct PolicyFile {
     name: String,
     mode: Mode,
+    /// A cluster backend's node for this policy (its `kubernetes.io/hostname`); ignored here.
+    node: Option<String>,
+    /// A cluster backend's resource key for this policy (`nvidia.com/gpu`, ...); ignored here.
+    resource: Option<String>,
     #[serde(default)]
     flags: FlagTable,
 }
@@ -124,6 +128,14 @@ pub struct Policy {
     pub name: String,
     /// Its sharing mode.
     pub mode: Mode,
+    /// The cluster node prepared for it (`node = "gpu-ts-1"`), for a cluster backend; the
+    /// local backend ignores it.
+    pub node: Option<String>,
+    /// The resource key each worker requests there (`resource = "nvidia.com/gpu"`), for a
+    /// cluster backend; the local backend ignores it.
+    pub resource: Option<String>,
+    /// The plan line of its `[[policy]]`, for messages.
+    pub line: usize,
     flags: FlagTable,
 }
 
@@ -160,32 +172,35 @@ struct Shape {
 
 /// One cohort to run: a shape's repeat.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Job {
+pub struct Job {
     /// Folder name under `cohorts/`: `<policy>-<mix>-r<k>`.
-    pub(crate) name: String,
+    pub name: String,
     /// The policy's name.
-    pub(crate) policy: String,
-    pub(crate) mode: Mode,
+    pub policy: String,
+    /// The policy's sharing mode.
+    pub mode: Mode,
     /// The mix as `--workers` takes it.
-    pub(crate) workers: String,
+    pub workers: String,
     /// Number of workers.
-    pub(crate) count: u32,
+    pub count: u32,
     /// The workload of every replica.
-    pub(crate) mix: Mix,
+    pub mix: Mix,
     /// 1-based repeat.
-    pub(crate) repeat: u32,
-    pub(crate) baseline: bool,
+    pub repeat: u32,
+    /// A solo that is its workload's reference.
+    pub baseline: bool,
     /// What the cohort is: the plan's flags, then the policy's, then the cohort's, then the
     /// CPU overrides on a CPU node, laid over the defaults of its mix and mode.
-    pub(crate) spec: CohortSpec,
+    pub spec: CohortSpec,
     /// The plan line of the cohort, for messages.
-    pub(crate) line: usize,
+    pub line: usize,
 }
 
 impl Job {
     /// Whether the job is a capacity search (`find_capacity = true`): one cohort per probe,
     /// `capacity.json` instead of a summary of its own.
-    pub(crate) fn finds_capacity(&self) -> bool {
+    #[must_use]
+    pub fn finds_capacity(&self) -> bool {
         self.spec.capacity.find_capacity
     }
 }
@@ -264,6 +279,7 @@ impl Plan {
         let mut policies: Vec<Policy> = Vec::new();
         for p in &file.policies {
             let span = p.span();
+            let line = line_of(text, span.start);
             let p = p.get_ref();
             if policies.iter().any(|q| q.name == p.name) {
                 return Err(err(
@@ -275,6 +291,9 @@ impl Plan {
             policies.push(Policy {
                 name: p.name.clone(),
                 mode: p.mode,
+                node: p.node.clone(),
+                resource: p.resource.clone(),
+                line,
                 flags: p.flags.clone(),
             });
         }
@@ -509,7 +528,8 @@ impl Plan {
     /// Every cohort to run, in the study's order: the shapes' first repeats in plan order,
     /// then their second repeats, and so on. `cpu`: with the plan's `[cpu]` flags on top and
     /// `--device cpu`.
-    pub(crate) fn jobs(&self, cpu: bool) -> Vec<Job> {
+    #[must_use]
+    pub fn jobs(&self, cpu: bool) -> Vec<Job> {
         if cpu {
             self.cpu_jobs.clone()
         } else {
