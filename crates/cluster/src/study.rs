@@ -224,10 +224,14 @@ pub fn check_offers(
     let mut problems = Vec::new();
     let jobs = plan.jobs(false);
     for p in &plan.policies {
-        let (Some(site), Some(offer)) = (
-            sites.get(&p.name),
-            None.or_else(|| sites.get(&p.name).and_then(|s| offers.get(&s.node))),
-        ) else {
+        let Some(site) = sites.get(&p.name) else {
+            continue;
+        };
+        let Some(offer) = offers.get(&site.node) else {
+            problems.push(format!(
+                "line {}: policy `{}`: node `{}` was not read from the cluster",
+                p.line, p.name, site.node
+            ));
             continue;
         };
         let key = site.resource.as_str();
