@@ -938,4 +938,28 @@ flags = { window_s = 40 }
         assert_eq!(parsed.out, std::path::Path::new("/o"));
         assert!(parsed.quiet);
     }
+
+    #[test]
+    fn a_policy_may_name_its_cluster_node_and_resource_key() {
+        let plan = Plan::parse(
+            "t",
+            "[[policy]]\nname = \"ts\"\nmode = \"timeslice\"\nnode = \"gpu-ts-1\"\n\
+             resource = \"nvidia.com/gpu.shared\"\n[[policy]]\nname = \"ex\"\nmode = \
+             \"exclusive\"\n[[cohort]]\nworkers = \"train=2\"\npolicies = [\"ts\"]\n",
+        )
+        .unwrap();
+        let ts = &plan.policies[0];
+        assert_eq!(ts.node.as_deref(), Some("gpu-ts-1"));
+        assert_eq!(ts.resource.as_deref(), Some("nvidia.com/gpu.shared"));
+        assert_eq!(ts.line, 1);
+        assert_eq!(plan.policies[1].node, None);
+        // A typo is still refused at its line.
+        let e = Plan::parse(
+            "t",
+            "[[policy]]\nname = \"ts\"\nmode = \"timeslice\"\nnodes = \"x\"\n[[cohort]]\n\
+             workers = \"train=1\"\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("nodes"), "{e}");
+    }
 }
