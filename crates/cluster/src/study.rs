@@ -853,3 +853,82 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(name: &str, alloc: &[(&str, &str)], labels: &[(&str, &str)]) -> NodeOffer {
+        NodeOffer {
+            name: name.into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+            allocatable: alloc
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+        }
+    }
+
+    const MIG_PLAN: &str = "[[policy]]\nname = \"mig\"\nmode = \"mig\"\nnode = \"n1\"\n\
+                            resource = \"nvidia.com/gpu\"\n[[cohort]]\nworkers = \"train=3\"\n";
+
+    fn check(alloc: &[(&str, &str)], labels: &[(&str, &str)]) -> Result<(), ClusterError> {
+        let plan = Plan::parse("t", MIG_PLAN).unwrap();
+        let cluster = ClusterArgs {
+            backend: Backend::Kubernetes,
+            kubectl: None,
+            volume_dir: None,
+            image: DEFAULT_IMAGE.into(),
+            namespace: None,
+            job_timeout_s: None,
+            nodes: Vec::new(),
+            resources: Vec::new(),
+        };
+        let sites = sites(&plan, &cluster, false, &coload_launch::QuietConsole).unwrap();
+        let offers = [("n1".to_owned(), offer("n1", alloc, labels))].into();
+        check_offers(&plan, &sites, &offers)
+    }
+
+    #[test]
+    fn mig_needs_a_mig_resource_and_room_for_the_cohort() {
+        // MIG single strategy: the slices are nvidia.com/gpu, and the label says so.
+        assert!(
+            check(
+                &[("nvidia.com/gpu", "7")],
+                &[("nvidia.com/mig.strategy", "single")]
+            )
+            .is_ok()
+        );
+        let e = check(&[("nvidia.com/gpu", "7")], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("advertises no MIG resource"), "{e}");
+        let e = check(
+            &[("nvidia.com/gpu", "2")],
+            &[("nvidia.com/mig.strategy", "single")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("a cohort of 3 workers, but node `n1` allocates 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn policies_on_the_command_line_must_exist_and_be_named_once() {
+        let plan = Plan::parse("t", MIG_PLAN).unwrap();
+        let e = pairs(&plan, "--node", &["mgi=n2".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("has no policy `mgi`"), "{e}");
+        let e = pairs(&plan, "--node", &["mig=a".into(), "mig=b".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("twice"), "{e}");
+        assert!(pairs(&plan, "--node", &["mig".into()]).is_err());
+    }
+}
