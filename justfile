@@ -23,6 +23,8 @@ demo-serve:
 
 # Run every test of the workspace (provisions libtorch first), deploy/ and the dist tarball
 test:
+    # coload-cluster's end-to-end and YAML tests read manifests with .venv-tools' Python (PyYAML)
+    scripts/provision-tools.sh
     {{tl}} cargo test --workspace --all-targets
     {{tl}} cargo test --workspace --doc
     {{just_executable()}} test-deploy

@@ -28,9 +28,10 @@ LAYERS = {
     "coload-workload": 2,
     "coload-launch": 3,
     "coload-study": 4,
-    "bench-worker": 5,
-    "bench-summarize": 5,
-    "bench-cohort": 5,
+    "coload-cluster": 5,
+    "bench-worker": 6,
+    "bench-summarize": 6,
+    "bench-cohort": 6,
 }
 
 

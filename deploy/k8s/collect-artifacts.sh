@@ -15,7 +15,7 @@ usage: collect-artifacts.sh --experiment ID --count N [options]
 Copies /mnt/benchmark-sync/coload-results/ID/worker-<i> (i = 0..N-1) into DIR/worker-<i>.
 
 required:
-  --experiment ID       the cohort's experiment id (printed by launch-job.sh)
+  --experiment ID       the cohort's experiment id (printed by launch-job.sh, or in the Job's coload/experiment label)
   --count N             the cohort size
 
 options:
@@ -49,7 +49,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-[[ -n "$experiment" ]] || die "--experiment is required (the id launch-job.sh printed)"
+[[ -n "$experiment" ]] || die "--experiment is required (the id launch-job.sh printed, or the Job's coload/experiment label)"
 [[ -n "$count" ]] || die "--count is required (the cohort size: every replica must be collected)"
 [[ "$experiment" =~ ^[A-Za-z0-9._-]{1,128}$ && "$experiment" != *..* ]] || die "--experiment '$experiment' is not a valid experiment id"
 [[ "$count" =~ ^[0-9]+$ && $((10#$count)) -ge 1 ]] || die "--count must be a whole number >= 1, got '$count'"

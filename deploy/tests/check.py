@@ -3,14 +3,14 @@ with the tools environment's Python (.venv-tools: polyaxon, kubernetes-validate,
 
 Subcommands (each exits 1 with a message naming the problem):
   connection FILE            Polyaxon agent connection entries, through Polyaxon's own schemas
-  pod-from-component FILE    print the component's container as a Kubernetes Pod (sample params
-                             substituted), for kubernetes-validate --strict
+  pod-from-operation FILE    print a rendered operation's container (its inline component) as a
+                             Kubernetes Pod (Polyaxon's globals substituted), for
+                             kubernetes-validate --strict
   device-plugin FILE         NVIDIA device-plugin configs embedded in a ConfigMap, against the
                              plugin's config API v1 (transcribed below)
   mig-parted FILE            MIG manager layouts embedded in a ConfigMap, against NVIDIA's MIG
                              profile table (below)
-  variants BASE VARIANT...   the Job variants differ from the base only in the GPU resource key
-  job FILE                   the cohort Job's invariants that the schema does not express (enum
+  job FILE...                the rendered cohort Jobs' invariants that the schema does not express (enum
                              values, podFailurePolicy's need for restartPolicy Never, the barrier
                              mount, one GPU unit, completions = parallelism, no retries)
 """
@@ -87,11 +87,12 @@ def check_connection(path):
         fail(f"{path}: no connection named gpu-benchmark-sync")
 
 
-def pod_from_component(path):
-    comp = load(path)
-    params = {i["name"]: i.get("value") for i in comp.get("inputs", [])}
-    params.update(experiment="sample-0001", node_name="gpu-node-1", mode="timeslice",
-                  replica=0, count=7, workload="train")
+def pod_from_operation(path):
+    op = load(path)
+    if op.get("kind") != "operation" or not isinstance(op.get("component"), dict):
+        fail(f"{path}: not an operation with an inline component")
+    comp = op["component"]
+    params = {}
     globals_ = {"run_outputs_path": "/plx-context/artifacts/run/outputs",
                 "uuid": "8aac02e3a62a4f0aaa257c59da5eab80"}
 
@@ -230,27 +231,6 @@ def check_mig_parted(path):
                 fail(f"{where}: needs {compute}/7 compute and {memory}/8 memory slices of {gpu}")
 
 
-def check_variants(base, variants):
-    def normalized(path):
-        lines = []
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.lstrip().startswith("#"):
-                    continue
-                lines.append(re.sub(r"nvidia\.com/[a-z0-9.-]+: 1  # coload:gpu-resource",
-                                    "GPU-RESOURCE", line))
-        return lines
-
-    want = normalized(base)
-    if sum("GPU-RESOURCE" in x for x in want) != 2:
-        fail(f"{base}: expected the GPU resource in requests and limits, each marked # coload:gpu-resource")
-    for v in variants:
-        got = normalized(v)
-        if got != want:
-            diff = next(i for i, (a, b) in enumerate(zip(want + [""], got + [""])) if a != b)
-            fail(f"{v}: differs from {base} beyond the GPU resource key (first at content line {diff + 1}: {got[diff:diff + 1]} vs {want[diff:diff + 1]})")
-
-
 def check_job(path):
     job = load(path)
     spec = job.get("spec", {})
@@ -297,8 +277,8 @@ def main(argv):
     try:
         if cmd == "connection":
             check_connection(args[0])
-        elif cmd == "pod-from-component":
-            pod_from_component(args[0])
+        elif cmd == "pod-from-operation":
+            pod_from_operation(args[0])
         elif cmd == "device-plugin":
             check_device_plugin(args[0])
         elif cmd == "mig-parted":
@@ -306,8 +286,6 @@ def main(argv):
         elif cmd == "job":
             for a in args:
                 check_job(a)
-        elif cmd == "variants":
-            check_variants(args[0], args[1:])
         else:
             print(f"unknown subcommand {cmd}", file=sys.stderr)
             return 2

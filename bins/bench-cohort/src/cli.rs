@@ -6,6 +6,7 @@
 //! command line both parse. `bench-cohort run ...` is the same as the bare form.
 
 use clap::{Parser, Subcommand};
+use coload_cluster::{ClusterArgs, RenderArgs};
 use coload_launch::LaunchArgs;
 use coload_study::StudyArgs;
 
@@ -40,8 +41,20 @@ pub(crate) enum Command {
     /// Run one cohort (the same as giving its flags without a subcommand).
     Run(Box<Run>),
     /// Run a study plan (a TOML file, or the built-in `article` or `quick`): every cohort, in
-    /// an interleaved order, resumable, then the comparison and report.html.
-    Study(StudyArgs),
+    /// an interleaved order, resumable, then the comparison and report.html; on this node, or on
+    /// a Kubernetes cluster (--backend kubernetes), or written out as manifests (--emit DIR).
+    Study(Box<Study>),
+    /// Render one cohort as a Kubernetes Indexed Job or as Polyaxon operations.
+    Render(Box<RenderArgs>),
+}
+
+/// A study, and where its cohorts run.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Study {
+    #[command(flatten)]
+    pub(crate) study: StudyArgs,
+    #[command(flatten)]
+    pub(crate) cluster: ClusterArgs,
 }
 
 /// Run one cohort of bench-worker processes on this node.

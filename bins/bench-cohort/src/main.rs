@@ -1,5 +1,6 @@
 //! bench-cohort: run a whole cohort of bench-worker processes on this machine, then summarize;
-//! or a whole study. The work is `coload-launch` and `coload-study`; this is their glue.
+//! or a whole study; or render a cohort for a cluster. The work is `coload-launch`,
+//! `coload-study` and `coload-cluster`; this is their glue.
 
 mod cli;
 
@@ -19,6 +20,8 @@ enum Error {
     Launch(#[from] coload_launch::LauncherError),
     #[error(transparent)]
     Study(#[from] coload_study::StudyError),
+    #[error(transparent)]
+    Cluster(#[from] coload_cluster::ClusterError),
     #[error("cannot install the Ctrl-C handler")]
     Signals(#[from] ctrlc::Error),
 }
@@ -28,6 +31,7 @@ impl Error {
         match self {
             Error::Launch(e) => e.exit_code(),
             Error::Study(e) => e.exit_code(),
+            Error::Cluster(e) => e.exit_code(),
             Error::Signals(_) => exit::INTERNAL,
         }
     }
@@ -55,7 +59,14 @@ fn run(cli: cli::Cli) -> Result<u8, Error> {
         ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
     }
     Ok(match cli.command {
-        Some(cli::Command::Study(args)) => coload_study::run(&args, &StdConsole, &interrupted)?,
+        Some(cli::Command::Study(s)) => match s.cluster.backend {
+            coload_cluster::Backend::Local => {
+                s.cluster.check_local()?;
+                coload_study::run(&s.study, &StdConsole, &interrupted)?
+            }
+            _ => coload_cluster::run_study(&s.study, &s.cluster, &StdConsole, &interrupted)?,
+        },
+        Some(cli::Command::Render(args)) => coload_cluster::render(&args, &StdConsole)?,
         Some(cli::Command::Run(run)) => coload_launch::run(&run.launch, &StdConsole, &interrupted)?,
         // The bare form. clap's `Option` flatten does not always say whether the run flags were
         // given (it tracks only some of them), so they are parsed again on their own: the same

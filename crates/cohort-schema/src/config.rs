@@ -620,7 +620,7 @@ impl WorkerConfig {
             && declared.get(&self.workload) != Some(&self.model)
         {
             let expected = declared.get(&self.workload).map_or_else(
-                || format!("none declared for {}", self.workload).into(),
+                || format!("none declared for {}", self.workload),
                 |m| format!("{m} (declared for {})", self.workload),
             );
             check("model", self.model.clone(), expected);

@@ -208,14 +208,14 @@ pub(crate) fn cohort_devices(
             source_name,
             reason,
         };
-        let topology = match &mut topology {
-            Some(t) => &*t,
-            None => {
-                let source = nvml().map_err(|e| unknown(format!(" (NVML: {e})")))?;
-                let t = Topology::from_nvml(source.as_ref())
-                    .map_err(|e| unknown(format!(" (NVML: {e})")))?;
-                &*topology.insert(t)
-            }
+        if topology.is_none() {
+            let source = nvml().map_err(|e| unknown(format!(" (NVML: {e})")))?;
+            let t = Topology::from_nvml(source.as_ref())
+                .map_err(|e| unknown(format!(" (NVML: {e})")))?;
+            topology = Some(t);
+        }
+        let Some(topology) = topology.as_ref() else {
+            continue;
         };
         let found = visible::resolve_entry(topology, &entry).map_err(|e| match e {
             visible::ResolveError::Unknown { .. } => unknown(String::new()),

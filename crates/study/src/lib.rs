@@ -10,6 +10,10 @@
 //! end the complete cohorts are compared against the solo baselines and the report is written
 //! ([`coload_analysis::study_report`]).
 //!
+//! Where the cohorts run is a [`Target`]: this node ([`run`]), or a cluster backend's nodes
+//! ([`run_with`], with an [`Offer`] of lanes and a [`Launcher`]; `coload-cluster` implements
+//! both for Kubernetes), under the same contract.
+//!
 //! Layout of `DIR`: `plan.toml` (the plan's text), `index.json`, `cohorts/<name>/` per cohort
 //! (bench-cohort's folder plus `cohort.log`), `cohorts/<name>.failed-<k>/` for failed runs,
 //! `report/` (`comparison.json`, `comparison.md`, `report.html`).
@@ -22,5 +26,7 @@ mod schedule;
 mod study;
 mod table;
 
-pub use plan::{BUILTIN, Plan, PlanError};
-pub use study::{STUDY_UNFINISHED, StudyArgs, StudyError, run};
+pub use node::{NotOffered, Offer, Placement};
+pub use plan::{BUILTIN, Job, Plan, PlanError, Policy};
+pub use schedule::{Ended, Launcher, Running};
+pub use study::{STUDY_UNFINISHED, StudyArgs, StudyError, Target, run, run_with};

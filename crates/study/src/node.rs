@@ -47,22 +47,23 @@ pub(crate) struct Node {
 /// Where a cohort runs: the lanes (GPU indices) it holds while it runs, and how its workers are
 /// placed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Placement {
-    /// GPU indices held (empty on a CPU node).
-    pub(crate) gpus: Vec<u32>,
+pub struct Placement {
+    /// Lanes held: GPU indices on this node (empty on a CPU node), or a cluster backend's
+    /// node numbers.
+    pub gpus: Vec<u32>,
     /// `CUDA_VISIBLE_DEVICES` for the whole cohort (one GPU), if any.
-    pub(crate) visible: Option<String>,
+    pub visible: Option<String>,
     /// `--visible-devices`, one entry per worker, if the workers are pinned one by one.
-    pub(crate) per_worker: Vec<String>,
+    pub per_worker: Vec<String>,
     /// The host allows one such cohort at a time (MPS).
-    pub(crate) host_exclusive: bool,
+    pub host_exclusive: bool,
     /// The MIG profile of the devices, for a MIG cohort.
-    pub(crate) mig_profile: Option<String>,
+    pub mig_profile: Option<String>,
 }
 
 /// Why the node does not offer a cohort (the index's `not_offered` reason).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum NotOffered {
+pub enum NotOffered {
     /// A CPU node: what needs a GPU.
     #[error("{0}; this node has none")]
     NoGpu(String),
@@ -106,6 +107,25 @@ pub(crate) enum NotOffered {
     /// No lanes.
     #[error("no GPU lanes")]
     NoLanes,
+}
+
+/// What the lanes are and where a cohort fits: this node's GPUs ([`Node`]), or a
+/// cluster's nodes.
+pub trait Offer {
+    /// No GPU: one lane, the CPU, one cohort at a time.
+    fn is_cpu(&self) -> bool;
+    /// Where `job` runs on the `free` lanes, or why it cannot.
+    fn place(&self, job: &Job, free: &[u32]) -> Result<Placement, String>;
+}
+
+impl Offer for Node {
+    fn is_cpu(&self) -> bool {
+        Node::is_cpu(self)
+    }
+
+    fn place(&self, job: &Job, free: &[u32]) -> Result<Placement, String> {
+        Node::place(self, job, free).map_err(|e| e.to_string())
+    }
 }
 
 impl Node {
@@ -456,7 +476,8 @@ impl Placement {
     }
 
     /// The lanes as people read them: `0`, `0,1`, or `cpu`.
-    pub(crate) fn label(&self) -> String {
+    #[must_use]
+    pub fn label(&self) -> String {
         if self.gpus.is_empty() {
             "cpu".to_owned()
         } else {

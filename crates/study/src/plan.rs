@@ -104,6 +104,10 @@ struct PolicyFile {
     /// `mig` / `mig-timeslice`: the MIG profile to place the cohort on (`1g.18gb`); default:
     /// the profile of which the GPU has the most instances.
     mig_profile: Option<Spanned<String>>,
+    /// A cluster backend's node for this policy (its `kubernetes.io/hostname`); ignored here.
+    node: Option<String>,
+    /// A cluster backend's resource key for this policy (`nvidia.com/gpu`, ...); ignored here.
+    resource: Option<String>,
     #[serde(default)]
     flags: FlagTable,
 }
@@ -134,6 +138,14 @@ pub struct Policy {
     pub mode: Mode,
     /// The MIG profile its cohorts are placed on, where it names one.
     pub mig_profile: Option<String>,
+    /// The cluster node prepared for it (`node = "gpu-ts-1"`), for a cluster backend; the
+    /// local backend ignores it.
+    pub node: Option<String>,
+    /// The resource key each worker requests there (`resource = "nvidia.com/gpu"`), for a
+    /// cluster backend; the local backend ignores it.
+    pub resource: Option<String>,
+    /// The plan line of its `[[policy]]`, for messages.
+    pub line: usize,
     flags: FlagTable,
 }
 
@@ -170,34 +182,37 @@ struct Shape {
 
 /// One cohort to run: a shape's repeat.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Job {
+pub struct Job {
     /// Folder name under `cohorts/`: `<policy>-<mix>-r<k>`.
-    pub(crate) name: String,
+    pub name: String,
     /// The policy's name.
-    pub(crate) policy: String,
-    pub(crate) mode: Mode,
+    pub policy: String,
+    /// The policy's sharing mode.
+    pub mode: Mode,
     /// The mix as `--workers` takes it.
-    pub(crate) workers: String,
+    pub workers: String,
     /// Number of workers.
-    pub(crate) count: u32,
+    pub count: u32,
     /// The MIG profile its policy places it on, where it names one.
-    pub(crate) mig_profile: Option<String>,
+    pub mig_profile: Option<String>,
     /// The workload of every replica.
-    pub(crate) mix: Mix,
+    pub mix: Mix,
     /// 1-based repeat.
-    pub(crate) repeat: u32,
-    pub(crate) baseline: bool,
+    pub repeat: u32,
+    /// A solo that is its workload's reference.
+    pub baseline: bool,
     /// What the cohort is: the plan's flags, then the policy's, then the cohort's, then the
     /// CPU overrides on a CPU node, laid over the defaults of its mix and mode.
-    pub(crate) spec: CohortSpec,
+    pub spec: CohortSpec,
     /// The plan line of the cohort, for messages.
-    pub(crate) line: usize,
+    pub line: usize,
 }
 
 impl Job {
     /// Whether the job is a capacity search (`find_capacity = true`): one cohort per probe,
     /// `capacity.json` instead of a summary of its own.
-    pub(crate) fn finds_capacity(&self) -> bool {
+    #[must_use]
+    pub fn finds_capacity(&self) -> bool {
         self.spec.capacity.find_capacity
     }
 }
@@ -276,6 +291,7 @@ impl Plan {
         let mut policies: Vec<Policy> = Vec::new();
         for p in &file.policies {
             let span = p.span();
+            let line = line_of(text, span.start);
             let p = p.get_ref();
             if policies.iter().any(|q| q.name == p.name) {
                 return Err(err(
@@ -313,6 +329,9 @@ impl Plan {
                     .as_ref()
                     .and_then(|m| coload_device::MigProfile::parse(m.get_ref()))
                     .map(|m| m.gpu_instance_profile()),
+                node: p.node.clone(),
+                resource: p.resource.clone(),
+                line,
                 flags: p.flags.clone(),
             });
         }
@@ -547,7 +566,8 @@ impl Plan {
     /// Every cohort to run, in the study's order: the shapes' first repeats in plan order,
     /// then their second repeats, and so on. `cpu`: with the plan's `[cpu]` flags on top and
     /// `--device cpu`.
-    pub(crate) fn jobs(&self, cpu: bool) -> Vec<Job> {
+    #[must_use]
+    pub fn jobs(&self, cpu: bool) -> Vec<Job> {
         if cpu {
             self.cpu_jobs.clone()
         } else {
@@ -1046,5 +1066,29 @@ flags = { window_s = 40 }
         assert_eq!(parsed.spec.mix().unwrap().len(), 7);
         assert_eq!(parsed.out, std::path::Path::new("/o"));
         assert!(parsed.quiet);
+    }
+
+    #[test]
+    fn a_policy_may_name_its_cluster_node_and_resource_key() {
+        let plan = Plan::parse(
+            "t",
+            "[[policy]]\nname = \"ts\"\nmode = \"timeslice\"\nnode = \"gpu-ts-1\"\n\
+             resource = \"nvidia.com/gpu.shared\"\n[[policy]]\nname = \"ex\"\nmode = \
+             \"exclusive\"\n[[cohort]]\nworkers = \"train=2\"\npolicies = [\"ts\"]\n",
+        )
+        .unwrap();
+        let ts = &plan.policies[0];
+        assert_eq!(ts.node.as_deref(), Some("gpu-ts-1"));
+        assert_eq!(ts.resource.as_deref(), Some("nvidia.com/gpu.shared"));
+        assert_eq!(ts.line, 1);
+        assert_eq!(plan.policies[1].node, None);
+        // A typo is still refused at its line.
+        let e = Plan::parse(
+            "t",
+            "[[policy]]\nname = \"ts\"\nmode = \"timeslice\"\nnodes = \"x\"\n[[cohort]]\n\
+             workers = \"train=1\"\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("nodes"), "{e}");
     }
 }

@@ -15,23 +15,27 @@
 //! 4. A time budget, when given: a cohort that would not end within it is not started, nor is
 //!    anything after it; they are left for the next run of the study.
 //!
-//! The processes are behind [`Launcher`], so the rules are tested without workers.
+//! The processes are behind [`Launcher`], so the rules are tested without workers; what a lane
+//! is and where a cohort fits is behind [`Offer`], so the same rules run a study on this node's
+//! GPUs or on the nodes of a cluster (`coload-cluster`, where each node is a lane).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::node::{Node, Placement};
+use crate::node::{Offer, Placement};
 use crate::plan::Job;
 
-/// How a cohort process ended.
+/// How a cohort ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ended {
-    /// Its exit code; `None` when a signal ended it.
-    pub(crate) code: Option<i32>,
+pub struct Ended {
+    /// Its exit code (bench-cohort's, or the cluster backend's equivalent); `None` when a
+    /// signal ended it.
+    pub code: Option<i32>,
 }
 
-/// A started cohort.
-pub(crate) trait Running {
+/// A started cohort. When it ends, its folder holds `summary.json` (exit 0) or the
+/// `failure.json` that says why.
+pub trait Running {
     /// `Some` once it has ended.
     fn poll(&mut self) -> Option<Ended>;
     /// Asks it to stop (it is interrupted, finishes its workers' reports and exits).
@@ -39,11 +43,12 @@ pub(crate) trait Running {
 }
 
 /// Starts cohorts.
-pub(crate) trait Launcher {
+pub trait Launcher {
     /// The handle of a started cohort.
     type Run: Running;
-    /// Starts `job` at `placement`.
-    fn start(&mut self, job: &Job, placement: &Placement) -> std::io::Result<Self::Run>;
+    /// Starts `job` at `placement`, its folder `dir` (`cohorts/<name>/`).
+    fn start(&mut self, job: &Job, placement: &Placement, dir: &Path)
+    -> std::io::Result<Self::Run>;
 }
 
 /// What the scheduler reports as it goes.
@@ -82,7 +87,8 @@ pub(crate) trait Estimate {
 )]
 pub(crate) fn run<L: Launcher>(
     queue: &[&Job],
-    node: &Node,
+    node: &dyn Offer,
+    cohorts: &Path,
     lanes: &[u32],
     launcher: &mut L,
     events: &mut dyn Events,
@@ -120,7 +126,7 @@ pub(crate) fn run<L: Launcher>(
                 }
                 let placed = if cpu {
                     if free.is_empty() {
-                        Err(crate::node::NotOffered::NoLanes)
+                        Err(crate::node::NotOffered::NoLanes.to_string())
                     } else {
                         node.place(job, &[])
                     }
@@ -134,7 +140,7 @@ pub(crate) fn run<L: Launcher>(
                         // (The study leaves such cohorts out beforehand; this keeps the loop
                         // from waiting forever if one slips through.)
                         let index = pending.remove(i);
-                        results.push((index, RunResult::NotRun(why.to_string()), None));
+                        results.push((index, RunResult::NotRun(why), None));
                         continue;
                     }
                     // Rule 1: not enough free lanes; keep the order.
@@ -167,7 +173,7 @@ pub(crate) fn run<L: Launcher>(
                 };
                 free.retain(|l| !held.contains(l));
                 events.started(job, &placement);
-                match launcher.start(job, &placement) {
+                match launcher.start(job, &placement, &cohorts.join(&job.name)) {
                     Ok(run) => running.push((index, run, placement, Instant::now())),
                     Err(e) => {
                         free.extend(held);
@@ -212,13 +218,11 @@ pub(crate) fn run<L: Launcher>(
 /// Runs `job` as a `bench-cohort` process of its own (`bin`), its stdout and stderr into
 /// `<dir>/cohort.log`.
 #[derive(Debug)]
-pub(crate) struct ProcessLauncher<'a> {
+pub(crate) struct ProcessLauncher {
     /// The bench-cohort executable.
     pub(crate) bin: std::path::PathBuf,
     /// The bench-worker executable, passed on.
     pub(crate) worker_bin: std::path::PathBuf,
-    /// `cohorts/`.
-    pub(crate) cohorts: &'a Path,
 }
 
 /// A running `bench-cohort` process.
@@ -246,15 +250,14 @@ impl Running for Process {
     }
 }
 
-impl Launcher for ProcessLauncher<'_> {
+impl Launcher for ProcessLauncher {
     type Run = Process;
 
-    fn start(&mut self, job: &Job, placement: &Placement) -> std::io::Result<Process> {
-        let dir = self.cohorts.join(&job.name);
-        std::fs::create_dir_all(&dir)?;
+    fn start(&mut self, job: &Job, placement: &Placement, dir: &Path) -> std::io::Result<Process> {
+        std::fs::create_dir_all(dir)?;
         let log = std::fs::File::create(dir.join("cohort.log"))?;
         let log_err = log.try_clone()?;
-        let argv = crate::plan::cohort_argv(job, &dir);
+        let argv = crate::plan::cohort_argv(job, dir);
         let mut cmd = std::process::Command::new(&self.bin);
         cmd.args(&argv[1..])
             .arg("--worker-bin")
@@ -284,6 +287,7 @@ mod tests {
     use std::rc::Rc;
 
     use super::*;
+    use crate::node::Node;
     use crate::plan::Plan;
 
     /// A stand-in cohort that ends after `ticks` polls with `code`.
@@ -318,7 +322,7 @@ mod tests {
 
     impl Launcher for FakeLauncher {
         type Run = Fake;
-        fn start(&mut self, job: &Job, p: &Placement) -> std::io::Result<Fake> {
+        fn start(&mut self, job: &Job, p: &Placement, _: &Path) -> std::io::Result<Fake> {
             self.log
                 .borrow_mut()
                 .push(format!("start {} on {}", job.name, p.label()));
@@ -397,6 +401,7 @@ policies = ["mps", "exclusive", "timeslice"]
         let results = run(
             &queue,
             node,
+            Path::new("cohorts"),
             lanes,
             &mut launcher,
             &mut NoEvents,
@@ -523,6 +528,7 @@ policies = ["timeslice"]
         let results = run(
             &queue,
             &node,
+            Path::new("cohorts"),
             &[0],
             &mut launcher,
             &mut NoEvents,
@@ -554,6 +560,7 @@ policies = ["timeslice"]
         let results = run(
             &queue,
             &node,
+            Path::new("cohorts"),
             &[0],
             &mut launcher,
             &mut NoEvents,

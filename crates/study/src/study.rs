@@ -24,10 +24,10 @@ use coload_cohort_schema::{CohortFailure, exit, files};
 use coload_launch::{Console, INTERRUPTED};
 use coload_spec::Seconds;
 
-use crate::node::{Node, Placement};
+use crate::node::{Node, Offer, Placement};
 use crate::plan::{Job, Plan, PlanError};
 use crate::resume::{FAILURE_FILE, FailureRecord, Found};
-use crate::schedule::{Estimate, Events, RunResult};
+use crate::schedule::{Estimate, Events, Launcher, RunResult};
 use crate::{progress, resume, schedule};
 
 /// Exit code of a study that stopped before its end because of `--time-budget-s`: run the same
@@ -53,8 +53,13 @@ pub struct StudyArgs {
 
     /// Study folder: index.json, cohorts/<name>/ per cohort, report/ (report.html). Run the
     /// same command again to resume: complete cohorts are skipped
-    #[arg(long)]
-    pub out: PathBuf,
+    #[arg(long, required_unless_present = "emit")]
+    pub out: Option<PathBuf>,
+
+    /// With a cluster backend (--backend kubernetes or polyaxon): write every cohort's manifests
+    /// into this new folder and run nothing (for review or GitOps)
+    #[arg(long, value_name = "DIR")]
+    pub emit: Option<PathBuf>,
 
     /// Run again the cohorts that failed in an earlier run (their folders are kept, renamed
     /// <name>.failed-<k>)
@@ -174,17 +179,41 @@ fn relative(out: &Path, p: &Path) -> String {
     p.strip_prefix(out).unwrap_or(p).display().to_string()
 }
 
-/// Runs the study; returns the exit code.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the study's steps in order: plan, node, resume, run, index, report"
-)]
+/// Where a study's cohorts run, for [`run_with`]: the lanes, what fits on them, what starts a
+/// cohort, and a line saying what all that is (for the index and the report).
+#[derive(Debug)]
+pub struct Target<'a, L> {
+    /// Which lanes a cohort needs, or why it cannot run here.
+    pub offer: &'a dyn Offer,
+    /// Every lane.
+    pub lanes: Vec<u32>,
+    /// The cohorts run on the CPU (the plan's `[cpu]` flags apply).
+    pub cpu: bool,
+    /// What runs the cohorts, in one line: this node's GPUs, or the cluster's nodes.
+    pub describe: String,
+    /// Starts a cohort.
+    pub launcher: L,
+}
+
+impl std::fmt::Debug for dyn Offer + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Offer")
+    }
+}
+
+/// Runs the study on this node; returns the exit code.
 pub fn run(
     args: &StudyArgs,
     console: &dyn Console,
     interrupted: &AtomicBool,
 ) -> Result<u8, StudyError> {
     let plan = Plan::load(&args.plan)?;
+    if args.emit.is_some() {
+        return Err(StudyError::Usage(
+            "--emit writes a cluster backend's manifests: give --backend kubernetes or polyaxon"
+                .into(),
+        ));
+    }
     let read = |path: &PathBuf| {
         std::fs::read_to_string(path).map_err(|source| StudyError::Io {
             what: "cannot read",
@@ -217,13 +246,64 @@ pub fn run(
         visible_indices()
     };
     let lanes = node.lanes(wanted.as_deref()).map_err(StudyError::Usage)?;
+    let worker_bin = match &args.worker_bin {
+        Some(p) => p.clone(),
+        None => sibling("bench-worker")?,
+    };
+    if !args.dry_run && !worker_bin.exists() {
+        return Err(StudyError::Usage(format!(
+            "bench-worker not found at {} (build it, or pass --worker-bin)",
+            worker_bin.display()
+        )));
+    }
+    let launcher = schedule::ProcessLauncher {
+        bin: sibling("bench-cohort")?,
+        worker_bin,
+    };
+    let node_line = node.describe();
+    let target = Target {
+        offer: &node,
+        lanes,
+        cpu,
+        describe: node_line,
+        launcher,
+    };
+    run_with(args, &plan, target, console, interrupted)
+}
+
+/// Runs the study on `target` (this node, or a cluster backend's nodes); returns the exit code.
+/// The contract is the same wherever the cohorts run: the plan's interleaved order, resume
+/// (complete cohorts are skipped, failed ones kept), the index after every cohort, a failed
+/// cohort's reason from its `failure.json`, and the report.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the study's steps in order: plan, resume, run, index, report"
+)]
+pub fn run_with<L: Launcher>(
+    args: &StudyArgs,
+    plan: &Plan,
+    target: Target<'_, L>,
+    console: &dyn Console,
+    interrupted: &AtomicBool,
+) -> Result<u8, StudyError> {
+    let Target {
+        offer: node,
+        lanes,
+        cpu,
+        describe: node_line,
+        mut launcher,
+    } = target;
+    let out = args
+        .out
+        .as_deref()
+        .ok_or_else(|| StudyError::Usage("--out is required to run a study".into()))?;
     let mut jobs = plan.jobs(cpu);
     if let Some(w) = args.window_s {
         for j in &mut jobs {
             j.spec.flags.window_s = w;
         }
     }
-    let cohorts_dir = args.out.join("cohorts");
+    let cohorts_dir = out.join("cohorts");
 
     // What the node offers and what earlier runs left.
     let mut items: Vec<Item> = Vec::new();
@@ -233,7 +313,7 @@ pub fn run(
         match node.place(&job, &lanes) {
             Err(why) => {
                 e.outcome = Outcome::NotOffered;
-                e.reason = Some(why.to_string());
+                e.reason = Some(why);
             }
             Ok(_) => match resume::inspect(&cohorts_dir, &job)? {
                 Found::Complete { experiment } => {
@@ -245,7 +325,7 @@ pub fn run(
                     e.capacity = Some(answer);
                 }
                 Found::Failed { dirs, last } => {
-                    e.failed_dirs = dirs.iter().map(|d| relative(&args.out, d)).collect();
+                    e.failed_dirs = dirs.iter().map(|d| relative(out, d)).collect();
                     if args.retry_failed {
                         queued = true;
                     } else {
@@ -268,7 +348,7 @@ pub fn run(
                         console.progress(&format!(
                             "{}: an earlier run left it unfinished; kept as {} and run again",
                             job.name,
-                            relative(&args.out, &to)
+                            relative(out, &to)
                         ));
                     }
                     queued = true;
@@ -287,25 +367,24 @@ pub fn run(
         setup_s: Cell::new(if cpu { SETUP_S_CPU } else { SETUP_S_GPU }),
         measured: Cell::new((0.0, 0)),
     };
-    let node_line = node.describe();
     let lanes_line = if cpu {
         "the CPU, one cohort at a time".to_owned()
     } else {
-        format!("GPU(s) {lanes:?}")
+        format!("{lanes:?}")
     };
     console.progress(&format!(
-        "study `{}` ({}): {} cohorts planned; this node: {node_line}; lanes: {lanes_line}",
+        "study `{}` ({}): {} cohorts planned; runs on: {node_line}; lanes: {lanes_line}",
         plan.name,
         plan.description.as_deref().unwrap_or(&plan.source),
         items.len()
     ));
     if args.dry_run {
-        console.output(&dry_run(&items, &node, &lanes, &estimator));
+        console.output(&dry_run(&items, node, &lanes, &estimator));
         return Ok(exit::COMPLETE);
     }
 
     create_dir(&cohorts_dir)?;
-    write_file(&args.out.join("plan.toml"), plan.text.as_bytes())?;
+    write_file(&out.join("plan.toml"), plan.text.as_bytes())?;
     let mut index = Index {
         schema_version: INDEX_VERSION,
         plan: plan.name.clone(),
@@ -314,18 +393,8 @@ pub fn run(
         lanes: lanes.clone(),
         cohorts: items.iter().map(|i| i.entry.clone()).collect(),
     };
-    write_index(&args.out, &index)?;
+    write_index(out, &index)?;
 
-    let worker_bin = match &args.worker_bin {
-        Some(p) => p.clone(),
-        None => sibling("bench-worker")?,
-    };
-    if !worker_bin.exists() {
-        return Err(StudyError::Usage(format!(
-            "bench-worker not found at {} (build it, or pass --worker-bin)",
-            worker_bin.display()
-        )));
-    }
     let queue: Vec<&Job> = items.iter().filter(|i| i.queued).map(|i| &i.job).collect();
     let weights = queue
         .iter()
@@ -334,17 +403,12 @@ pub fn run(
     let bar = !args.no_progress_bar && std::io::stderr().is_terminal();
     let mut events = StudyEvents {
         progress: progress::Progress::new(bar, weights, console),
-        out: &args.out,
+        out,
         cohorts: &cohorts_dir,
         index: &mut index,
         estimator: &estimator,
         interrupted,
         write_error: None,
-    };
-    let mut launcher = schedule::ProcessLauncher {
-        bin: sibling("bench-cohort")?,
-        worker_bin,
-        cohorts: &cohorts_dir,
     };
     events.progress.line(&format!(
         "{} to run ({} already complete, {} failed earlier, {} not offered); expected about {}",
@@ -361,12 +425,13 @@ pub fn run(
             .iter()
             .filter(|i| i.entry.outcome == Outcome::NotOffered)
             .count(),
-        minutes(expected_wall_s(&queue, &node, &lanes, &estimator))
+        minutes(expected_wall_s(&queue, node, &lanes, &estimator))
     ));
     let budget = args.time_budget_s.map(Seconds::duration);
     let results = schedule::run(
         &queue,
-        &node,
+        node,
+        &cohorts_dir,
         &lanes,
         &mut launcher,
         &mut events,
@@ -388,11 +453,11 @@ pub fn run(
             }
         }
     }
-    write_index(&args.out, &index)?;
+    write_index(out, &index)?;
     console.output(&format!("{}\n", crate::table::table(&index)));
-    console.progress(&format!("wrote {}", args.out.join("index.json").display()));
+    console.progress(&format!("wrote {}", out.join("index.json").display()));
 
-    report(&args.out, &plan, &node_line, &index, console)?;
+    report(out, plan, &node_line, &index, console)?;
 
     let has = |o: Outcome| index.cohorts.iter().any(|e| e.outcome == o);
     Ok(
@@ -492,7 +557,7 @@ impl Estimator {
 /// Wall seconds for `queue` on `lanes`: greedy list scheduling of the estimates, with MPS
 /// cohorts one at a time and multi-GPU cohorts holding their lanes (the scheduler's rules,
 /// approximately).
-fn expected_wall_s(queue: &[&Job], node: &Node, lanes: &[u32], est: &dyn Estimate) -> f64 {
+fn expected_wall_s(queue: &[&Job], node: &dyn Offer, lanes: &[u32], est: &dyn Estimate) -> f64 {
     let n = lanes.len().max(1);
     let mut lane_free = vec![0.0f64; n];
     let mut host_free = 0.0f64;
@@ -522,7 +587,7 @@ fn minutes(s: f64) -> String {
     format!("{:.0} min ({:.0} s)", s / 60.0, s)
 }
 
-fn dry_run(items: &[Item], node: &Node, lanes: &[u32], est: &Estimator) -> String {
+fn dry_run(items: &[Item], node: &dyn Offer, lanes: &[u32], est: &Estimator) -> String {
     let mut out = String::from("order  cohort  workers  where  state  expected s\n");
     let mut k = 0;
     for i in items {
@@ -664,7 +729,7 @@ impl Events for StudyEvents<'_> {
             RunResult::StartFailed(why) => (
                 Outcome::Failed,
                 None,
-                Some(format!("could not start bench-cohort: {why}")),
+                Some(format!("could not start: {why}")),
             ),
             RunResult::NotRun(why) => (Outcome::NotRun, None, Some(why.clone())),
         };

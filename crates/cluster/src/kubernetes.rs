@@ -1,0 +1,558 @@
+//! One cohort as a Kubernetes Indexed Job, rendered from its [`CohortSpec`].
+//!
+//! An Indexed Job has one Pod template for all its Pods, and each Pod learns only its index
+//! (`JOB_COMPLETION_INDEX`). The flags every worker gets are the container's `args`, rendered by
+//! [`coload_spec::to_argv`] from the spec's [`coload_spec::WorkerFlags`], so a flag added to the
+//! spec reaches the Pods with no edit here. What differs by index (the workload, and the serve
+//! flags, which only serve workers take) is chosen by a short `sh -c` `case` over the index that
+//! appends those words to the arguments and `exec`s `bench-worker`, whose exit code is then the
+//! container's. We chose the `case` over one environment variable per index (a Pod cannot pick
+//! an index's variable without a shell anyway) because the `case` keeps every word a worker gets
+//! visible in the manifest, quoted once, and needs no splitting of a variable's value.
+//!
+//! The rest is the article's protocol on a cluster: `completions = parallelism = N` (every
+//! worker at once: the cohort meets at a barrier), the node pinned through
+//! `kubernetes.io/hostname`, one unit of the policy's resource key per Pod, the
+//! `gpu-benchmark-sync` claim at `/mnt/benchmark-sync`, `backoffLimit: 0` and a
+//! `podFailurePolicy` that fails the whole Job on the first worker that exits non-zero (which
+//! also stops its peers instead of leaving them at the barrier), and a fresh experiment id.
+
+use std::fmt::Write as _;
+
+use coload_cohort_schema::{Workload, exit};
+use coload_spec::{CohortSpec, Mix, to_argv};
+use serde_json::{Value, json};
+
+use crate::error::ClusterError;
+use crate::resource::ResourceKey;
+use crate::stage::{CLAIM, RESULTS_DIR, SYNC_MOUNT, Staged, stage};
+use crate::yaml;
+
+/// The image the manifests run when none is given.
+pub const DEFAULT_IMAGE: &str = "coload/bench-worker:0.1.0";
+
+/// The longest Job name: its Pods are named `<job>-<index>-<5 chars>` and their hostname
+/// `<job>-<index>` must be a DNS label (63 characters).
+const MAX_JOB_NAME: usize = 52;
+
+/// CPUs each worker's Pod requests (and is limited to).
+pub const CPUS_PER_WORKER: &str = "2";
+/// Host memory each worker's Pod requests (and is limited to).
+pub const MEMORY_PER_WORKER: &str = "4Gi";
+
+/// Seconds a Job may take beyond the barrier's join timeout, the start lead and the window:
+/// image pulls, libtorch loading, warmup and writing.
+const SLACK_S: f64 = 900.0;
+
+/// Where a cohort runs on the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    /// The node's `kubernetes.io/hostname`.
+    pub node: String,
+    /// What each worker requests.
+    pub resource: ResourceKey,
+    /// The worker image.
+    pub image: String,
+    /// The namespace of the Job and the claim (`None`: kubectl's current one).
+    pub namespace: Option<String>,
+}
+
+impl Site {
+    /// Checks the node, image and namespace as Kubernetes will.
+    pub fn validate(&self) -> Result<(), ClusterError> {
+        if !is_dns_subdomain(&self.node) {
+            return Err(ClusterError::Usage(format!(
+                "node `{}` is not a valid node name (lowercase letters, digits, '-' and '.', at \
+                 most 253 characters)",
+                self.node.escape_debug()
+            )));
+        }
+        let image_ok = !self.image.is_empty()
+            && self.image.len() <= 512
+            && self.image.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@')
+            })
+            && self.image.starts_with(|c: char| c.is_ascii_alphanumeric());
+        if !image_ok {
+            return Err(ClusterError::Usage(format!(
+                "image `{}` is not a valid image reference",
+                self.image.escape_debug()
+            )));
+        }
+        if let Some(ns) = &self.namespace
+            && !is_dns_label(ns)
+        {
+            return Err(ClusterError::Usage(format!(
+                "namespace `{}` is not a valid namespace name (a DNS label: lowercase letters, \
+                 digits and '-', at most 63 characters)",
+                ns.escape_debug()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A rendered cohort: the Job's name and experiment, its manifest as data and as YAML, and the
+/// files the claim must hold before it runs.
+#[derive(Debug, Clone)]
+pub struct RenderedJob {
+    /// `metadata.name`.
+    pub name: String,
+    /// The cohort's experiment id (the barrier's, and the results folder's name).
+    pub experiment: String,
+    /// The number of workers.
+    pub count: u32,
+    /// The manifest as data.
+    pub manifest: Value,
+    /// The manifest as YAML, with a header saying what it is.
+    pub yaml: String,
+    /// Files to copy onto the claim first ([`Staged::copy_to`]).
+    pub staged: Vec<Staged>,
+}
+
+/// A fresh experiment id for a cohort of `mix` under the spec's mode: `<mode>-<mix>-<UTC
+/// stamp>-<8 hex>`, at most 63 characters (it is also a label value).
+#[must_use]
+pub fn fresh_experiment(spec: &CohortSpec, mix: &Mix) -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let stamp = format!(
+        "{:04}{:02}{:02}t{:02}{:02}{:02}",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    );
+    let short = uuid::Uuid::new_v4().simple().to_string();
+    let mode = spec.flags.mode.to_string();
+    let fixed = mode.len() + stamp.len() + 8 + 3;
+    let mut label = mix.label();
+    label.truncate(63usize.saturating_sub(fixed));
+    let label = label.trim_end_matches('-');
+    format!("{mode}-{label}-{stamp}-{}", &short[..8])
+}
+
+/// The Job's name for an experiment: `coload-<experiment>` lowercased, cut to 52 characters
+/// keeping the experiment's random end (so two cohorts never share a name).
+#[must_use]
+pub fn job_name(experiment: &str) -> String {
+    let lower: String = experiment
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let tail_len = 8.min(lower.len());
+    let (head, tail) = lower.split_at(lower.len() - tail_len);
+    let room = MAX_JOB_NAME - "coload-".len() - tail.len() - 1;
+    let head: String = head.chars().take(room).collect();
+    let head = head.trim_matches('-');
+    if head.is_empty() {
+        format!("coload-{tail}")
+    } else {
+        format!("coload-{head}-{tail}")
+    }
+}
+
+/// Renders `spec` as one Indexed Job at `site` with `experiment` (from [`fresh_experiment`]).
+#[expect(
+    clippy::too_many_lines,
+    reason = "the manifest is one literal, read top to bottom as kubectl will"
+)]
+pub fn render_job(
+    spec: &CohortSpec,
+    site: &Site,
+    experiment: &str,
+) -> Result<RenderedJob, ClusterError> {
+    let mix = spec.validate()?;
+    site.validate()?;
+    site.resource
+        .check_mode(spec.flags.mode)
+        .map_err(ClusterError::Usage)?;
+    coload_barrier_id(experiment)?;
+    if spec.capacity.find_capacity {
+        return Err(ClusterError::Usage(
+            "--find-capacity runs one cohort per probe, each chosen from the last; a cluster \
+             backend renders one cohort: render it at one --rate per probe instead"
+                .into(),
+        ));
+    }
+    let (spec, staged) = stage(spec)?;
+    let count = mix.len() as u32;
+    let name = job_name(experiment);
+
+    let args = common_args(&spec, experiment, count)?;
+    let script = index_script(&spec, &mix, experiment, &staged)?;
+    let deadline_s = (spec.flags.join_timeout_s.get()
+        + spec.flags.start_lead_s.get()
+        + spec.flags.window_s.get()
+        + SLACK_S)
+        .ceil() as u64;
+
+    let labels = json!({
+        "app.kubernetes.io/name": "coload",
+        "coload/experiment": experiment,
+    });
+    let mut metadata = json!({ "name": name, "labels": labels });
+    if let Some(ns) = &site.namespace {
+        metadata["namespace"] = json!(ns);
+    }
+    let fail = |values: &[u8], operator: &str| {
+        json!({
+            "action": "FailJob",
+            "onExitCodes": { "containerName": "worker", "operator": operator, "values": values }
+        })
+    };
+    let resource = site.resource.as_str();
+    let manifest = json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": count,
+            "parallelism": count,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": deadline_s,
+            "podFailurePolicy": { "rules": [
+                fail(&[exit::INTERNAL, exit::INVALID_INPUT], "In"),
+                fail(&[
+                    exit::PREFLIGHT_FAILED, exit::BARRIER_TIMEOUT, exit::CONFIG_MISMATCH,
+                    exit::LATE_START, exit::DUPLICATE_REPLICA, exit::BARRIER_ABORTED,
+                ], "In"),
+                fail(&[exit::WORKLOAD_FAILED, exit::ALLOCATION_MISMATCH, exit::WRITE_FAILED], "In"),
+                fail(&[0], "NotIn"),
+                { "action": "FailJob",
+                  "onPodConditions": [{ "type": "DisruptionTarget", "status": "True" }] },
+            ]},
+            "template": {
+                "metadata": { "labels": labels },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": { "kubernetes.io/hostname": site.node },
+                    "tolerations": [
+                        { "key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule" }
+                    ],
+                    "securityContext": {
+                        "runAsNonRoot": true, "runAsUser": 10001, "runAsGroup": 10001,
+                        "fsGroup": 10001, "fsGroupChangePolicy": "OnRootMismatch",
+                    },
+                    "containers": [{
+                        "name": "worker",
+                        "image": site.image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["/bin/sh", "-c", script, "bench-worker"],
+                        "args": args,
+                        "env": [
+                            field_env("NODE_NAME", "spec.nodeName"),
+                            field_env("POD_NAME", "metadata.name"),
+                            field_env("POD_UID", "metadata.uid"),
+                            // A container sees every core of the node, but its limit allows
+                            // CPUS_PER_WORKER: libtorch sizes its intra-op pool from
+                            // OMP_NUM_THREADS, and a passive wait sleeps instead of spinning on
+                            // a core a peer needs (as bench-cohort does on one node).
+                            { "name": "OMP_NUM_THREADS", "value": CPUS_PER_WORKER },
+                            { "name": "MKL_NUM_THREADS", "value": CPUS_PER_WORKER },
+                            { "name": "OMP_WAIT_POLICY", "value": "PASSIVE" },
+                        ],
+                        "resources": {
+                            "requests": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER, resource: 1 },
+                            "limits": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER, resource: 1 },
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "capabilities": { "drop": ["ALL"] },
+                        },
+                        "volumeMounts": [{ "name": "benchmark-sync", "mountPath": SYNC_MOUNT }],
+                    }],
+                    "volumes": [{
+                        "name": "benchmark-sync",
+                        "persistentVolumeClaim": { "claimName": CLAIM },
+                    }],
+                },
+            },
+        },
+    });
+    let mut header = format!(
+        "coload cohort {experiment}: {count} worker(s) ({}), mode {}, on node {} requesting {}.\n\
+         Rendered by `bench-cohort render kubernetes` from the cohort spec: do not edit the flags\n\
+         here, render again. Pod i is replica i (JOB_COMPLETION_INDEX); its results go to\n\
+         {SYNC_MOUNT}/{RESULTS_DIR}/{experiment}/worker-<i>/ on the claim {CLAIM}.\n\
+         The first worker that exits non-zero fails the Job (podFailurePolicy; exit codes in\n\
+         crates/cohort-schema/src/exit.rs).",
+        mix.label(),
+        spec.flags.mode,
+        site.node,
+        site.resource
+    );
+    for s in &staged {
+        let _ = write!(
+            header,
+            "\nBefore creating it, copy {} onto the claim as {} (SHA-256 {}; the Pod checks it).",
+            s.local.display(),
+            s.in_claim,
+            s.sha256
+        );
+    }
+    let yaml = yaml::document(&header, &manifest);
+    Ok(RenderedJob {
+        name,
+        experiment: experiment.to_owned(),
+        count,
+        manifest,
+        yaml,
+        staged,
+    })
+}
+
+/// The experiment id must be a safe folder name (the barrier's rule) and a label value.
+fn coload_barrier_id(experiment: &str) -> Result<(), ClusterError> {
+    let ok = !experiment.is_empty()
+        && experiment.len() <= 63
+        && experiment
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && experiment.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && experiment.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(ClusterError::Usage(format!(
+            "experiment id `{}` must be 1-63 characters of [A-Za-z0-9._-], starting and ending \
+             with a letter or digit (it is a folder name and a label value)",
+            experiment.escape_debug()
+        )))
+    }
+}
+
+fn field_env(name: &str, path: &str) -> Value {
+    json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": path } } })
+}
+
+/// The flags every worker gets, as text: the spec's worker flags, then the cohort's place
+/// (experiment, count, the claim as the barrier's folder) and the log format.
+pub(crate) fn common_args(
+    spec: &CohortSpec,
+    experiment: &str,
+    count: u32,
+) -> Result<Vec<String>, ClusterError> {
+    let mut args = strings(to_argv(&spec.flags)?)?;
+    args.extend([
+        "--experiment".to_owned(),
+        experiment.to_owned(),
+        "--count".to_owned(),
+        count.to_string(),
+        "--sync-dir".to_owned(),
+        SYNC_MOUNT.to_owned(),
+        "--log-format".to_owned(),
+        "json".to_owned(),
+    ]);
+    Ok(args)
+}
+
+/// What replica `workload` adds: its workload, and the serve flags for a serve worker.
+pub(crate) fn per_replica_args(
+    spec: &CohortSpec,
+    workload: Workload,
+) -> Result<Vec<String>, ClusterError> {
+    let mut args = vec!["--workload".to_owned(), workload.to_string()];
+    if workload == Workload::Serve {
+        args.extend(strings(to_argv(&spec.serve)?)?);
+    }
+    Ok(args)
+}
+
+pub(crate) fn strings(argv: Vec<std::ffi::OsString>) -> Result<Vec<String>, ClusterError> {
+    argv.into_iter()
+        .map(|a| {
+            a.into_string().map_err(|a| {
+                ClusterError::Usage(format!(
+                    "argument {} is not UTF-8; a manifest holds text",
+                    a.to_string_lossy()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// `'text'` for `sh`, with `'` written as `'\''`.
+pub(crate) fn sh_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// The commands that check each staged file's SHA-256 on the claim before the worker starts.
+pub(crate) fn sha_checks(staged: &[Staged]) -> String {
+    let mut out = String::new();
+    for s in staged {
+        let path = s.in_pod();
+        let _ = writeln!(
+            out,
+            "printf '%s  %s\\n' {sha} {p} | sha256sum -c --status || {{ echo {msg} >&2; exit {code}; }}",
+            sha = sh_quote(&s.sha256),
+            p = sh_quote(&path),
+            msg = sh_quote(&format!(
+                "error: {path} is missing on the claim or is not the file rendered (SHA-256 {}); \
+                 copy it there again (docs/deploy.md)",
+                s.sha256
+            )),
+            code = exit::INVALID_INPUT,
+        );
+    }
+    out
+}
+
+/// The container's script: pick this index's words, check the staged files, exec the worker.
+fn index_script(
+    spec: &CohortSpec,
+    mix: &Mix,
+    experiment: &str,
+    staged: &[Staged],
+) -> Result<String, ClusterError> {
+    // Indexes with the same words share one `case` branch (`1|2|3`).
+    let mut branches: Vec<(Vec<usize>, String)> = Vec::new();
+    for (i, w) in mix.workloads().iter().enumerate() {
+        let words = per_replica_args(spec, *w)?
+            .iter()
+            .map(|a| sh_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ");
+        match branches.iter_mut().find(|(_, b)| *b == words) {
+            Some((indexes, _)) => indexes.push(i),
+            None => branches.push((vec![i], words)),
+        }
+    }
+    let n = mix.len();
+    let mut s = String::from("set -eu\ni=\"$JOB_COMPLETION_INDEX\"\ncase \"$i\" in\n");
+    for (indexes, words) in &branches {
+        let pattern = indexes
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("|");
+        let _ = writeln!(s, "  {pattern}) set -- \"$@\" {words} ;;");
+    }
+    let _ = writeln!(
+        s,
+        "  *) echo \"error: index $i is outside this cohort of {n} (0..{last})\" >&2; exit {code} ;;\nesac",
+        last = n - 1,
+        code = exit::INVALID_INPUT
+    );
+    s.push_str(&sha_checks(staged));
+    let out = sh_quote(&format!("{SYNC_MOUNT}/{RESULTS_DIR}/{experiment}/worker-"));
+    let _ = writeln!(
+        s,
+        "exec bench-worker \"$@\" --replica \"$i\" --out {out}\"$i\""
+    );
+    Ok(s)
+}
+
+/// A DNS label (RFC 1123): a namespace, a Job name.
+pub(crate) fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A DNS subdomain (RFC 1123): a node name.
+pub(crate) fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+#[cfg(test)]
+mod tests {
+    use coload_cohort_schema::Mode;
+
+    use super::*;
+
+    fn site() -> Site {
+        Site {
+            node: "gpu-ts-1".into(),
+            resource: ResourceKey::parse("nvidia.com/gpu.shared").unwrap(),
+            image: DEFAULT_IMAGE.into(),
+            namespace: Some("bench".into()),
+        }
+    }
+
+    #[test]
+    fn an_indexed_job_with_every_invariant() {
+        let mut spec = CohortSpec::new(&Mix::parse("serve=1,train=2").unwrap(), Mode::Timeslice);
+        spec.serve.rate = Some(250.0);
+        let exp = fresh_experiment(&spec, &spec.mix().unwrap());
+        let r = render_job(&spec, &site(), &exp).unwrap();
+        let m = &r.manifest;
+        assert_eq!(m["spec"]["completionMode"], "Indexed");
+        assert_eq!(m["spec"]["completions"], 3);
+        assert_eq!(m["spec"]["parallelism"], 3);
+        assert_eq!(m["spec"]["backoffLimit"], 0);
+        assert_eq!(m["metadata"]["namespace"], "bench");
+        let pod = &m["spec"]["template"]["spec"];
+        assert_eq!(pod["nodeSelector"]["kubernetes.io/hostname"], "gpu-ts-1");
+        assert_eq!(pod["restartPolicy"], "Never");
+        let c = &pod["containers"][0];
+        assert_eq!(c["resources"]["limits"]["nvidia.com/gpu.shared"], 1);
+        assert_eq!(c["volumeMounts"][0]["mountPath"], "/mnt/benchmark-sync");
+        assert_eq!(
+            pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+            "gpu-benchmark-sync"
+        );
+        let script = c["command"][2].as_str().unwrap();
+        assert!(
+            script.contains("  0) set -- \"$@\" '--workload' 'serve' "),
+            "{script}"
+        );
+        assert!(script.contains("'--rate' '250'"), "{script}");
+        assert!(
+            script.contains("  1|2) set -- \"$@\" '--workload' 'train' ;;"),
+            "{script}"
+        );
+        let rules = m["spec"]["podFailurePolicy"]["rules"].as_array().unwrap();
+        assert!(rules.iter().all(|r| r["action"] == "FailJob"));
+        assert!(
+            r.name.len() <= MAX_JOB_NAME && is_dns_label(&r.name),
+            "{}",
+            r.name
+        );
+        assert!(r.yaml.contains("completionMode: \"Indexed\""));
+        // A fresh id every time.
+        assert_ne!(exp, fresh_experiment(&spec, &spec.mix().unwrap()));
+        assert!(exp.len() <= 63, "{exp}");
+    }
+
+    #[test]
+    fn bad_sites_and_mismatched_keys_are_refused() {
+        let spec = CohortSpec::new(&Mix::parse("train=2").unwrap(), Mode::Timeslice);
+        let mut s = site();
+        s.node = "Bad_Node".into();
+        assert!(
+            render_job(&spec, &s, "e-1")
+                .unwrap_err()
+                .to_string()
+                .contains("node")
+        );
+        let mut s = site();
+        s.resource = ResourceKey::parse("nvidia.com/mig-1g.18gb").unwrap();
+        assert!(
+            render_job(&spec, &s, "e-1")
+                .unwrap_err()
+                .to_string()
+                .contains("MIG slice")
+        );
+        assert!(render_job(&spec, &site(), "../x").is_err());
+    }
+
+    #[test]
+    fn job_names_keep_the_random_end() {
+        let n = job_name("mig-timeslice-hog1-infer1-serve1-train4-20261201t142000-0123abcd");
+        assert!(n.ends_with("-0123abcd") && n.len() <= MAX_JOB_NAME, "{n}");
+        assert!(is_dns_label(&n));
+        assert_eq!(job_name("ab"), "coload-ab");
+    }
+}
