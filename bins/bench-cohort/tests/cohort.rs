@@ -49,13 +49,28 @@ fn a_real_cpu_cohort_completes_and_is_summarized() {
         .arg(worker_bin())
         .arg("--out")
         .arg(&out)
-        .env("OMP_NUM_THREADS", "1")
+        // The launcher sets each worker's threads itself (issue 21): this one's is ignored.
+        .env("OMP_NUM_THREADS", "64")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let table = String::from_utf8_lossy(&output.stdout);
     assert!(table.contains("2 workers (1 train, 1 infer)"), "{table}");
+    // Each co-located CPU worker gets its share of the cores, at least one thread.
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let share = u32::try_from((cores / 2).max(1)).unwrap();
+    for i in 0..2 {
+        let report = coload_cohort_schema::read_worker_report(
+            &out.join(format!("worker-{i}")).join("worker.json"),
+        )
+        .unwrap();
+        assert_eq!(
+            report.runtime.and_then(|r| r.torch_threads),
+            Some(share),
+            "worker {i} on {cores} cores"
+        );
+    }
     let summary: coload_cohort_schema::CohortSummary =
         read_document(&out.join("summary.json")).unwrap();
     assert_eq!(summary.count, 2);
