@@ -314,14 +314,13 @@ fn distinct(values: impl IntoIterator<Item = String>) -> String {
 }
 
 /// The provenance header: what ran, how, when, where and under which share, read from the
-/// summaries (every compared cohort and every capacity probe), the index and, where kept, the
-/// workers' records. Nothing here is typed by hand.
+/// summaries (every compared cohort and every capacity probe) and, where kept, the workers'
+/// records. Nothing here is typed by hand.
 #[expect(
     clippy::too_many_lines,
     reason = "one row per fact, top to bottom: build, workload, protocol, dates, GPUs, hosts, shares"
 )]
 fn provenance(
-    index: &Index,
     summaries: &[(CohortSummary, &Entry)],
     probes: &[CohortSummary],
     workers: &[coload_cohort_schema::WorkerReport],
@@ -430,13 +429,13 @@ fn provenance(
                 .join(", "),
             crate::report::number(gib),
             if names.is_empty() {
-                format!("node: {}", index.node)
+                "GPU names in the node line above".to_owned()
             } else {
                 names
             },
             if drivers.is_empty() {
-                "driver and CUDA version not kept (this study folder holds summaries, not the \
-                 workers' worker.json)"
+                "driver and CUDA version not kept with these data (summaries only, no \
+                 worker.json)"
                     .to_owned()
             } else {
                 drivers
@@ -447,7 +446,7 @@ fn provenance(
     rows.push((
         "hosts".to_owned(),
         if hosts.is_empty() {
-            "not kept (this study folder holds summaries, not the workers' worker.json)".to_owned()
+            "not kept with these data (summaries only, no worker.json)".to_owned()
         } else {
             hosts
         },
@@ -460,15 +459,6 @@ fn provenance(
     if !shares.is_empty() {
         rows.push(("MPS share".to_owned(), shares));
     }
-    rows.push((
-        "plan".to_owned(),
-        format!(
-            "{} ({} cohorts); node: {}",
-            index.plan,
-            index.cohorts.len(),
-            index.node
-        ),
-    ));
     rows
 }
 
@@ -601,19 +591,29 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
         .collect();
     let context = crate::ReportContext {
         title: about.title.clone(),
-        notes: vec![
-            format!("{}. Node: {}.", about.description, about.node),
-            format!(
-                "{} cohorts planned: {} complete, {} failed, {} not offered by this node, {} not \
-                 run yet. Every cohort is listed with its outcome at the end of this page.",
-                index.cohorts.len(),
-                counts(Outcome::Complete) + counts(Outcome::AlreadyComplete),
-                counts(Outcome::Failed) + counts(Outcome::FailedEarlier),
-                counts(Outcome::NotOffered),
-                counts(Outcome::NotRun) + counts(Outcome::Interrupted)
+        notes: Vec::new(),
+        provenance: [
+            (
+                "study".to_owned(),
+                format!("{} ({} plan)", about.description, index.plan),
             ),
-        ],
-        provenance: provenance(index, &summaries, &probes, &workers),
+            (
+                "cohorts".to_owned(),
+                format!(
+                    "{} planned: {} complete, {} failed, {} not offered by this node, {} not run \
+                     yet (each with its outcome at the end of the page)",
+                    index.cohorts.len(),
+                    counts(Outcome::Complete) + counts(Outcome::AlreadyComplete),
+                    counts(Outcome::Failed) + counts(Outcome::FailedEarlier),
+                    counts(Outcome::NotOffered),
+                    counts(Outcome::NotRun) + counts(Outcome::Interrupted)
+                ),
+            ),
+            ("node".to_owned(), about.node.clone()),
+        ]
+        .into_iter()
+        .chain(provenance(&summaries, &probes, &workers))
+        .collect(),
         not_measured: not_measured(index, &workers),
         policies: summaries
             .iter()

@@ -38,7 +38,7 @@ font-size:.85em;color:var(--muted)}dl.facts dt{font-weight:600;color:var(--ink)}
 nav.toc{font-size:.85em;margin:.3em 0 .2em;line-height:1.7}nav.toc a{color:#1f6fb4;margin-right:.2em}
 .scroll{overflow-x:auto;max-width:100%}
 @media (max-width:900px){body{font-size:15px;padding:0 .6em}th,td{padding:.2em .4em}\
-dl.facts{grid-template-columns:1fr}dl.facts dd{margin:0 0 .3em}figure{margin:.4em 0;max-width:100%}}";
+figure{margin:.4em 0;max-width:100%}}";
 
 /// The page: `title`, then the document's blocks.
 pub(crate) fn page(title: &str, doc: &Document) -> String {

@@ -1,0 +1,139 @@
+//! Report v3 (issue 23) on a real study folder: the third round's article study under
+//! docs/results/data, re-reported without running anything. The provenance header is read from
+//! the data, every need has a sentence (or says why it was not measured), a policy the node did
+//! not offer is named with its reason, outcomes read as words, and the page has its anchors.
+
+use std::path::{Path, PathBuf};
+
+use coload_analysis::study_report::{About, write};
+use coload_cohort_schema::study::{Entry, Index, Outcome};
+
+fn article() -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("docs/results/data/2026-12-01-round3/article")
+}
+
+/// A copy of the article study (its index and cohort summaries) in a temporary folder.
+fn copy_of_article() -> (tempfile::TempDir, Index) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = article();
+    let index: Index = coload_cohort_schema::read_document(&src.join("index.json")).unwrap();
+    for e in &index.cohorts {
+        let from = src.join("cohorts").join(&e.name).join("summary.json");
+        let to = tmp.path().join("cohorts").join(&e.name);
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(from, to.join("summary.json")).unwrap();
+    }
+    (tmp, index)
+}
+
+fn entry(name: &str, policy: &str, mode: &str, outcome: Outcome, reason: &str) -> Entry {
+    Entry {
+        name: name.into(),
+        policy: policy.into(),
+        mode: mode.into(),
+        workers: "train=7".into(),
+        repeat: 1,
+        baseline: false,
+        outcome,
+        reason: Some(reason.into()),
+        exit_code: None,
+        lanes: None,
+        duration_s: None,
+        experiment: None,
+        failed_dirs: Vec::new(),
+        capacity: None,
+    }
+}
+
+fn report(dir: &Path, index: &Index) -> (String, String) {
+    let about = About {
+        title: "coload study: article".into(),
+        description: "the article's matrix".into(),
+        node: index.node.clone(),
+    };
+    let written = write(dir, &about, index).unwrap();
+    assert!(written.warnings.is_empty(), "{:?}", written.warnings);
+    let report = written.dir.unwrap();
+    (
+        std::fs::read_to_string(report.join("report.html")).unwrap(),
+        std::fs::read_to_string(report.join("comparison.md")).unwrap(),
+    )
+}
+
+#[test]
+fn the_article_study_reads_with_its_provenance_and_every_need() {
+    let (tmp, index) = copy_of_article();
+    let (html, md) = report(tmp.path(), &index);
+    // Provenance, from the summaries: nothing typed.
+    for fact in [
+        "<dt>workload</dt><dd>resnet18, batch 32 of 3x224x224, fp32, eager</dd>",
+        "<dt>protocol</dt><dd>20 s window, 20 warmup batches, 5 s start lead</dd>",
+        "<dt>dates</dt><dd>2026-12-01 00:45 to 00:58 UTC",
+        "<dt>GPUs</dt><dd>2 physical GPUs (GPU-694b5e84…, GPU-dd673790…), 140 GiB each",
+        "mps-plugin: device-plugin replicas 7: 14 % of the threads",
+        "<dt>coload</dt><dd>0.1.0 (git ",
+    ] {
+        assert!(html.contains(fact), "{fact}");
+    }
+    // A table of contents whose links land on the sections.
+    assert!(html.contains("<a href=\"#verdict\">Verdict</a>"));
+    assert!(html.contains("<h2 id=\"verdict\">Verdict</h2>"));
+    assert!(html.contains("<h2 id=\"every-cohort-of-the-study\">"));
+    assert!(md.contains("[Every cohort of the study](#every-cohort-of-the-study)"));
+    // Every need, in the verdict, before the first cohort.
+    let verdict =
+        &html[html.find("<h2 id=\"verdict\">").unwrap()..html.find("<h2 id=\"cohorts\">").unwrap()];
+    for need in [
+        "Train throughput, card full (7 train workers on one device):</strong> use mps-plugin 1.54× together (6,201 samples/s, 95 % CI 6,196 to 6,205;",
+        "Train throughput, card not full (one worker alone under the policy):</strong> timeslice and mps-unlimited run one train worker alone as fast as a whole GPU",
+        "mps-plugin caps it (mps-plugin 0.29× (1,179 samples/s))",
+        "Inference p99 beside others (1 infer + 6 train):</strong> no policy measured keeps it within 2× solo: mps-plugin 5.84× solo (12.0 ms, 95 % CI 11.9 to 12.2; solo 2.06 ms)",
+        "Serving capacity at an objective:</strong> not measured",
+        "Memory isolation against a worker that takes all memory:</strong> not measured",
+        "Energy per sample (train, 7 on one device):</strong> 7 trainers on one device give mps-plugin 9.60, timeslice 9.01 and mps-unlimited 8.84",
+        "Not measured here:</strong> MIG: no MIG cohort in these data",
+    ] {
+        assert!(verdict.contains(need), "{need}");
+    }
+    // One definition of p99 ÷ solo: the table's p99 over the solo's p99 is its ratio column.
+    assert!(md.contains("| 1 infer + 6 train: infer | timeslice | 3 | 2,193 | 0.14 | 15.9 [15.8 to 15.9] | 7.72 |"), "{md}");
+    // Outcomes in words; figures not to two decimals.
+    assert!(html.contains("<td class=\"t\">complete (earlier run)</td>"));
+    assert!(!html.contains("already_complete"));
+    assert!(!html.contains("4017.60"));
+}
+
+#[test]
+fn a_policy_the_node_did_not_offer_is_named_with_its_reason_and_failures_read_as_words() {
+    let (tmp, mut index) = copy_of_article();
+    index.cohorts.push(entry(
+        "mig-train7-r1",
+        "mig",
+        "mig",
+        Outcome::NotOffered,
+        "mode mig needs 7 MIG instance(s) on one GPU; nvidia-smi -L lists 0 on the lanes (MIG is set up by the node's owner)",
+    ));
+    index.cohorts.push(entry(
+        "mig-infer7-r1",
+        "mig",
+        "mig",
+        Outcome::NotOffered,
+        "mode mig needs 7 MIG instance(s) on one GPU",
+    ));
+    index.cohorts.push(entry(
+        "timeslice-hog1-train6-r1",
+        "timeslice",
+        "timeslice",
+        Outcome::Failed,
+        "replica 3: out_of_memory: failed in warmup: CUDA out of memory",
+    ));
+    let (html, _) = report(tmp.path(), &index);
+    assert!(
+        html.contains("<strong>Not measured here:</strong> mig: not measured, mode mig needs 7 MIG instance(s) on one GPU; nvidia-smi -L lists 0 on the lanes (MIG is set up by the node&#39;s owner) (2 cohorts not offered)."),
+        "{}",
+        &html[html.find("Not measured here").unwrap_or(0)..][..400]
+    );
+    assert!(html.contains("failed: replica 3 out of memory: failed in warmup: CUDA out of memory"));
+    assert!(html.contains("<dt>cohorts</dt><dd>42 planned: 39 complete, 1 failed, 2 not offered by this node, 0 not run yet"));
+}
