@@ -243,8 +243,8 @@ fn capacity_and_isolation_render_only_when_measured() {
     let c = results();
     let plain = render_report_html_with(&c, &ReportContext::default());
     // Without capacity searches or hog cohorts the verdict says so, and draws nothing for them.
-    assert!(plain.contains("not measured: these data hold no capacity search"));
-    assert!(plain.contains("not measured: these data hold no hog cohort"));
+    assert!(plain.contains("not measured: no capacity search in these data"));
+    assert!(plain.contains("not measured: no hog cohort in these data"));
     assert!(!plain.contains("aria-label=\"serving capacity at"));
     assert!(!plain.contains("<h3>Memory isolation</h3>"));
     // MIG is named even when nothing says why it was not measured.

@@ -86,10 +86,9 @@ fn the_article_study_reads_with_its_provenance_and_every_need() {
         &html[html.find("<h2 id=\"verdict\">").unwrap()..html.find("<h2 id=\"cohorts\">").unwrap()];
     for need in [
         "Train throughput, card full (7 train workers on one device):</strong> use mps-plugin 1.54× together (6,201 samples/s, 95 % CI 6,196 to 6,205;",
-        "Train throughput, card not full (one worker alone under the policy):</strong> timeslice and mps-unlimited run one train worker alone as fast as a whole GPU",
-        "mps-plugin caps it (mps-plugin 0.29× (1,179 samples/s))",
+        "Train throughput, card not full (one train worker alone):</strong> timeslice and mps-unlimited run it as fast as a whole GPU (timeslice 1.00× and mps-unlimited 0.98×); mps-plugin caps it: mps-plugin 0.29× (1,179 samples/s).",
         "Inference p99 beside others (1 infer + 6 train):</strong> no policy measured keeps it within 2× solo: mps-plugin 5.84× solo (12.0 ms, 95 % CI 11.9 to 12.2; solo 2.06 ms)",
-        "Serving capacity at an objective:</strong> not measured",
+        "Serving capacity at an objective:</strong> not measured: no capacity search in these data",
         "Memory isolation against a worker that takes all memory:</strong> not measured",
         "Energy per sample (train, 7 on one device):</strong> 7 trainers on one device give mps-plugin 9.60, timeslice 9.01 and mps-unlimited 8.84",
         "Not measured here:</strong> MIG: no MIG cohort in these data",
@@ -136,4 +135,45 @@ fn a_policy_the_node_did_not_offer_is_named_with_its_reason_and_failures_read_as
     );
     assert!(html.contains("failed: replica 3 out of memory: failed in warmup: CUDA out of memory"));
     assert!(html.contains("<dt>cohorts</dt><dd>42 planned: 39 complete, 1 failed, 2 not offered by this node, 0 not run yet"));
+}
+
+/// Copies every file of `from` into `to`, folders included.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn fixed_rate_serve_cohorts_are_judged_by_their_requests_and_the_hog_by_its_peers() {
+    // The second round's study: serve cohorts at 300 requests/s judged at p99 <= 25 ms, and a
+    // hog beside six trainers under time-slicing (failed twice) and plugin MPS.
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("docs/results/data/2026-11-30-round2/study");
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&src.join("cohorts"), &tmp.path().join("cohorts"));
+    let index: Index = coload_cohort_schema::read_document(&src.join("index.json")).unwrap();
+    let (html, md) = report(tmp.path(), &index);
+    // The shape table shows the request p99 (28.7 ms), not the batch p99 (14.9 ms).
+    assert!(
+        md.contains("| 1 serve + 6 train: serve | timeslice | 1 | ")
+            && md.contains("| 28.7 (requests) |"),
+        "{md}"
+    );
+    assert!(md.contains(
+        "| 1 serve + 6 train: serve | timeslice | 300 | 28.7 | p99 <= 25 ms | 85.6 % | no |"
+    ));
+    assert!(html.contains(
+        "mps-plugin (request p99 5.32 ms, 99.9 % within) and mps-unlimited (request p99 20.7 ms, 99.8 % within) meet it; timeslice (request p99 28.7 ms, 85.6 % within) does not."
+    ));
+    assert!(html.contains(
+        "<strong>Memory isolation against a worker that takes all memory:</strong> mps-plugin (the hog got 19.9 GiB; 6 of 6 others completed) kept the others running; timeslice (the hog got 139.2 GiB; 6 of 6 others ran out of memory) did not."
+    ));
 }

@@ -129,13 +129,6 @@ fn compared(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document
 fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document) {
     doc.heading(2, "Verdict");
     doc.findings(v.sentences.clone());
-    if !v.cells.is_empty() {
-        doc.para(RATIO_NOTE);
-        doc.table_folded(
-            "The figures by shape and policy, with 95 % intervals",
-            verdict_table(v),
-        );
-    }
     let mut figs = Vec::new();
     if let Some(svg) = charts::per_worker(v) {
         let mut mixes: Vec<String> = v
@@ -175,6 +168,13 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
         });
     }
     doc.figures(figs);
+    if !v.cells.is_empty() {
+        doc.para(RATIO_NOTE);
+        doc.table_folded(
+            "The figures by shape and policy, with 95 % intervals",
+            verdict_table(v),
+        );
+    }
     // Capacity at the objective and the load curve behind it side by side, one pair per
     // objective, in a row of their own so that they stay together.
     let bars = charts::capacity(v, &ctx.capacity);

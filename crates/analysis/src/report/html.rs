@@ -19,7 +19,7 @@ font-size:16px;line-height:1.45;color:var(--ink);max-width:1240px;margin:1.2em a
 h1{font-size:1.6em;margin:.2em 0 .3em}h2{font-size:1.25em;margin:1.4em 0 .4em;\
 border-bottom:1px solid var(--rule);padding-bottom:.2em}h3{font-size:1.05em}
 p.note{color:var(--muted);margin:.2em 0}
-ul.findings{margin:.6em 0 .8em;padding-left:1.2em}ul.findings li{margin:.25em 0}
+ul.findings{margin:.5em 0 .7em;padding-left:1.2em;font-size:.95em;line-height:1.38}ul.findings li{margin:.15em 0}
 .figures{display:flex;flex-wrap:wrap;gap:16px 24px;align-items:flex-start}
 figure{margin:.4em 0}figcaption{font-size:.85em;color:var(--muted);max-width:600px}
 table{border-collapse:collapse;margin:.5em 0 1.2em;font-size:.9em;font-variant-numeric:tabular-nums}
@@ -35,6 +35,7 @@ svg .ref{stroke:#333;stroke-width:1;stroke-dasharray:5 4}svg .ref-label{font-siz
 svg .legend-line{stroke:none}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;margin:.4em 0 .6em;\
 font-size:.85em;color:var(--muted)}dl.facts dt{font-weight:600;color:var(--ink)}dl.facts dd{margin:0}
+@media (min-width:1100px){dl.facts{grid-template-columns:max-content 1fr max-content 1fr}}
 nav.toc{font-size:.85em;margin:.3em 0 .2em;line-height:1.7}nav.toc a{color:#1f6fb4;margin-right:.2em}
 .scroll{overflow-x:auto;max-width:100%}
 @media (max-width:900px){body{font-size:15px;padding:0 .6em}th,td{padding:.2em .4em}\

@@ -419,6 +419,7 @@ fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
         real_cards,
         tail_beside_others,
         capacity,
+        fixed_rate,
         isolation,
         energy,
         not_measured,
@@ -630,8 +631,7 @@ fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) 
     if ctx.capacity.is_empty() {
         out.push((
             "Serving capacity at an objective:".to_owned(),
-            "not measured: these data hold no capacity search (a `find_capacity` cohort; the \
-             `decision` plan runs them at p99 <= 10 and 25 ms)."
+            "not measured: no capacity search in these data (the `decision` plan runs them)."
                 .to_owned(),
         ));
     }
@@ -666,14 +666,73 @@ fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) 
     }
 }
 
+/// Requests at a fixed rate, when the study ran serve cohorts with an objective: per mix, who
+/// met it, with the request p99 and the share of requests within the objective.
+fn fixed_rate(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
+    let name = |c: &Cell| v.policies[c.policy].label.clone();
+    let cells: Vec<(&Cell, &super::ServeSlo)> = v
+        .cells
+        .iter()
+        .filter_map(|c| {
+            c.request
+                .as_ref()
+                .and_then(|r| r.slo.as_ref())
+                .map(|s| (c, s))
+        })
+        .collect();
+    let mut mixes: Vec<String> = cells.iter().map(|(c, _)| c.shape.label()).collect();
+    mixes.dedup();
+    for mix in mixes {
+        let here: Vec<&(&Cell, &super::ServeSlo)> = cells
+            .iter()
+            .filter(|(c, _)| c.shape.label() == mix)
+            .collect();
+        let Some((first, slo)) = here.first() else {
+            continue;
+        };
+        let describe = |(c, s): &&(&Cell, &super::ServeSlo)| {
+            format!(
+                "{} (request p99 {} ms, {} % within)",
+                name(c),
+                num(c.p99_ms),
+                num(s.attainment * 100.0)
+            )
+        };
+        let met: Vec<String> = here.iter().filter(|(_, s)| s.meets).map(describe).collect();
+        let missed: Vec<String> = here
+            .iter()
+            .filter(|(_, s)| !s.meets)
+            .map(describe)
+            .collect();
+        let offered = first.request.as_ref().map_or(0.0, |r| r.offered_per_s);
+        let text = match (met.is_empty(), missed.is_empty()) {
+            (false, true) => format!("every policy measured meets it: {}.", and_list(&met)),
+            (true, _) => format!("no policy measured meets it: {}.", and_list(&missed)),
+            (false, false) => format!(
+                "{} {} it; {} {} not.",
+                and_list(&met),
+                if met.len() == 1 { "meets" } else { "meet" },
+                and_list(&missed),
+                if missed.len() == 1 { "does" } else { "do" }
+            ),
+        };
+        out.push((
+            format!(
+                "Serving at a fixed rate ({mix}, about {} requests/s, {}):",
+                num(offered),
+                slo.objective
+            ),
+            text,
+        ));
+    }
+}
+
 /// Memory isolation against a hog, when a study measured it.
 fn isolation(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) {
     if ctx.isolation.is_empty() {
         out.push((
             "Memory isolation against a worker that takes all memory:".to_owned(),
-            "not measured: these data hold no hog cohort (`hog=1,train=6`; the `decision` plan \
-             runs one per policy)."
-                .to_owned(),
+            "not measured: no hog cohort in these data (the `decision` plan runs them).".to_owned(),
         ));
     } else {
         let held: Vec<String> = ctx
@@ -729,7 +788,8 @@ fn not_full(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) 
                 .unwrap_or(0.0)
                 .total_cmp(&a.rate_vs_solo.unwrap_or(0.0))
         });
-        let describe = |c: &Cell| {
+        let short = |c: &Cell| format!("{} {}", name(c), x(c.rate_vs_solo.unwrap_or(0.0)));
+        let long = |c: &Cell| {
             format!(
                 "{} {} ({} samples/s)",
                 name(c),
@@ -740,24 +800,26 @@ fn not_full(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) 
         let (ok, capped): (Vec<&Cell>, Vec<&Cell>) = alone
             .iter()
             .partition(|c| c.rate_vs_solo.unwrap_or(0.0) >= ALONE_OK);
-        let ok_words: Vec<String> = ok.iter().map(|c| describe(c)).collect();
-        let capped_words: Vec<String> = capped.iter().map(|c| describe(c)).collect();
+        let ok_words: Vec<String> = ok.iter().map(|c| short(c)).collect();
+        let capped_words: Vec<String> = capped.iter().map(|c| long(c)).collect();
         let text = match (ok.is_empty(), capped.is_empty()) {
             (false, true) => format!(
-                "every policy measured runs one {workload} worker alone at least {} its solo \
-                 rate: {}.",
+                "every policy measured keeps at least {} its solo rate: {}.",
                 threshold(ALONE_OK),
                 and_list(&ok_words)
             ),
             (true, _) => format!(
-                "every policy measured caps one {workload} worker alone below {} its solo \
-                 rate: {}.",
+                "{} caps it below {} its solo rate: {}.",
+                if capped.len() == 1 {
+                    "the one policy measured"
+                } else {
+                    "every policy measured"
+                },
                 threshold(ALONE_OK),
                 and_list(&capped_words)
             ),
             (false, false) => format!(
-                "{} {} one {workload} worker alone as fast as a whole GPU ({}); {} {} it ({}): \
-                 a Pod alone on such a node gets its share, not the card.",
+                "{} {} it as fast as a whole GPU ({}); {} {} it: {}.",
                 and_list(&ok.iter().map(|c| name(c)).collect::<Vec<_>>()),
                 if ok.len() == 1 { "runs" } else { "run" },
                 and_list(&ok_words),
@@ -768,7 +830,7 @@ fn not_full(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) 
         };
         out.push((
             format!(
-                "{} throughput, card not full (one worker alone under the policy):",
+                "{} throughput, card not full (one {workload} worker alone):",
                 cap(workload.as_str())
             ),
             text,
