@@ -333,7 +333,7 @@ fn provenance(
     let mut rows = vec![(
         "coload".to_owned(),
         format!(
-            "{} (git {}): the build that wrote this report; worker records do not name their build",
+            "{} (git {}), the build that wrote this report",
             env!("CARGO_PKG_VERSION"),
             option_env!("COLOAD_GIT_REVISION").unwrap_or("revision not recorded in this build")
         ),
@@ -429,13 +429,12 @@ fn provenance(
                 .join(", "),
             crate::report::number(gib),
             if names.is_empty() {
-                "GPU names in the node line above".to_owned()
+                "names in the node line".to_owned()
             } else {
                 names
             },
             if drivers.is_empty() {
-                "driver and CUDA version not kept with these data (summaries only, no \
-                 worker.json)"
+                "driver, CUDA version and hosts not kept with these data (summaries only)"
                     .to_owned()
             } else {
                 drivers
@@ -443,18 +442,16 @@ fn provenance(
         ),
     ));
     let hosts = distinct(workers.iter().map(|w| w.identity.hostname.clone()));
-    rows.push((
-        "hosts".to_owned(),
-        if hosts.is_empty() {
-            "not kept with these data (summaries only, no worker.json)".to_owned()
-        } else {
-            hosts
-        },
-    ));
+    if !hosts.is_empty() {
+        rows.push(("hosts".to_owned(), hosts));
+    }
+    // The compared cohorts name their policy; a capacity probe's summary does not, and its
+    // search's policy is among them.
     let shares = distinct(all.iter().filter_map(|(s, policy)| {
         s.share
             .as_ref()
-            .map(|sh| format!("{}: {}", policy.unwrap_or("mps"), sh.describe()))
+            .zip(*policy)
+            .map(|(sh, p)| format!("{p}: {}", sh.describe()))
     }));
     if !shares.is_empty() {
         rows.push(("MPS share".to_owned(), shares));

@@ -63,7 +63,7 @@ fn the_verdict_of_the_h200_study_names_the_policy_for_each_need() {
     insta::assert_snapshot!("h200_verdict", v);
     // The numbers docs/results.md states, read off the generated text.
     assert!(
-        v.contains("**Train throughput, card full (7 train workers on one device):** use mps 1.52× together (5,512 samples/s, 95 % CI 5,426 to 5,598; each worker 0.22× solo); timeslice only shares it out: timeslice 1.06× together (3,851 samples/s, 95 % CI 3,819 to 3,882"),
+        v.contains("**Train throughput, card full (7 train workers on one device):** use mps 1.52× together (5,512 samples/s, 95 % CI 5,426 to 5,598; each worker 0.22× solo); timeslice only shares it out: timeslice 1.06× (3,851 samples/s, 95 % CI 3,819 to 3,882)."),
         "{v}"
     );
     assert!(
@@ -256,7 +256,7 @@ fn capacity_and_isolation_render_only_when_measured() {
         "a capacity chart"
     );
     assert!(html.contains(
-        "<strong>Serving capacity at the objective (p99 &lt;= 10 ms):</strong> mps sustains the most; mps 410 to 600 requests/s and timeslice below 25 requests/s."
+        "<strong>Serving capacity at the objective (p99 &lt;= 10 ms):</strong> mps sustains the most (serve=1,train=6): mps 410 to 600 and timeslice below 25 requests/s."
     ));
     assert!(html.contains(
         "<strong>Memory isolation against a worker that takes all memory:</strong> mig (6 of 6 complete) kept the others running; mps (6 of 6 out of memory) did not."
@@ -402,7 +402,7 @@ fn the_load_curve_is_linear_in_latency_within_a_tenfold_range_and_one_per_object
     assert!(html.contains("aria-label=\"serving capacity at p99 &lt;= 25 ms, per policy\""));
     assert!(html.contains("aria-label=\"serving capacity at p99 &lt;= 10 ms, per policy\""));
     assert!(html.contains(
-        "<strong>Serving capacity at the objective (p99 &lt;= 25 ms):</strong> mps sustains the most; mps 850 to 1,200 requests/s."
+        "<strong>Serving capacity at the objective (p99 &lt;= 25 ms):</strong> mps sustains the most (serve=1,train=6): mps 850 to 1,200 requests/s."
     ));
 }
 

@@ -73,6 +73,7 @@ fn the_article_study_reads_with_its_provenance_and_every_need() {
         "<dt>GPUs</dt><dd>2 physical GPUs (GPU-694b5e84…, GPU-dd673790…), 140 GiB each",
         "mps-plugin: device-plugin replicas 7: 14 % of the threads",
         "<dt>coload</dt><dd>0.1.0 (git ",
+        "driver, CUDA version and hosts not kept with these data (summaries only)",
     ] {
         assert!(html.contains(fact), "{fact}");
     }
@@ -90,7 +91,7 @@ fn the_article_study_reads_with_its_provenance_and_every_need() {
         "Inference p99 beside others (1 infer + 6 train):</strong> no policy measured keeps it within 2× solo: mps-plugin 5.84× solo (12.0 ms, 95 % CI 11.9 to 12.2; solo 2.06 ms)",
         "Serving capacity at an objective:</strong> not measured: no capacity search in these data",
         "Memory isolation against a worker that takes all memory:</strong> not measured",
-        "Energy per sample (train, 7 on one device):</strong> 7 trainers on one device give mps-plugin 9.60, timeslice 9.01 and mps-unlimited 8.84",
+        "Energy per sample (train, 7 on one device):</strong> training samples per device joule: mps-plugin 9.60, timeslice 9.01 and mps-unlimited 8.84; solo on a whole GPU 9.35; one trainer alone under timeslice 9.46, mps-plugin 5.27 and mps-unlimited 9.25.",
         "Not measured here:</strong> MIG: no MIG cohort in these data",
     ] {
         assert!(verdict.contains(need), "{need}");
@@ -176,4 +177,84 @@ fn fixed_rate_serve_cohorts_are_judged_by_their_requests_and_the_hog_by_its_peer
     assert!(html.contains(
         "<strong>Memory isolation against a worker that takes all memory:</strong> mps-plugin (the hog got 19.9 GiB; 6 of 6 others completed) kept the others running; timeslice (the hog got 139.2 GiB; 6 of 6 others ran out of memory) did not."
     ));
+}
+
+#[test]
+fn a_decision_study_answers_all_six_needs_on_its_first_screen() {
+    // The decision plan's kinds of cohorts, from the recorded rounds: the article matrix, the
+    // capacity searches at 10 ms (round 3) and 25 ms (round 2), the round-2 hog cohorts, and
+    // MIG as a node without MIG instances reports it.
+    let data = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("docs/results/data");
+    let (tmp, mut index) = copy_of_article();
+    for (objective, from) in [
+        ("10ms", "2026-12-01-round3/capacity-10ms"),
+        ("25ms", "2026-11-30-round2/capacity"),
+    ] {
+        for (folder, policy, mode, workers) in [
+            ("solo", "exclusive", "exclusive", "serve=1"),
+            ("timeslice6", "timeslice", "timeslice", "serve=1,train=6"),
+            ("mps-plugin6", "mps-plugin", "mps", "serve=1,train=6"),
+            ("mps-unlimited6", "mps-unlimited", "mps", "serve=1,train=6"),
+        ] {
+            let name = format!("{policy}-capacity-{objective}-r1");
+            copy_tree(
+                &data.join(from).join(folder),
+                &tmp.path().join("cohorts").join(&name),
+            );
+            let mut e = entry(&name, policy, mode, Outcome::AlreadyComplete, "");
+            e.reason = None;
+            e.workers = workers.into();
+            e.capacity = Some("capacity".into());
+            index.cohorts.push(e);
+        }
+    }
+    let hogs = data.join("2026-11-30-round2/study/cohorts");
+    copy_tree(
+        &hogs.join("mps-plugin-hog1-train6-r1"),
+        &tmp.path().join("cohorts/mps-plugin-hog1-train6-r1"),
+    );
+    let mut e = entry(
+        "mps-plugin-hog1-train6-r1",
+        "mps-plugin",
+        "mps",
+        Outcome::AlreadyComplete,
+        "",
+    );
+    e.reason = None;
+    index.cohorts.push(e);
+    copy_tree(
+        &hogs.join("timeslice-hog1-train6-r1.failed-1"),
+        &tmp.path().join("cohorts/timeslice-hog1-train6-r1.failed-1"),
+    );
+    let mut e = entry(
+        "timeslice-hog1-train6-r1",
+        "timeslice",
+        "timeslice",
+        Outcome::FailedEarlier,
+        "replica 1: out_of_memory: failed in warmup",
+    );
+    e.failed_dirs = vec!["cohorts/timeslice-hog1-train6-r1.failed-1".into()];
+    index.cohorts.push(e);
+    index.cohorts.push(entry(
+        "mig-train7-r1",
+        "mig",
+        "mig",
+        Outcome::NotOffered,
+        "mode mig needs 7 MIG instance(s) on one GPU",
+    ));
+    let (html, _) = report(tmp.path(), &index);
+    let verdict = &html[html.find("<ul class=\"findings\">").unwrap()..html.find("</ul>").unwrap()];
+    for need in [
+        "Train throughput, card full (7 train workers on one device):</strong> use mps-plugin",
+        "Train throughput, card not full (one train worker alone):</strong>",
+        "Inference p99 beside others (1 infer + 6 train):</strong>",
+        "Serving capacity at the objective (p99 &lt;= 10 ms):</strong> mps-plugin sustains the most (serve=1,train=6): mps-plugin 850 to 1,000, timeslice below 25 and mps-unlimited below 25 requests/s; exclusive alone: 11,000 to 16,000 requests/s.",
+        "Serving capacity at the objective (p99 &lt;= 25 ms):</strong> mps-plugin sustains the most (serve=1,train=6): mps-plugin at least 2,400,",
+        "Memory isolation against a worker that takes all memory:</strong> mps-plugin (the hog got 19.9 GiB; 6 of 6 others completed) kept the others running; timeslice (the hog got 139.2 GiB;",
+        "Energy per sample (train, 7 on one device):</strong> training samples per device joule: mps-plugin 9.60",
+        "Not measured here:</strong> mig: not measured, mode mig needs 7 MIG instance(s) on one GPU (1 cohort not offered).",
+    ] {
+        assert!(verdict.contains(need), "{need}\n{verdict}");
+    }
+    assert!(!verdict.contains("not measured: no"), "{verdict}");
 }

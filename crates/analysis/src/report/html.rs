@@ -16,10 +16,10 @@ const STYLE: &str = "\
 :root{--ink:#1d232a;--muted:#5b6770;--rule:#d9dee2}
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,'Noto Sans','DejaVu Sans',sans-serif;\
 font-size:16px;line-height:1.45;color:var(--ink);max-width:1240px;margin:1.2em auto;padding:0 1.2em}
-h1{font-size:1.6em;margin:.2em 0 .3em}h2{font-size:1.25em;margin:1.4em 0 .4em;\
+h1{font-size:1.6em;margin:.2em 0 .3em}h2{font-size:1.25em;margin:1.1em 0 .4em;\
 border-bottom:1px solid var(--rule);padding-bottom:.2em}h3{font-size:1.05em}
 p.note{color:var(--muted);margin:.2em 0}
-ul.findings{margin:.5em 0 .7em;padding-left:1.2em;font-size:.95em;line-height:1.38}ul.findings li{margin:.15em 0}
+ul.findings{margin:.5em 0 .4em;padding-left:1.2em;font-size:.95em;line-height:1.38}ul.findings li{margin:.15em 0}
 .figures{display:flex;flex-wrap:wrap;gap:16px 24px;align-items:flex-start}
 figure{margin:.4em 0}figcaption{font-size:.85em;color:var(--muted);max-width:600px}
 table{border-collapse:collapse;margin:.5em 0 1.2em;font-size:.9em;font-variant-numeric:tabular-nums}

@@ -471,10 +471,18 @@ fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
             .filter(|c| c.aggregate_vs_solo.unwrap_or(0.0) >= GAIN)
             .map(|c| describe(c))
             .collect();
+        // Those that only share it out: their total says it; each worker's share follows.
         let flat: Vec<String> = at_n
             .iter()
             .filter(|c| c.aggregate_vs_solo.unwrap_or(0.0) < GAIN)
-            .map(|c| describe(c))
+            .map(|c| {
+                format!(
+                    "{} {} ({})",
+                    name(c),
+                    x(c.aggregate_vs_solo.unwrap_or(0.0)),
+                    with_ci(c.aggregate, c.aggregate_ci, " samples/s")
+                )
+            })
             .collect();
         let need = format!(
             "{} throughput, card full ({n} {workload} workers on one device):",
@@ -636,11 +644,14 @@ fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) 
         ));
     }
     for (slo, q) in objectives(&ctx.capacity) {
-        let mut rows: Vec<&super::CapacityRow> = ctx
+        let at: Vec<&super::CapacityRow> = ctx
             .capacity
             .iter()
             .filter(|r| (r.slo_ms - slo).abs() < 1e-9 && (r.quantile - q).abs() < 1e-9)
             .collect();
+        // The server alone on a whole GPU is the reference, not a policy that competes.
+        let (alone, mut rows): (Vec<&super::CapacityRow>, Vec<&super::CapacityRow>) =
+            at.into_iter().partition(|r| r.mode == Mode::Exclusive);
         // Most first; a search that passed nothing ranks by its failing bound, below any pass.
         let key = |r: &super::CapacityRow| {
             r.capacity_per_s
@@ -650,18 +661,36 @@ fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) 
             let (ka, kb) = (key(a), key(b));
             kb.0.cmp(&ka.0).then(kb.1.total_cmp(&ka.1))
         });
+        let Some(objective) = rows.first().or(alone.first()).map(|r| r.objective.clone()) else {
+            continue;
+        };
         let text: Vec<String> = rows
             .iter()
-            .map(|r| format!("{} {} requests/s", r.policy, r.capacity_words()))
+            .map(|r| format!("{} {}", r.policy, r.capacity_words()))
             .collect();
-        let lead = if rows[0].capacity_per_s.is_some() {
-            format!("{} sustains the most", rows[0].policy)
-        } else {
-            "no policy measured meets it at any rate probed".to_owned()
+        let lead = match rows.first() {
+            Some(r) if r.capacity_per_s.is_some() => format!("{} sustains the most", r.policy),
+            Some(_) => "no policy measured meets it at any rate probed".to_owned(),
+            None => "no shared search".to_owned(),
         };
+        let beside = rows.first().map(|r| r.note.clone()).unwrap_or_default();
+        let mut sentence = if rows.is_empty() {
+            String::new()
+        } else {
+            format!("{lead} ({beside}): {} requests/s", and_list(&text))
+        };
+        if let Some(a) = alone.first() {
+            let _ = write!(
+                sentence,
+                "{}{} alone: {} requests/s",
+                if sentence.is_empty() { "" } else { "; " },
+                a.policy,
+                a.capacity_words()
+            );
+        }
         out.push((
-            format!("Serving capacity at the objective ({}):", rows[0].objective),
-            format!("{lead}; {}.", and_list(&text)),
+            format!("Serving capacity at the objective ({objective}):"),
+            format!("{sentence}."),
         ));
     }
 }
@@ -880,19 +909,12 @@ fn energy(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
         .filter(|c| c.shape.count == 1)
         .collect();
     let solo = v.solo_samples_per_joule.get(&workload).copied();
-    let mut text = format!(
-        "{n} trainers on one device give {} training samples per device joule",
-        words(&full)
-    );
+    let mut text = format!("training samples per device joule: {}", words(&full));
     if let Some(s) = solo {
-        let _ = write!(text, "; one trainer alone on a whole GPU {}", ratio(s));
+        let _ = write!(text, "; solo on a whole GPU {}", ratio(s));
     }
     if !alone.is_empty() {
-        let _ = write!(
-            text,
-            "; one trainer alone under a sharing policy {}",
-            words(&alone)
-        );
+        let _ = write!(text, "; one trainer alone under {}", words(&alone));
     }
     text.push('.');
     out.push((
