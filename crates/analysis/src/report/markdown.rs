@@ -50,11 +50,9 @@ fn blocks(out: &mut String, list: &[Block], toc: &[String]) {
                 blocks(out, inner, toc);
             }
             Block::Facts(facts) => {
-                let mut t = Table::new(&["", ""]);
                 for (what, value) in facts {
-                    t.row(vec![format!("**{what}**"), value.clone()]);
+                    let _ = writeln!(out, "- **{what}**: {value}");
                 }
-                out.push_str(&table(&t));
                 out.push('\n');
             }
             Block::Contents => {
