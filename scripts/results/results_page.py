@@ -251,6 +251,19 @@ def study_dates(study):
     return f"{a:%Y-%m-%d %H:%M} to {b:%Y-%m-%d %H:%M} UTC"
 
 
+def day(summaries):
+    """The UTC day (or days) of the summaries' common intervals: `2026-12-01`."""
+    import datetime as dt
+
+    days = sorted({
+        dt.datetime.fromtimestamp(s["common_interval"]["start_unix_ns"] / 1e9, dt.timezone.utc).strftime("%Y-%m-%d")
+        for s in summaries
+    })
+    if not days:
+        return "-"
+    return days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+
+
 def capacity_searches(folder):
     """{policy: capacity.json} of a folder of searches named solo, timeslice6, mps-plugin6, ..."""
     out = {}
@@ -510,6 +523,9 @@ def figures(data):
         "round2_isolation": "; ".join(f"{POLICY_WORDS[p]}: {isolation_words(r)}" for p, r in d["isolation"].items()),
         "round2_gpm_overhead": gpm_overhead(data / ROUND2 / "gpm-overhead" / "overhead.json"),
         "round1_table": round1_table(round1),
+        "round1_day": day([read_json(p) for p in sorted(data.glob("*/summary.json"))]),
+        "round2_day": day(round2.summaries()),
+        "round3_day": day(article.summaries()),
         "hardware": hardware_words(data),
         "mig": mig_words(data),
     }
