@@ -258,3 +258,60 @@ fn a_decision_study_answers_all_six_needs_on_its_first_screen() {
     }
     assert!(!verdict.contains("not measured: no"), "{verdict}");
 }
+
+#[test]
+fn where_the_study_kept_the_workers_records_the_header_names_driver_cuda_hosts_and_mig_mode() {
+    // Two recorded H200 cohorts laid out as a study keeps them: cohorts/<name>/summary.json
+    // beside worker-<i>/worker.json.
+    let fixtures = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fixtures/h200");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cohorts = Vec::new();
+    for (name, fixture, policy, mode, workers, baseline) in [
+        (
+            "exclusive-train1-r1",
+            "exclusive-solo-train",
+            "exclusive",
+            "exclusive",
+            "train=1",
+            true,
+        ),
+        (
+            "mps-train4-r1",
+            "mps-train4",
+            "mps-unlimited",
+            "mps",
+            "train=4",
+            false,
+        ),
+    ] {
+        let dir = tmp.path().join("cohorts").join(name);
+        copy_tree(&fixtures.join(fixture), &dir);
+        std::fs::rename(dir.join("expected-summary.json"), dir.join("summary.json")).unwrap();
+        let summary: coload_cohort_schema::CohortSummary =
+            coload_cohort_schema::read_document(&dir.join("summary.json")).unwrap();
+        let mut e = entry(name, policy, mode, Outcome::Complete, "");
+        e.reason = None;
+        e.workers = workers.into();
+        e.baseline = baseline;
+        e.experiment = Some(summary.experiment);
+        cohorts.push(e);
+    }
+    let index = Index {
+        schema_version: coload_cohort_schema::study::INDEX_VERSION,
+        plan: "fixtures".into(),
+        plan_source: "fixtures".into(),
+        node: "1 GPU(s) (GPU 0: NVIDIA H200), MPS available".into(),
+        lanes: vec![0],
+        cohorts,
+    };
+    let (html, _) = report(tmp.path(), &index);
+    assert!(
+        html.contains("NVIDIA H200; driver 580.159.04, CUDA 13.0</dd>"),
+        "{html}"
+    );
+    assert!(html.contains("<dt>hosts</dt><dd>vm</dd>"));
+    // The plan had no MIG policy and the workers say MIG mode was off: the verdict says both.
+    assert!(html.contains(
+        "<strong>Not measured here:</strong> MIG: not measured, the plan has no MIG policy and MIG mode is disabled on this node&#39;s GPUs."
+    ));
+}
