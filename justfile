@@ -87,6 +87,10 @@ package:
 report-check OUT="":
     scripts/report-check.sh {{OUT}}
 
+# Check that docs/results.md is what the data under docs/results/data give (regenerate: scripts/results/results_page.py)
+results-check:
+    scripts/results/check.sh
+
 # Run a study plan on this node (article, quick, or a TOML file), e.g. `just study quick runs/quick`
 study PLAN OUT *FLAGS:
     {{tl}} cargo build --release -p bench-cohort -p bench-worker

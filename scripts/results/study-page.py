@@ -77,7 +77,10 @@ def main():
     ]
     if a.note:
         parts += [a.note, ""]
-    parts += [s[""].split("\n", 1)[1].strip() if "\n" in s[""] else "", "", "## Verdict", "", verdict, ""]
+    # The preamble (provenance), less the report's table of contents: this page has its own sections.
+    preamble = s[""].split("\n", 1)[1].strip() if "\n" in s[""] else ""
+    preamble = "\n".join(l for l in preamble.splitlines() if not l.startswith("Contents: "))
+    parts += [preamble.strip(), "", "## Verdict", "", verdict, ""]
     for name in ("Baselines", "Why: GPU activity and energy"):
         if name in s:
             parts += [f"## {name}", "", s[name], ""]

@@ -64,7 +64,7 @@ pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
 pub use isolation::isolation_dirs;
 pub use report::{
-    CapacityPoint, CapacityRow, ContextCohort, IsolationRow, ReportContext, ServePoint,
+    CapacityPoint, CapacityRow, ContextCohort, IsolationRow, ReportContext, ServePoint, ServeSlo,
     objective_words, quantile_words, render_comparison_markdown, render_comparison_markdown_with,
     render_isolation_markdown, render_isolation_table, render_markdown, render_report_html,
     render_report_html_with, render_table, write_report, write_report_with,

@@ -116,6 +116,7 @@ fn capacity_rows(out: &Path, index: &Index, warnings: &mut Vec<String>) -> Vec<c
         }
         match coload_cohort_schema::read_document::<CapacityReport>(&path) {
             Ok(r) => rows.push(crate::CapacityRow {
+                name: e.name.clone(),
                 policy: e.policy.clone(),
                 mode: r.mode,
                 objective: crate::objective_words(r.slo_ms, r.quantile),
@@ -203,11 +204,314 @@ fn serve_point(s: &CohortSummary, policy: &str) -> Option<crate::ServePoint> {
             .filter_map(|q| serve_latency(s, q).map(|ms| (q, ms)))
             .collect(),
         overloaded: serve.iter().any(|v| v.overloaded),
+        slo: serve_slo(&serve),
     })
+}
+
+/// The objective a fixed-rate serve cohort was judged at, the lowest attainment among its
+/// serve workers and whether every one met it; `None` without an objective.
+fn serve_slo(serve: &[&coload_cohort_schema::ServeSummary]) -> Option<crate::ServeSlo> {
+    let slos: Vec<&coload_cohort_schema::SloAttainment> =
+        serve.iter().filter_map(|v| v.slo.as_ref()).collect();
+    let first = slos.first()?;
+    Some(crate::ServeSlo {
+        objective: crate::objective_words(first.slo_ms, first.quantile),
+        attainment: slos.iter().map(|s| s.attainment).fold(1.0, f64::min),
+        meets: slos.len() == serve.len() && slos.iter().all(|s| s.meets),
+    })
+}
+
+/// An outcome as people read it: `complete`, `complete (earlier run)`, `failed: replica 3 out
+/// of memory: ...`, `not offered: ...`.
+fn outcome_words(e: &Entry) -> String {
+    let why = e.reason.as_deref().map(reason_words).unwrap_or_default();
+    let with = |head: &str| {
+        if why.is_empty() {
+            head.to_owned()
+        } else {
+            format!("{head}: {why}")
+        }
+    };
+    match e.outcome {
+        Outcome::Complete => "complete".to_owned(),
+        Outcome::AlreadyComplete => "complete (earlier run)".to_owned(),
+        Outcome::Failed => with("failed"),
+        Outcome::FailedEarlier => with("failed (earlier run)"),
+        Outcome::NotOffered => with("not offered"),
+        Outcome::NotRun => "not run yet".to_owned(),
+        Outcome::Interrupted => "interrupted (runs again next time)".to_owned(),
+    }
+}
+
+/// A launcher's reason with its failure kind in words: `replica 3: out_of_memory: failed in
+/// window` reads `replica 3 out of memory: failed in window`.
+fn reason_words(reason: &str) -> String {
+    let mut parts = reason.splitn(3, ": ");
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(who), Some(kind), rest)
+            if who.starts_with("replica ")
+                && !kind.is_empty()
+                && kind.chars().all(|c| c.is_ascii_lowercase() || c == '_') =>
+        {
+            let head = format!("{who} {}", kind.replace('_', " "));
+            rest.map_or(head.clone(), |r| format!("{head}: {r}"))
+        }
+        _ => reason.to_owned(),
+    }
+}
+
+/// The workers' own records where the study folder kept them (`cohorts/<name>/worker-<i>/
+/// worker.json`): the GPUs' names, driver and CUDA versions, MIG mode and hosts, which
+/// `summary.json` does not carry. A folder of summaries alone gives none.
+fn worker_records(out: &Path, index: &Index) -> Vec<coload_cohort_schema::WorkerReport> {
+    let mut found = Vec::new();
+    for e in index.cohorts.iter().filter(|e| e.outcome.has_summary()) {
+        let Ok(dir) = std::fs::read_dir(out.join("cohorts").join(&e.name)) else {
+            continue;
+        };
+        for d in dir.flatten() {
+            let path = d.path().join("worker.json");
+            if let Ok(w) =
+                coload_cohort_schema::read_document::<coload_cohort_schema::WorkerReport>(&path)
+            {
+                found.push(w);
+            }
+        }
+    }
+    found
+}
+
+/// The summaries of the capacity searches' probes (`cohorts/<name>/probe-*/summary.json`), for
+/// the provenance (their dates, GPUs and configuration).
+fn probe_summaries(out: &Path, index: &Index) -> Vec<CohortSummary> {
+    let mut found = Vec::new();
+    for e in index.cohorts.iter().filter(|e| e.capacity.is_some()) {
+        let Ok(dir) = std::fs::read_dir(out.join("cohorts").join(&e.name)) else {
+            continue;
+        };
+        for d in dir.flatten() {
+            if d.file_name().to_string_lossy().starts_with("probe-")
+                && let Ok(s) = coload_cohort_schema::read_document::<CohortSummary>(
+                    &d.path().join("summary.json"),
+                )
+            {
+                found.push(s);
+            }
+        }
+    }
+    found
+}
+
+/// Distinct values in first-seen order, joined with `; `.
+fn distinct(values: impl IntoIterator<Item = String>) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for v in values {
+        if !seen.contains(&v) {
+            seen.push(v);
+        }
+    }
+    seen.join("; ")
+}
+
+/// The provenance header: what ran, how, when, where and under which share, read from the
+/// summaries (every compared cohort and every capacity probe) and, where kept, the workers'
+/// records. Nothing here is typed by hand.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one row per fact, top to bottom: build, workload, protocol, dates, GPUs, hosts, shares"
+)]
+fn provenance(
+    summaries: &[(CohortSummary, &Entry)],
+    probes: &[CohortSummary],
+    workers: &[coload_cohort_schema::WorkerReport],
+) -> Vec<(String, String)> {
+    let all: Vec<(&CohortSummary, Option<&str>)> = summaries
+        .iter()
+        .map(|(s, e)| (s, Some(e.policy.as_str())))
+        .chain(probes.iter().map(|s| (s, None)))
+        .collect();
+    let mut rows = vec![(
+        "coload".to_owned(),
+        format!(
+            "{} (git {}), the build that wrote this report",
+            env!("CARGO_PKG_VERSION"),
+            option_env!("COLOAD_GIT_REVISION").unwrap_or("revision not recorded in this build")
+        ),
+    )];
+    if all.is_empty() {
+        return rows;
+    }
+    rows.push((
+        "workload".to_owned(),
+        distinct(all.iter().map(|(s, _)| {
+            let c = &s.config;
+            let model = c.model_by_workload.as_ref().map_or_else(
+                || c.model.clone(),
+                |m| {
+                    m.iter()
+                        .map(|(w, name)| format!("{w} {name}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+            );
+            format!(
+                "{model}, batch {} of 3x{size}x{size}, {}, {}",
+                c.batch_size,
+                c.precision,
+                c.execution,
+                size = c.image_size
+            )
+        })),
+    ));
+    rows.push((
+        "protocol".to_owned(),
+        distinct(all.iter().map(|(s, _)| {
+            let c = &s.config;
+            format!(
+                "{} s window, {} warmup batches, {} s start lead",
+                crate::report::number(c.window_s),
+                c.warmup_batches,
+                crate::report::number(c.start_lead_s)
+            )
+        })),
+    ));
+    let start = all
+        .iter()
+        .map(|(s, _)| s.common_interval.start_unix_ns)
+        .min()
+        .unwrap_or(0);
+    let end = all
+        .iter()
+        .map(|(s, _)| s.common_interval.end_unix_ns)
+        .max()
+        .unwrap_or(0);
+    rows.push((
+        "dates".to_owned(),
+        format!(
+            "{} (the first and last cohorts' common intervals)",
+            crate::report::utc_span(start, end)
+        ),
+    ));
+    let mut gpus: Vec<String> = Vec::new();
+    let mut memory: Vec<u64> = Vec::new();
+    for (s, _) in &all {
+        for d in &s.colocation.devices {
+            if !gpus.contains(&d.device) {
+                gpus.push(d.device.clone());
+                memory.push(d.memory_total_bytes.unwrap_or(0));
+            }
+        }
+    }
+    let names = distinct(
+        workers
+            .iter()
+            .filter_map(|w| w.device.as_ref().and_then(|d| d.gpu_name.clone())),
+    );
+    let drivers = distinct(workers.iter().filter_map(|w| {
+        w.device.as_ref().map(|d| {
+            format!(
+                "driver {}, CUDA {}",
+                d.driver_version.as_deref().unwrap_or("unknown"),
+                d.cuda_version.as_deref().unwrap_or("unknown")
+            )
+        })
+    }));
+    let gib = memory.iter().copied().max().unwrap_or(0) as f64 / f64::from(1u32 << 30);
+    rows.push((
+        "GPUs".to_owned(),
+        format!(
+            "{} physical GPU{} ({}), {} GiB each; {}; {}",
+            gpus.len(),
+            if gpus.len() == 1 { "" } else { "s" },
+            gpus.iter()
+                .map(|g| g.chars().take(12).collect::<String>() + "…")
+                .collect::<Vec<_>>()
+                .join(", "),
+            crate::report::number(gib),
+            if names.is_empty() {
+                "names in the node line".to_owned()
+            } else {
+                names
+            },
+            if drivers.is_empty() {
+                "driver, CUDA version and hosts not kept with these data (summaries only)"
+                    .to_owned()
+            } else {
+                drivers
+            }
+        ),
+    ));
+    let hosts = distinct(workers.iter().map(|w| w.identity.hostname.clone()));
+    if !hosts.is_empty() {
+        rows.push(("hosts".to_owned(), hosts));
+    }
+    // The compared cohorts name their policy; a capacity probe's summary does not, and its
+    // search's policy is among them.
+    let shares = distinct(all.iter().filter_map(|(s, policy)| {
+        s.share
+            .as_ref()
+            .zip(*policy)
+            .map(|(sh, p)| format!("{p}: {}", sh.describe()))
+    }));
+    if !shares.is_empty() {
+        rows.push(("MPS share".to_owned(), shares));
+    }
+    rows
+}
+
+/// The policies the plan named that this node did not offer, each with the first reason given;
+/// MIG also when the workers' records say MIG mode was off and the plan had no MIG policy.
+fn not_measured(
+    index: &Index,
+    workers: &[coload_cohort_schema::WorkerReport],
+) -> Vec<(String, String)> {
+    let mig_off = !workers.is_empty()
+        && workers
+            .iter()
+            .all(|w| w.device.as_ref().is_some_and(|d| d.mig_mode == Some(false)));
+    let mut out: Vec<(String, String)> = Vec::new();
+    for e in index
+        .cohorts
+        .iter()
+        .filter(|e| e.outcome == Outcome::NotOffered)
+    {
+        if out.iter().any(|(p, _)| *p == e.policy) {
+            continue;
+        }
+        let mut why = e.reason.clone().unwrap_or_else(|| "not offered".to_owned());
+        if mig_off && e.mode.starts_with("mig") {
+            why.push_str("; MIG mode is disabled on this node's GPUs");
+        }
+        let n = index
+            .cohorts
+            .iter()
+            .filter(|k| k.policy == e.policy && k.outcome == Outcome::NotOffered)
+            .count();
+        out.push((
+            e.policy.clone(),
+            format!(
+                "not measured, {why} ({n} cohort{} not offered)",
+                if n == 1 { "" } else { "s" }
+            ),
+        ));
+    }
+    let plan_has_mig = index.cohorts.iter().any(|e| e.mode.starts_with("mig"));
+    if !plan_has_mig && mig_off {
+        out.push((
+            "MIG".to_owned(),
+            "not measured, the plan has no MIG policy and MIG mode is disabled on this node's GPUs"
+                .to_owned(),
+        ));
+    }
+    out
 }
 
 /// Compares the complete cohorts of the study in `out` against its solo baselines and writes
 /// `out/report/` (`comparison.json`, `comparison.md`, `report.html`).
+#[expect(
+    clippy::too_many_lines,
+    reason = "gathers every input of the report in reading order; each part is a function above"
+)]
 pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, AnalysisError> {
     let mut warnings = Vec::new();
     // A capacity cohort's probes are cohorts at rates the search chose, not repeats of one
@@ -263,20 +567,51 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
         }
     };
     let counts = |o: Outcome| index.cohorts.iter().filter(|e| e.outcome == o).count();
+    let workers = worker_records(out, index);
+    let probes = probe_summaries(out, index);
+    let capacity_words: BTreeMap<&str, String> = index
+        .cohorts
+        .iter()
+        .filter(|e| e.capacity.is_some())
+        .filter_map(|e| {
+            capacity.iter().find(|r| r.name == e.name).map(|r| {
+                (
+                    e.name.as_str(),
+                    format!(
+                        "capacity {} requests/s at {}",
+                        r.capacity_words(),
+                        r.objective
+                    ),
+                )
+            })
+        })
+        .collect();
     let context = crate::ReportContext {
         title: about.title.clone(),
-        notes: vec![
-            format!("{}. Node: {}.", about.description, about.node),
-            format!(
-                "{} cohorts planned: {} complete, {} failed, {} not offered by this node, {} not \
-                 run yet. Every cohort is listed with its outcome at the end of this page.",
-                index.cohorts.len(),
-                counts(Outcome::Complete) + counts(Outcome::AlreadyComplete),
-                counts(Outcome::Failed) + counts(Outcome::FailedEarlier),
-                counts(Outcome::NotOffered),
-                counts(Outcome::NotRun) + counts(Outcome::Interrupted)
+        notes: Vec::new(),
+        provenance: [
+            (
+                "study".to_owned(),
+                format!("{} ({} plan)", about.description, index.plan),
             ),
-        ],
+            (
+                "cohorts".to_owned(),
+                format!(
+                    "{} planned: {} complete, {} failed, {} not offered by this node, {} not run \
+                     yet (each with its outcome at the end of the page)",
+                    index.cohorts.len(),
+                    counts(Outcome::Complete) + counts(Outcome::AlreadyComplete),
+                    counts(Outcome::Failed) + counts(Outcome::FailedEarlier),
+                    counts(Outcome::NotOffered),
+                    counts(Outcome::NotRun) + counts(Outcome::Interrupted)
+                ),
+            ),
+            ("node".to_owned(), about.node.clone()),
+        ]
+        .into_iter()
+        .chain(provenance(&summaries, &probes, &workers))
+        .collect(),
+        not_measured: not_measured(index, &workers),
         policies: summaries
             .iter()
             .map(|(s, e)| (s.experiment.clone(), e.policy.clone()))
@@ -288,14 +623,14 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
                 name: e.name.clone(),
                 policy: e.policy.clone(),
                 workers: e.workers.clone(),
-                outcome: e.outcome.as_str().to_owned(),
+                outcome: outcome_words(e),
                 experiment: e.experiment.clone(),
-                note: match (&e.reason, &e.experiment, &e.capacity) {
-                    (Some(r), _, _) => r.clone(),
-                    (None, Some(x), _) => x.clone(),
-                    (None, None, Some(c)) => c.clone(),
-                    (None, None, None) => String::new(),
-                },
+                note: capacity_words
+                    .get(e.name.as_str())
+                    .cloned()
+                    .or_else(|| e.experiment.clone())
+                    .or_else(|| e.capacity.clone())
+                    .unwrap_or_default(),
             })
             .collect(),
         capacity,

@@ -237,7 +237,9 @@ fn the_why_view_sits_beside_rate_and_tail() {
     assert!(why.find("mig-2-train").unwrap() < why.find("timeslice-2-train").unwrap());
     insta::assert_snapshot!("activity_why_markdown", why);
     let html = render_report_html(&cmp);
-    assert!(html.contains("<h2>Why: GPU activity and energy</h2>"));
+    assert!(
+        html.contains("<h2 id=\"why-gpu-activity-and-energy\">Why: GPU activity and energy</h2>")
+    );
     assert!(
         html.contains("<td>25.0</td>"),
         "SM occupancy cell in the HTML"

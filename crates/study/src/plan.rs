@@ -22,7 +22,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// The built-in plans: name, what it is, and its TOML text.
-pub const BUILTIN: [(&str, &str, &str); 3] = [
+pub const BUILTIN: [(&str, &str, &str); 4] = [
     (
         "article",
         "the article's matrix: solos, 1/2/4/7 homogeneous and 1 inference + 6 training per mode",
@@ -32,6 +32,11 @@ pub const BUILTIN: [(&str, &str, &str); 3] = [
         "quick",
         "a few minutes: solos, 2 trainers and a mixed pair (small shapes on a CPU node)",
         include_str!("../plans/quick.toml"),
+    ),
+    (
+        "decision",
+        "every need in one study: the article's matrix, capacity at 10 and 25 ms, a memory hog, energy",
+        include_str!("../plans/decision.toml"),
     ),
     (
         "mig-check",
@@ -833,6 +838,32 @@ flags = { window_s = 40 }
         );
     }
 
+    #[test]
+    fn the_decision_plan_covers_every_need_per_policy() {
+        let jobs = Plan::load("decision").unwrap().jobs(false);
+        assert_eq!(jobs.iter().filter(|j| j.baseline).count(), 2);
+        assert!(jobs.iter().all(|j| j.spec.flags.window_s.get() == 45.0));
+        for policy in ["timeslice", "mps-plugin", "mps-unlimited", "mig"] {
+            for name in [
+                "train7-r3",
+                "infer1-train6-r3",
+                "hog1-train6-r1",
+                "serve1-train6-capacity-10ms-r1",
+                "serve1-train6-capacity-25ms-r1",
+            ] {
+                assert!(
+                    jobs.iter().any(|j| j.name == format!("{policy}-{name}")),
+                    "{policy}-{name} missing"
+                );
+            }
+        }
+        assert!(jobs.iter().any(|j| j.name == "exclusive-train2-r1"));
+        assert!(
+            jobs.iter()
+                .any(|j| j.name == "exclusive-serve1-capacity-25ms-r1")
+        );
+    }
+
     fn refused(text: &str) -> PlanError {
         Plan::parse("bad.toml", text).unwrap_err()
     }
@@ -1028,7 +1059,7 @@ flags = { window_s = 40 }
         let e = Plan::load("articel").unwrap_err();
         assert!(
             e.message
-                .contains("built-in plans: article, quick, mig-check"),
+                .contains("built-in plans: article, quick, decision, mig-check"),
             "{e}"
         );
     }

@@ -105,7 +105,7 @@ pub(crate) fn per_worker(v: &Verdict) -> Option<String> {
         bottom.top - 4.0,
         "start",
         "panel-title",
-        "p99 batch latency per worker ÷ solo (lower is better)",
+        "group p99 batch latency ÷ solo p99 (lower is better)",
     );
     bottom.reference(&mut svg, 1.0, "solo");
     let slot = (top.right - top.left) / slots;

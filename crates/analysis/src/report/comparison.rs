@@ -14,16 +14,20 @@ use coload_cohort_schema::{CohortComparison, Comparison, Workload};
 
 use super::ReportContext;
 use super::charts;
-use super::document::{Document, Figure, Table, f2, f3, group_label, mix, opt};
+use super::document::{Document, Figure, Table, group_label, mix};
 use super::svg::{num, rate};
 use super::verdict::{self, Verdict};
 
 /// What the ratios mean, said once under the verdict.
-const RATIO_NOTE: &str = "rate ÷ solo = a worker's samples/s over the same workload's solo \
-     samples/s (below 1 is a slowdown); p99 ÷ solo = its p99 batch latency over the solo's (above \
-     1 is a slowdown); aggregate ÷ solo = all workers of the group together over one worker \
-     alone. Each figure is the mean over the shape's repeated cohorts; training and inference \
-     are never added together.";
+const RATIO_NOTE: &str = "How to read the figures: rate ÷ solo = a worker's samples/s over \
+     the same workload's solo samples/s (below 1 is a slowdown). p99 = the 99th-percentile batch \
+     latency of the group, every batch of its workers pooled; p99 ÷ solo = that p99 over the solo \
+     worker's p99 (above 1 is a slowdown), the one definition used in every table, chart and \
+     sentence. For a serve group at a fixed rate, p99 is its request latency (arrival to \
+     completion), with no solo ratio. aggregate ÷ solo = all workers of the group together over \
+     one worker alone. Each figure is the mean over the shape's repeated cohorts, with the 95 % \
+     Student-t interval of that mean where there are several; training and inference are never \
+     added together.";
 
 /// The comparison as a document, with the study's `ctx` (title, notes, policy names, outcomes,
 /// and the capacity and isolation results when measured).
@@ -41,6 +45,8 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
     for n in &ctx.notes {
         doc.para(n.clone());
     }
+    doc.facts(ctx.provenance.clone());
+    doc.contents();
     verdict_section(c, ctx, &v, &mut doc);
     // Capacity searches alone leave the comparison empty: no cohort sections, baselines or
     // repeats to show, only the study's cohorts and the caveats.
@@ -49,7 +55,13 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
     }
     if !ctx.cohorts.is_empty() {
         doc.heading(2, "Every cohort of the study");
-        let mut t = Table::new(&["cohort", "policy", "workers", "outcome", "note"]);
+        let mut t = Table::new(&[
+            "cohort",
+            "policy",
+            "workers",
+            "outcome",
+            "experiment or answer",
+        ]);
         for k in &ctx.cohorts {
             t.row(vec![
                 k.name.clone(),
@@ -59,7 +71,7 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
                 k.note.clone(),
             ]);
         }
-        doc.table(t);
+        doc.table_folded("Every cohort with its outcome", t);
     }
     doc.warnings_and_caveats(
         c.warnings
@@ -91,8 +103,8 @@ fn compared(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document
                 format!("{}, {}", group_label(*w, b.model.as_deref()), b.execution),
                 b.experiment.clone(),
                 b.mode.to_string(),
-                f2(b.samples_per_s),
-                f3(b.p99_ms),
+                num(b.samples_per_s),
+                num(b.p99_ms),
             ]);
         }
         doc.table(t);
@@ -101,7 +113,7 @@ fn compared(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document
     if let Some(t) = super::why::comparison_why(c, ctx) {
         doc.heading(2, "Why: GPU activity and energy");
         doc.para(super::why::WHY_NOTE);
-        doc.table(t);
+        doc.table_folded("GPU activity and energy per cohort and group", t);
     }
     doc.heading(2, "Repeats");
     doc.para(
@@ -156,6 +168,13 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
         });
     }
     doc.figures(figs);
+    if !v.cells.is_empty() {
+        doc.para(RATIO_NOTE);
+        doc.table_folded(
+            "The figures by shape and policy, with 95 % intervals",
+            verdict_table(v),
+        );
+    }
     // Capacity at the objective and the load curve behind it side by side, one pair per
     // objective, in a row of their own so that they stay together.
     let bars = charts::capacity(v, &ctx.capacity);
@@ -185,7 +204,14 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
     }
     if !ctx.capacity.is_empty() {
         doc.heading(3, "Capacity at the objective");
-        doc.table(capacity_table(&ctx.capacity));
+        doc.table_folded(
+            "Every capacity search and its probes",
+            capacity_table(&ctx.capacity),
+        );
+    }
+    if let Some(t) = fixed_rate_table(v) {
+        doc.heading(3, "Requests at a fixed rate");
+        doc.table(t);
     }
     if !ctx.isolation.is_empty() {
         let mut t = Table::new(&["policy", "mode", "outcome", "others kept running", "note"]);
@@ -201,11 +227,45 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
         doc.heading(3, "Memory isolation");
         doc.table(t);
     }
-    // A study of capacity searches alone has no shape to tabulate.
-    if !v.cells.is_empty() {
-        doc.para(RATIO_NOTE);
-        doc.table(verdict_table(v));
+}
+
+/// Fixed-rate serve cohorts: request latency and the objective's attainment (the batch p99 of
+/// a serve worker says nothing about its requests' wait). `None` without any.
+fn fixed_rate_table(v: &Verdict) -> Option<Table> {
+    let cells: Vec<_> = v.cells.iter().filter(|c| c.request.is_some()).collect();
+    if cells.is_empty() {
+        return None;
     }
+    let mut t = Table::new(&[
+        "shape",
+        "policy",
+        "offered requests/s",
+        "request p99 ms",
+        "objective",
+        "requests within it",
+        "met",
+    ]);
+    for c in cells {
+        let Some(r) = &c.request else { continue };
+        t.row(vec![
+            c.shape.label(),
+            v.policies[c.policy].label.clone(),
+            num(r.offered_per_s),
+            num(c.p99_ms),
+            r.slo
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), |s| s.objective.clone()),
+            r.slo.as_ref().map_or_else(
+                || "-".to_owned(),
+                |s| format!("{} %", num(s.attainment * 100.0)),
+            ),
+            r.slo.as_ref().map_or_else(
+                || "-".to_owned(),
+                |s| if s.meets { "yes" } else { "no" }.to_owned(),
+            ),
+        ]);
+    }
+    Some(t)
 }
 
 /// What the load curve shows, under it.
@@ -279,8 +339,9 @@ fn verdict_table(v: &Verdict) -> Table {
         "p99 ÷ solo",
         "aggregate samples/s",
         "aggregate ÷ solo",
-        "Jain",
+        "samples/J",
     ]);
+    let ratio = |r: Option<f64>| r.map_or_else(|| "-".to_owned(), verdict::ratio);
     for c in &v.cells {
         let p = &v.policies[c.policy];
         t.row(vec![
@@ -291,16 +352,32 @@ fn verdict_table(v: &Verdict) -> Table {
                 p.label.clone()
             },
             c.cohorts.to_string(),
-            f2(c.rate),
-            opt(c.rate_vs_solo, 3),
-            f3(c.p99_ms),
-            opt(c.p99_vs_solo, 2),
-            f2(c.aggregate),
-            opt(c.aggregate_vs_solo, 3),
-            format!("{:.4}", c.jain),
+            num(c.rate),
+            ratio(c.rate_vs_solo),
+            format!(
+                "{}{}",
+                interval(c.p99_ms, c.p99_ci),
+                if c.request.is_some() {
+                    " (requests)"
+                } else {
+                    ""
+                }
+            ),
+            ratio(c.p99_vs_solo),
+            interval(c.aggregate, c.aggregate_ci),
+            ratio(c.aggregate_vs_solo),
+            ratio(c.samples_per_joule),
         ]);
     }
     t
+}
+
+/// `3,835 [3,803, 3,866]`: a mean and its 95 % interval, where there is one.
+fn interval(v: f64, ci: Option<(f64, f64)>) -> String {
+    ci.map_or_else(
+        || num(v),
+        |(l, h)| format!("{} [{} to {}]", num(v), num(l), num(h)),
+    )
 }
 
 /// One line that says what a cohort did: `7 train, per worker 0.15× solo, p99 5.9× solo`.
@@ -314,12 +391,13 @@ fn cohort_line(k: &CohortComparison) -> String {
             .map(|p| p.rate_vs_solo)
             .sum::<Option<f64>>()
             .map(|s| s / n);
+        // The one definition: the group's pooled p99 over the solo's.
         let p99: Option<f64> = g
             .per_worker
-            .iter()
-            .map(|p| p.p99_vs_solo)
-            .sum::<Option<f64>>()
-            .map(|s| s / n);
+            .first()
+            .and_then(|p| p.p99_vs_solo.map(|r| p.p99_ms / r))
+            .filter(|solo| *solo > 0.0)
+            .map(|solo| g.p99_ms / solo);
         parts.push(match (rate, p99) {
             (Some(r), Some(p)) => format!("{w} {}× solo, p99 {}×", num(r), num(p)),
             _ => format!(
@@ -353,10 +431,10 @@ fn cohorts(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document)
             .map_or("#555", |p| p.color);
         let mut inner = Document::default();
         inner.para(format!(
-            "Experiment {}: mode {}, {} workers ({}), {}, common interval {:.3} s.",
+            "Experiment {}: mode {}, {} ({}), {}, common interval {:.3} s.",
             cohort.experiment,
             cohort.mode,
-            cohort.count,
+            workers(cohort.count),
             mix(&cohort.workload_mix),
             cohort.execution,
             cohort.common_s
@@ -380,29 +458,30 @@ fn cohorts(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document)
             "p99 ÷ solo",
         ]);
         for (workload, grp) in &cohort.groups {
+            let figure = |x: Option<f64>| x.map_or_else(|| "-".to_owned(), num);
             g.row(vec![
                 group_label(*workload, grp.model.as_deref()),
                 grp.workers.to_string(),
-                f2(grp.aggregate_samples_per_s),
-                opt(grp.aggregate_vs_solo, 3),
+                num(grp.aggregate_samples_per_s),
+                figure(grp.aggregate_vs_solo),
                 format!("{:.4}", grp.jain_fairness),
-                f3(grp.p99_ms),
+                num(grp.p99_ms),
             ]);
             for pw in &grp.per_worker {
                 w.row(vec![
                     pw.replica.to_string(),
                     workload.to_string(),
-                    f2(pw.samples_per_s),
-                    opt(pw.rate_vs_solo, 3),
-                    opt(pw.latency_ms.map(|l| l.p50), 3),
-                    f3(pw.p99_ms),
-                    opt(pw.latency_ms.map(|l| l.p999), 3),
-                    opt(pw.p99_vs_solo, 3),
+                    num(pw.samples_per_s),
+                    figure(pw.rate_vs_solo),
+                    figure(pw.latency_ms.map(|l| l.p50)),
+                    num(pw.p99_ms),
+                    figure(pw.latency_ms.map(|l| l.p999)),
+                    figure(pw.p99_vs_solo),
                 ]);
             }
         }
         inner.table(g);
-        inner.table(w);
+        inner.table_folded("Each worker", w);
         inner.figures(vec![Figure {
             svg: charts::percentiles(cohort, color, &solo),
             caption: format!(
@@ -426,6 +505,11 @@ fn cohorts(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document)
     }
 }
 
+/// `1 worker`, `7 workers`.
+fn workers(n: u32) -> String {
+    format!("{n} worker{}", if n == 1 { "" } else { "s" })
+}
+
 /// Per shape of repeated cohorts: the estimates, then each cohort's values behind them.
 fn repeats(c: &Comparison, doc: &mut Document) {
     for r in &c.repeats {
@@ -445,15 +529,15 @@ fn repeats(c: &Comparison, doc: &mut Document) {
                 ("p99 ms", &s.p99_ms),
             ] {
                 let ci = match (e.ci95_low, e.ci95_high) {
-                    (Some(l), Some(h)) => format!("[{l:.3}, {h:.3}]"),
+                    (Some(l), Some(h)) => format!("[{} to {}]", num(l), num(h)),
                     _ => "-".into(),
                 };
                 t.row(vec![
                     group_label(*workload, r.models.get(workload).map(String::as_str)),
                     name.into(),
                     e.n.to_string(),
-                    f3(e.mean),
-                    f3(e.stddev),
+                    num(e.mean),
+                    num(e.stddev),
                     ci,
                 ]);
             }
@@ -461,9 +545,9 @@ fn repeats(c: &Comparison, doc: &mut Document) {
                 pts.row(vec![
                     p.experiment.clone(),
                     workload.to_string(),
-                    f2(p.aggregate_samples_per_s),
-                    f2(p.per_worker_samples_per_s),
-                    f3(p.p99_ms),
+                    num(p.aggregate_samples_per_s),
+                    num(p.per_worker_samples_per_s),
+                    num(p.p99_ms),
                 ]);
             }
         }
@@ -471,12 +555,12 @@ fn repeats(c: &Comparison, doc: &mut Document) {
         inner.table(pts);
         doc.details(
             format!(
-                "mode {}{}, {} workers ({}), {}: {} cohort{}",
+                "mode {}{}, {} ({}), {}: {} cohort{}",
                 r.mode,
                 r.share
                     .map(|s| format!(" ({})", s.describe()))
                     .unwrap_or_default(),
-                r.count,
+                workers(r.count),
                 mix(&r.workload_mix),
                 r.execution,
                 r.experiments.len(),

@@ -46,6 +46,33 @@ impl Document {
         self.blocks.push(Block::Findings(items));
     }
 
+    /// Appends facts as `what: value` pairs (the provenance header).
+    pub(crate) fn facts(&mut self, facts: Vec<(String, String)>) {
+        if !facts.is_empty() {
+            self.blocks.push(Block::Facts(facts));
+        }
+    }
+
+    /// Appends a table of contents: a link to every level-2 heading of the document, however
+    /// many come after it (the outputs list them when they render).
+    pub(crate) fn contents(&mut self) {
+        self.blocks.push(Block::Contents);
+    }
+
+    /// Appends `table`, folded under `summary` when it is longer than [`FOLD_ROWS`] rows.
+    pub(crate) fn table_folded(&mut self, summary: impl Into<String>, table: Table) {
+        if table.rows.len() > FOLD_ROWS {
+            let mut inner = Document::default();
+            inner.table(table);
+            self.details(
+                format!("{} ({} rows)", summary.into(), inner_rows(&inner)),
+                inner,
+            );
+        } else {
+            self.table(table);
+        }
+    }
+
     /// Appends figures shown side by side where the output can (HTML); others leave them out.
     pub(crate) fn figures(&mut self, figures: Vec<Figure>) {
         if !figures.is_empty() {
@@ -72,6 +99,45 @@ impl Document {
     }
 }
 
+/// Tables longer than this are folded ([`Document::table_folded`]): a reader sees the first
+/// screen whole and opens what they want.
+pub(crate) const FOLD_ROWS: usize = 8;
+
+fn inner_rows(d: &Document) -> usize {
+    d.blocks
+        .iter()
+        .map(|b| match b {
+            Block::Table(t) => t.rows.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The anchor of a heading, as GitHub makes it for Markdown (lowercase; letters, digits,
+/// `-` and `_` kept, spaces made `-`, everything else dropped), so that the HTML page and
+/// `comparison.md` share their links.
+pub(crate) fn anchor(text: &str) -> String {
+    text.chars()
+        .flat_map(char::to_lowercase)
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The level-2 headings of `blocks`, in order (for a table of contents).
+pub(crate) fn sections(blocks: &[Block]) -> Vec<&str> {
+    blocks
+        .iter()
+        .filter_map(|b| match b {
+            Block::Heading(2, text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// One block of a [`Document`]. Text is plain: each output escapes it as its format needs.
 #[derive(Debug)]
 pub(crate) enum Block {
@@ -89,6 +155,10 @@ pub(crate) enum Block {
     Figures(Vec<Figure>),
     /// A folded section: its summary line and its blocks.
     Details(String, Vec<Block>),
+    /// `what: value` pairs (the provenance header).
+    Facts(Vec<(String, String)>),
+    /// A table of contents: links to the document's level-2 headings.
+    Contents,
 }
 
 /// A table of text cells under a header. Outputs align the first column left and the others

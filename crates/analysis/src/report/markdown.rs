@@ -2,19 +2,23 @@
 
 use std::fmt::Write as _;
 
-use super::document::{Block, Document, Table};
+use super::document::{Block, Document, Table, anchor, sections};
 
 /// The document as Markdown: `#` headings, paragraphs, pipe tables (figures right-aligned) and
 /// `-` lists, blocks separated by one blank line, ending with one newline.
 pub(crate) fn markdown(doc: &Document) -> String {
     let mut out = String::new();
-    blocks(&mut out, &doc.blocks);
+    let toc: Vec<String> = sections(&doc.blocks)
+        .into_iter()
+        .map(|h| format!("[{h}](#{})", anchor(h)))
+        .collect();
+    blocks(&mut out, &doc.blocks, &toc);
     out.truncate(out.trim_end().len());
     out.push('\n');
     out
 }
 
-fn blocks(out: &mut String, list: &[Block]) {
+fn blocks(out: &mut String, list: &[Block], toc: &[String]) {
     for b in list {
         match b {
             Block::Heading(level, text) => {
@@ -43,7 +47,18 @@ fn blocks(out: &mut String, list: &[Block]) {
             Block::Figures(_) => {}
             Block::Details(summary, inner) => {
                 let _ = writeln!(out, "### {summary}\n");
-                blocks(out, inner);
+                blocks(out, inner, toc);
+            }
+            Block::Facts(facts) => {
+                for (what, value) in facts {
+                    let _ = writeln!(out, "- **{what}**: {value}");
+                }
+                out.push('\n');
+            }
+            Block::Contents => {
+                if !toc.is_empty() {
+                    let _ = writeln!(out, "Contents: {}\n", toc.join(" · "));
+                }
             }
         }
     }

@@ -20,6 +20,7 @@ mod document;
 mod html;
 mod isolation;
 mod markdown;
+mod provenance;
 mod serve;
 mod summary;
 mod svg;
@@ -35,6 +36,7 @@ use coload_cohort_schema::{Comparison, Mode, write_json_atomic};
 use crate::error::AnalysisError;
 
 pub use isolation::{render_isolation_markdown, render_isolation_table};
+pub(crate) use provenance::{number, utc_span};
 pub use summary::{render_markdown, render_table};
 
 /// What a study knows beyond the comparison, for its report: a title and notes, the name of the
@@ -60,6 +62,12 @@ pub struct ReportContext {
     pub serve_points: Vec<ServePoint>,
     /// Whether the other workers kept running beside one that takes all memory, per policy.
     pub isolation: Vec<IsolationRow>,
+    /// The provenance header under the title, read from the data (never typed): `(what,
+    /// value)` rows such as `("model", "resnet18, batch 32 of 3x224x224, fp32, eager")`.
+    pub provenance: Vec<(String, String)>,
+    /// Policies the study planned but did not measure on its node, each with the reason
+    /// (`("mig", "mode mig needs 7 MIG instance(s) ...")`): named in the verdict.
+    pub not_measured: Vec<(String, String)>,
 }
 
 /// One cohort of a study, as its index records it.
@@ -83,6 +91,8 @@ pub struct ContextCohort {
 /// (`capacity.json`) and its probes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CapacityRow {
+    /// The cohort's folder name in its study (empty outside a study).
+    pub name: String,
     /// The policy.
     pub policy: String,
     /// Its mode (for the colour).
@@ -109,19 +119,47 @@ pub struct CapacityRow {
 }
 
 impl CapacityRow {
-    /// The answer in words, as the search's stop allows it: `848.5`, `at least 16,000` (the
-    /// highest rate allowed passed, or no probe failed), `below 25` (the lowest rate allowed
-    /// failed, or no probe passed), `unknown` (no probe completed).
+    /// The answer in words, as the search's stop allows it: `850 to 1,000` (the bracket
+    /// `[passed, failed)` to the significant figures its width allows: a search that passed
+    /// 848.5 and failed 1,009 knows the capacity to two figures, not to a tenth), `at least
+    /// 16,000` (the highest rate allowed passed, or no probe failed), `below 25` (the lowest
+    /// rate allowed failed, or no probe passed), `unknown` (no probe completed).
     #[must_use]
     pub fn capacity_words(&self) -> String {
         use svg::rate;
         match (self.capacity_per_s, self.failed_above_per_s) {
-            (Some(c), Some(_)) => rate(c),
+            (Some(c), Some(f)) => {
+                let digits = bracket_digits(c, f);
+                format!(
+                    "{} to {}",
+                    svg::thousands(round_sig(c, digits)),
+                    svg::thousands(round_sig(f, digits))
+                )
+            }
             (Some(c), None) => format!("at least {}", rate(c)),
             (None, Some(f)) => format!("below {}", rate(f)),
             (None, None) => "unknown".to_owned(),
         }
     }
+}
+
+/// Significant figures a bracket `[lo, hi)` resolves: enough to tell its ends apart and no
+/// more (`[848.5, 1009)`: 2; `[1000, 1100)`: 2; `[100, 101)`: 3), at least 1.
+fn bracket_digits(lo: f64, hi: f64) -> i32 {
+    let width = (hi - lo).abs();
+    if width <= 0.0 || !lo.is_finite() || !hi.is_finite() || lo <= 0.0 {
+        return 3;
+    }
+    ((lo / width).log10().ceil() as i32 + 1).clamp(1, 6)
+}
+
+/// `v` rounded to `digits` significant figures (`round_sig(848.5, 2)` = 850).
+fn round_sig(v: f64, digits: i32) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let scale = 10f64.powi(digits - 1 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
 }
 
 /// A quantile as a percentile's name: `p99`, `p99.9`, `p50`.
@@ -169,6 +207,22 @@ pub struct ServePoint {
     pub latency_ms: Vec<(f64, f64)>,
     /// Whether a serve worker was judged overloaded.
     pub overloaded: bool,
+    /// The objective the cohort was judged at and the lowest attainment among its serve
+    /// workers (the fraction of requests within it), where an objective was given.
+    pub slo: Option<ServeSlo>,
+}
+
+/// A fixed-rate serve cohort's objective and how well it was met.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeSlo {
+    /// The objective, in words (`p99 <= 25 ms`).
+    pub objective: String,
+    /// The lowest attainment among the serve workers: requests within the objective's
+    /// latency over requests, 0 to 1.
+    pub attainment: f64,
+    /// Whether every serve worker met the objective (its quantile within the latency, and
+    /// LoadGen's early-stopping test passed).
+    pub meets: bool,
 }
 
 impl ServePoint {

@@ -12,8 +12,16 @@
 //! - [`GAIN`]: sharing *adds* throughput when the group's aggregate is at least 1.10x one worker
 //!   alone; below that it only divides the GPU (repeats of one shape spread by a few percent).
 //! - [`TAIL_OK`]: a policy *protects* a worker's tail when its p99 stays within 2x its solo p99.
+//! - [`ALONE_OK`]: a worker alone under a sharing policy (one Pod on a shared node) runs *as
+//!   fast as alone* when it keeps at least 0.90x its solo rate.
+//!
+//! One definition of p99 against solo, used by every table, chart and sentence: **p99 ÷ solo
+//! is the group's p99 (every batch of its workers pooled; the mean over repeated cohorts)
+//! divided by the solo worker's p99** (for one worker, its own p99 over the solo's). So the
+//! "p99 ms" column divided by the solo's p99 is the "p99 ÷ solo" column.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use coload_cohort_schema::{CohortComparison, Comparison, Mode, Workload};
 
@@ -24,6 +32,10 @@ use super::svg::num;
 pub(crate) const GAIN: f64 = 1.10;
 /// p99 against solo up to which a policy counts as protecting the tail.
 pub(crate) const TAIL_OK: f64 = 2.0;
+/// Rate against solo from which one worker alone under a sharing policy counts as unhindered:
+/// repeats of one shape spread by a few percent, so 0.90x is a cost nobody would notice and
+/// the plugin's 1/7 share (about 0.3x) is far below it.
+pub(crate) const ALONE_OK: f64 = 0.90;
 
 /// Colours per mode: the first policy of a mode gets the first, a second policy of the same mode
 /// (another MPS share) the next. Chosen to stay apart for the common colour-vision deficiencies.
@@ -102,18 +114,36 @@ pub(crate) struct Cell {
     pub(crate) rate: f64,
     /// Mean per-worker rate against solo.
     pub(crate) rate_vs_solo: Option<f64>,
-    /// Mean of the group's pooled p99, ms.
+    /// Mean of the group's pooled p99, ms (for a serve group at a fixed rate, the request p99
+    /// of the slowest serve worker: see `request`).
     pub(crate) p99_ms: f64,
-    /// Mean per-worker p99 against solo.
+    /// `p99_ms` over the solo's p99 (the one definition, see the module's doc).
     pub(crate) p99_vs_solo: Option<f64>,
+    /// The 95 % interval of the group's p99 over the repeated cohorts (n > 1).
+    pub(crate) p99_ci: Option<(f64, f64)>,
+    /// The 95 % interval of the aggregate over the repeated cohorts (n > 1).
+    pub(crate) aggregate_ci: Option<(f64, f64)>,
+    /// Mean samples per device joule of the group, where every cohort recorded energy.
+    pub(crate) samples_per_joule: Option<f64>,
+    /// A serve group at a fixed rate: `p99_ms` is the request latency, and this its
+    /// objective's attainment.
+    pub(crate) request: Option<RequestCell>,
+
     /// Mean aggregate samples/s of the group.
     pub(crate) aggregate: f64,
     /// Mean aggregate against solo.
     pub(crate) aggregate_vs_solo: Option<f64>,
-    /// Mean Jain fairness.
-    pub(crate) jain: f64,
     /// The cohort spans one GPU per worker (exclusive with several workers).
     pub(crate) across_gpus: bool,
+}
+
+/// A serve group's requests at a fixed rate (from the study's serve points).
+#[derive(Debug, Clone)]
+pub(crate) struct RequestCell {
+    /// Mean offered load per serve worker, requests/s.
+    pub(crate) offered_per_s: f64,
+    /// The objective and the lowest attainment, where one was given.
+    pub(crate) slo: Option<super::ServeSlo>,
 }
 
 /// The verdict of a comparison.
@@ -124,6 +154,8 @@ pub(crate) struct Verdict {
     pub(crate) cells: Vec<Cell>,
     /// Solo samples/s and p99 ms per workload.
     pub(crate) solo: BTreeMap<Workload, (f64, f64)>,
+    /// Solo samples per device joule per workload, where the baseline recorded energy.
+    pub(crate) solo_samples_per_joule: BTreeMap<Workload, f64>,
     /// Needs and what the data say about them.
     pub(crate) sentences: Vec<(String, String)>,
 }
@@ -191,6 +223,10 @@ fn mean_opt(v: &[Option<f64>]) -> Option<f64> {
 }
 
 /// The verdict of `c` with the study's `ctx`.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one pass: per-cohort values, then cells with their intervals, then the sentences"
+)]
 pub(crate) fn verdict(c: &Comparison, ctx: &ReportContext) -> Verdict {
     let policies = policies(c, ctx);
     let index = |label: &str| policies.iter().position(|p| p.label == label).unwrap_or(0);
@@ -214,47 +250,91 @@ pub(crate) fn verdict(c: &Comparison, ctx: &ReportContext) -> Verdict {
                 mix: k.workload_mix.clone(),
             };
             let per: Vec<Option<f64>> = g.per_worker.iter().map(|w| w.rate_vs_solo).collect();
-            let p99: Vec<Option<f64>> = g.per_worker.iter().map(|w| w.p99_vs_solo).collect();
             let rates: Vec<f64> = g.per_worker.iter().map(|w| w.samples_per_s).collect();
+            // A fixed-rate serve group is judged by its requests, not its batches.
+            let point = (*workload == Workload::Serve)
+                .then(|| {
+                    ctx.serve_points
+                        .iter()
+                        .find(|p| p.experiment == k.experiment)
+                })
+                .flatten();
+            let p99_ms = point.and_then(|p| p.latency_at(0.99)).unwrap_or(g.p99_ms);
             by.entry((shape, index(&policy_label(ctx, k))))
                 .or_default()
                 .push(PerCohort {
+                    experiment: k.experiment.clone(),
                     rate: mean(&rates),
                     rate_vs_solo: mean_opt(&per),
-                    p99_ms: g.p99_ms,
-                    p99_vs_solo: mean_opt(&p99),
+                    p99_ms,
                     aggregate: g.aggregate_samples_per_s,
                     aggregate_vs_solo: g.aggregate_vs_solo,
-                    jain: g.jain_fairness,
+                    samples_per_joule: g.samples_per_device_joule,
+                    request: point.map(|p| RequestCell {
+                        offered_per_s: p.offered_per_s,
+                        slo: p.slo.clone(),
+                    }),
                     across_gpus: k.mode == Mode::Exclusive && k.count > 1,
                 });
         }
     }
-    let cells: Vec<Cell> = by
-        .into_iter()
-        .map(|((shape, policy), v)| Cell {
-            shape,
-            policy,
-            cohorts: v.len(),
-            rate: mean(&v.iter().map(|p| p.rate).collect::<Vec<_>>()),
-            rate_vs_solo: mean_opt(&v.iter().map(|p| p.rate_vs_solo).collect::<Vec<_>>()),
-            p99_ms: mean(&v.iter().map(|p| p.p99_ms).collect::<Vec<_>>()),
-            p99_vs_solo: mean_opt(&v.iter().map(|p| p.p99_vs_solo).collect::<Vec<_>>()),
-            aggregate: mean(&v.iter().map(|p| p.aggregate).collect::<Vec<_>>()),
-            aggregate_vs_solo: mean_opt(&v.iter().map(|p| p.aggregate_vs_solo).collect::<Vec<_>>()),
-            jain: mean(&v.iter().map(|p| p.jain).collect::<Vec<_>>()),
-            across_gpus: v.iter().any(|p| p.across_gpus),
-        })
-        .collect();
-    let solo = c
+    let solo: BTreeMap<Workload, (f64, f64)> = c
         .baselines
         .iter()
         .map(|(w, b)| (*w, (b.samples_per_s, b.p99_ms)))
+        .collect();
+    let cells: Vec<Cell> = by
+        .into_iter()
+        .map(|((shape, policy), v)| {
+            let p99_ms = mean(&v.iter().map(|p| p.p99_ms).collect::<Vec<_>>());
+            let experiments: Vec<String> = v.iter().map(|p| p.experiment.clone()).collect();
+            let stats = repeat_stats(c, &experiments, shape.group);
+            let request = v.first().and_then(|p| p.request.clone());
+            Cell {
+                cohorts: v.len(),
+                rate: mean(&v.iter().map(|p| p.rate).collect::<Vec<_>>()),
+                rate_vs_solo: mean_opt(&v.iter().map(|p| p.rate_vs_solo).collect::<Vec<_>>()),
+                p99_ms,
+                // Requests have no solo batch to compare with.
+                p99_vs_solo: solo
+                    .get(&shape.group)
+                    .filter(|(_, s)| *s > 0.0 && request.is_none())
+                    .map(|(_, s)| p99_ms / s),
+                p99_ci: stats
+                    .filter(|_| request.is_none())
+                    .and_then(|s| ci(&s.p99_ms)),
+                aggregate_ci: stats.and_then(|s| ci(&s.aggregate_samples_per_s)),
+                aggregate: mean(&v.iter().map(|p| p.aggregate).collect::<Vec<_>>()),
+                aggregate_vs_solo: mean_opt(
+                    &v.iter().map(|p| p.aggregate_vs_solo).collect::<Vec<_>>(),
+                ),
+                samples_per_joule: mean_opt(
+                    &v.iter().map(|p| p.samples_per_joule).collect::<Vec<_>>(),
+                ),
+                across_gpus: v.iter().any(|p| p.across_gpus),
+                request,
+                shape,
+                policy,
+            }
+        })
+        .collect();
+    let solo_samples_per_joule = c
+        .baselines
+        .iter()
+        .filter_map(|(w, b)| {
+            c.cohorts
+                .iter()
+                .find(|k| k.experiment == b.experiment)
+                .and_then(|k| k.groups.get(w))
+                .and_then(|g| g.samples_per_device_joule)
+                .map(|j| (*w, j))
+        })
         .collect();
     let mut v = Verdict {
         policies,
         cells,
         solo,
+        solo_samples_per_joule,
         sentences: Vec::new(),
     };
     v.sentences = sentences(&v, ctx);
@@ -262,18 +342,61 @@ pub(crate) fn verdict(c: &Comparison, ctx: &ReportContext) -> Verdict {
 }
 
 struct PerCohort {
+    experiment: String,
     rate: f64,
     rate_vs_solo: Option<f64>,
     p99_ms: f64,
-    p99_vs_solo: Option<f64>,
     aggregate: f64,
     aggregate_vs_solo: Option<f64>,
-    jain: f64,
+    samples_per_joule: Option<f64>,
+    request: Option<RequestCell>,
     across_gpus: bool,
 }
 
+/// The repeat statistics of `group` over the repeated cohorts that hold `experiments`.
+fn repeat_stats<'c>(
+    c: &'c Comparison,
+    experiments: &[String],
+    group: Workload,
+) -> Option<&'c coload_cohort_schema::RepeatStats> {
+    c.repeats
+        .iter()
+        .find(|r| experiments.iter().any(|e| r.experiments.contains(e)))
+        .and_then(|r| r.groups.get(&group))
+}
+
+/// A 95 % interval, where the estimate has one (n > 1).
+fn ci(e: &coload_cohort_schema::Estimate) -> Option<(f64, f64)> {
+    match (e.n > 1, e.ci95_low, e.ci95_high) {
+        (true, Some(l), Some(h)) => Some((l, h)),
+        _ => None,
+    }
+}
+
+/// `6,201 (95 % CI 6,196 to 6,205)`, or the figure alone without an interval.
+pub(crate) fn with_ci(v: f64, ci: Option<(f64, f64)>, unit: &str) -> String {
+    ci.map_or_else(
+        || format!("{}{unit}", num(v)),
+        |(l, h)| format!("{}{unit}, 95 % CI {} to {}", num(v), num(l), num(h)),
+    )
+}
+
 fn x(v: f64) -> String {
+    format!("{}×", ratio(v))
+}
+
+/// A threshold as the text names it: `2×`, `1.1×`.
+fn threshold(v: f64) -> String {
     format!("{}×", num(v))
+}
+
+/// A ratio to two decimals below 10 (`0.95`, `1.00`, `7.72`), as [`num`] writes it above.
+pub(crate) fn ratio(v: f64) -> String {
+    if v.abs() < 10.0 {
+        format!("{v:.2}")
+    } else {
+        num(v)
+    }
 }
 
 /// `a, b and c`.
@@ -288,12 +411,18 @@ fn and_list(items: &[String]) -> String {
 /// The sentences: one per need the data can answer.
 fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    // The needs in the order a platform engineer asks them; a need the data cannot answer
+    // says so, and why, rather than vanishing.
     for part in [
         throughput,
-        tail_beside_others,
+        not_full,
         real_cards,
+        tail_beside_others,
         capacity,
+        fixed_rate,
         isolation,
+        energy,
+        not_measured,
     ] {
         part(v, ctx, &mut out);
     }
@@ -330,10 +459,10 @@ fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
         });
         let describe = |c: &Cell| {
             format!(
-                "{} {} together ({} samples/s; each worker {} solo)",
+                "{} {} together ({}; each worker {} solo)",
                 name(c),
                 x(c.aggregate_vs_solo.unwrap_or(0.0)),
-                num(c.aggregate),
+                with_ci(c.aggregate, c.aggregate_ci, " samples/s"),
                 x(c.rate_vs_solo.unwrap_or(0.0))
             )
         };
@@ -342,13 +471,21 @@ fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
             .filter(|c| c.aggregate_vs_solo.unwrap_or(0.0) >= GAIN)
             .map(|c| describe(c))
             .collect();
+        // Those that only share it out: their total says it; each worker's share follows.
         let flat: Vec<String> = at_n
             .iter()
             .filter(|c| c.aggregate_vs_solo.unwrap_or(0.0) < GAIN)
-            .map(|c| describe(c))
+            .map(|c| {
+                format!(
+                    "{} {} ({})",
+                    name(c),
+                    x(c.aggregate_vs_solo.unwrap_or(0.0)),
+                    with_ci(c.aggregate, c.aggregate_ci, " samples/s")
+                )
+            })
             .collect();
         let need = format!(
-            "{} throughput, {n} {workload} workers sharing one device:",
+            "{} throughput, card full ({n} {workload} workers on one device):",
             cap(workload.as_str())
         );
         let flat_names: Vec<String> = at_n
@@ -380,7 +517,7 @@ fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
             (true, _) => format!(
                 "no policy measured adds throughput over one worker alone (that takes {}); {} \
                  only {} it out: {}.",
-                x(GAIN),
+                threshold(GAIN),
                 and_list(&flat_names),
                 if flat_names.len() == 1 {
                     "shares"
@@ -418,11 +555,11 @@ fn tail_beside_others(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, 
         let solo_ms = v.solo.get(&Workload::Infer).map(|s| s.1);
         let describe = |c: &Cell| {
             format!(
-                "{} {} solo ({} ms{})",
+                "{} {} solo ({}{})",
                 name(c),
                 x(c.p99_vs_solo.unwrap_or(0.0)),
-                num(c.p99_ms),
-                solo_ms.map_or_else(String::new, |s| format!(" against {} ms", num(s)))
+                with_ci(c.p99_ms, c.p99_ci, " ms"),
+                solo_ms.map_or_else(String::new, |s| format!("; solo {} ms", num(s)))
             )
         };
         let ok: Vec<&Cell> = tails
@@ -439,20 +576,20 @@ fn tail_beside_others(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, 
         let text = if ok.is_empty() {
             format!(
                 "no policy measured keeps it within {} solo: {}.",
-                x(TAIL_OK),
+                threshold(TAIL_OK),
                 and_list(&bad.iter().map(|c| describe(c)).collect::<Vec<_>>())
             )
         } else if bad.is_empty() {
             format!(
                 "every policy measured keeps it within {} solo: {}.",
-                x(TAIL_OK),
+                threshold(TAIL_OK),
                 and_list(&ok.iter().map(|c| describe(c)).collect::<Vec<_>>())
             )
         } else {
             format!(
                 "{} keeps it within {} solo ({}); {} does not ({}).",
                 and_list(&ok.iter().map(|c| name(c)).collect::<Vec<_>>()),
-                x(TAIL_OK),
+                threshold(TAIL_OK),
                 and_list(&ok.iter().map(|c| describe(c)).collect::<Vec<_>>()),
                 and_list(&bad.iter().map(|c| name(c)).collect::<Vec<_>>()),
                 and_list(&bad.iter().map(|c| describe(c)).collect::<Vec<_>>())
@@ -499,12 +636,22 @@ fn real_cards(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
 
 /// Capacity at the objective, when a serve study measured it: one sentence per objective.
 fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) {
+    if ctx.capacity.is_empty() {
+        out.push((
+            "Serving capacity at an objective:".to_owned(),
+            "not measured: no capacity search in these data (the `decision` plan runs them)."
+                .to_owned(),
+        ));
+    }
     for (slo, q) in objectives(&ctx.capacity) {
-        let mut rows: Vec<&super::CapacityRow> = ctx
+        let at: Vec<&super::CapacityRow> = ctx
             .capacity
             .iter()
             .filter(|r| (r.slo_ms - slo).abs() < 1e-9 && (r.quantile - q).abs() < 1e-9)
             .collect();
+        // The server alone on a whole GPU is the reference, not a policy that competes.
+        let (alone, mut rows): (Vec<&super::CapacityRow>, Vec<&super::CapacityRow>) =
+            at.into_iter().partition(|r| r.mode == Mode::Exclusive);
         // Most first; a search that passed nothing ranks by its failing bound, below any pass.
         let key = |r: &super::CapacityRow| {
             r.capacity_per_s
@@ -514,25 +661,109 @@ fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) 
             let (ka, kb) = (key(a), key(b));
             kb.0.cmp(&ka.0).then(kb.1.total_cmp(&ka.1))
         });
+        let Some(objective) = rows.first().or(alone.first()).map(|r| r.objective.clone()) else {
+            continue;
+        };
         let text: Vec<String> = rows
             .iter()
-            .map(|r| format!("{} {} requests/s", r.policy, r.capacity_words()))
+            .map(|r| format!("{} {}", r.policy, r.capacity_words()))
             .collect();
-        let lead = if rows[0].capacity_per_s.is_some() {
-            format!("{} sustains the most", rows[0].policy)
+        let lead = match rows.first() {
+            Some(r) if r.capacity_per_s.is_some() => format!("{} sustains the most", r.policy),
+            Some(_) => "no policy measured meets it at any rate probed".to_owned(),
+            None => "no shared search".to_owned(),
+        };
+        let beside = rows.first().map(|r| r.note.clone()).unwrap_or_default();
+        let mut sentence = if rows.is_empty() {
+            String::new()
         } else {
-            "no policy measured meets it at any rate probed".to_owned()
+            format!("{lead} ({beside}): {} requests/s", and_list(&text))
+        };
+        if let Some(a) = alone.first() {
+            let _ = write!(
+                sentence,
+                "{}{} alone: {} requests/s",
+                if sentence.is_empty() { "" } else { "; " },
+                a.policy,
+                a.capacity_words()
+            );
+        }
+        out.push((
+            format!("Serving capacity at the objective ({objective}):"),
+            format!("{sentence}."),
+        ));
+    }
+}
+
+/// Requests at a fixed rate, when the study ran serve cohorts with an objective: per mix, who
+/// met it, with the request p99 and the share of requests within the objective.
+fn fixed_rate(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
+    let name = |c: &Cell| v.policies[c.policy].label.clone();
+    let cells: Vec<(&Cell, &super::ServeSlo)> = v
+        .cells
+        .iter()
+        .filter_map(|c| {
+            c.request
+                .as_ref()
+                .and_then(|r| r.slo.as_ref())
+                .map(|s| (c, s))
+        })
+        .collect();
+    let mut mixes: Vec<String> = cells.iter().map(|(c, _)| c.shape.label()).collect();
+    mixes.dedup();
+    for mix in mixes {
+        let here: Vec<&(&Cell, &super::ServeSlo)> = cells
+            .iter()
+            .filter(|(c, _)| c.shape.label() == mix)
+            .collect();
+        let Some((first, slo)) = here.first() else {
+            continue;
+        };
+        let describe = |(c, s): &&(&Cell, &super::ServeSlo)| {
+            format!(
+                "{} (request p99 {} ms, {} % within)",
+                name(c),
+                num(c.p99_ms),
+                num(s.attainment * 100.0)
+            )
+        };
+        let met: Vec<String> = here.iter().filter(|(_, s)| s.meets).map(describe).collect();
+        let missed: Vec<String> = here
+            .iter()
+            .filter(|(_, s)| !s.meets)
+            .map(describe)
+            .collect();
+        let offered = first.request.as_ref().map_or(0.0, |r| r.offered_per_s);
+        let text = match (met.is_empty(), missed.is_empty()) {
+            (false, true) => format!("every policy measured meets it: {}.", and_list(&met)),
+            (true, _) => format!("no policy measured meets it: {}.", and_list(&missed)),
+            (false, false) => format!(
+                "{} {} it; {} {} not.",
+                and_list(&met),
+                if met.len() == 1 { "meets" } else { "meet" },
+                and_list(&missed),
+                if missed.len() == 1 { "does" } else { "do" }
+            ),
         };
         out.push((
-            format!("Serving capacity at the objective ({}):", rows[0].objective),
-            format!("{lead}; {}.", and_list(&text)),
+            format!(
+                "Serving at a fixed rate ({mix}, about {} requests/s, {}):",
+                num(offered),
+                slo.objective
+            ),
+            text,
         ));
     }
 }
 
 /// Memory isolation against a hog, when a study measured it.
 fn isolation(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) {
-    if !ctx.isolation.is_empty() {
+    if ctx.isolation.is_empty() {
+        out.push((
+            "Memory isolation against a worker that takes all memory:".to_owned(),
+            "not measured: no hog cohort in these data (the `decision` plan runs them).".to_owned(),
+        ));
+    } else {
         let held: Vec<String> = ctx
             .isolation
             .iter()
@@ -563,6 +794,158 @@ fn isolation(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>)
         out.push((
             "Memory isolation against a worker that takes all memory:".to_owned(),
             text,
+        ));
+    }
+}
+
+/// The card not full: one worker alone under each sharing policy (one Pod on a shared node),
+/// against its solo on a whole GPU.
+fn not_full(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
+    let name = |c: &Cell| v.policies[c.policy].label.clone();
+    for workload in [Workload::Train, Workload::Infer] {
+        let mut alone: Vec<&Cell> = v
+            .cells
+            .iter()
+            .filter(|c| !c.shape.mixed && c.shape.group == workload && c.shape.count == 1)
+            .filter(|c| c.rate_vs_solo.is_some())
+            .collect();
+        if alone.is_empty() {
+            continue;
+        }
+        alone.sort_by(|a, b| {
+            b.rate_vs_solo
+                .unwrap_or(0.0)
+                .total_cmp(&a.rate_vs_solo.unwrap_or(0.0))
+        });
+        let short = |c: &Cell| format!("{} {}", name(c), x(c.rate_vs_solo.unwrap_or(0.0)));
+        let long = |c: &Cell| {
+            format!(
+                "{} {} ({} samples/s)",
+                name(c),
+                x(c.rate_vs_solo.unwrap_or(0.0)),
+                num(c.rate)
+            )
+        };
+        let (ok, capped): (Vec<&Cell>, Vec<&Cell>) = alone
+            .iter()
+            .partition(|c| c.rate_vs_solo.unwrap_or(0.0) >= ALONE_OK);
+        let ok_words: Vec<String> = ok.iter().map(|c| short(c)).collect();
+        let capped_words: Vec<String> = capped.iter().map(|c| long(c)).collect();
+        let text = match (ok.is_empty(), capped.is_empty()) {
+            (false, true) => format!(
+                "every policy measured keeps at least {} its solo rate: {}.",
+                threshold(ALONE_OK),
+                and_list(&ok_words)
+            ),
+            (true, _) => format!(
+                "{} caps it below {} its solo rate: {}.",
+                if capped.len() == 1 {
+                    "the one policy measured"
+                } else {
+                    "every policy measured"
+                },
+                threshold(ALONE_OK),
+                and_list(&capped_words)
+            ),
+            (false, false) => format!(
+                "{} {} it as fast as a whole GPU ({}); {} {} it: {}.",
+                and_list(&ok.iter().map(|c| name(c)).collect::<Vec<_>>()),
+                if ok.len() == 1 { "runs" } else { "run" },
+                and_list(&ok_words),
+                and_list(&capped.iter().map(|c| name(c)).collect::<Vec<_>>()),
+                if capped.len() == 1 { "caps" } else { "cap" },
+                and_list(&capped_words)
+            ),
+        };
+        out.push((
+            format!(
+                "{} throughput, card not full (one {workload} worker alone):",
+                cap(workload.as_str())
+            ),
+            text,
+        ));
+    }
+}
+
+/// Energy per sample: the full card's shape per policy against one worker alone, where the
+/// cohorts recorded the GPU's energy counter.
+fn energy(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
+    let name = |c: &Cell| v.policies[c.policy].label.clone();
+    let workload = Workload::Train;
+    let shared: Vec<&Cell> = v
+        .cells
+        .iter()
+        .filter(|c| !c.shape.mixed && c.shape.group == workload && !c.across_gpus)
+        .filter(|c| c.samples_per_joule.is_some())
+        .collect();
+    let Some(n) = shared.iter().map(|c| c.shape.count).max() else {
+        out.push((
+            "Energy per sample:".to_owned(),
+            "not measured: no training cohort recorded the GPU's energy counter.".to_owned(),
+        ));
+        return;
+    };
+    let mut full: Vec<&Cell> = shared
+        .iter()
+        .copied()
+        .filter(|c| c.shape.count == n)
+        .collect();
+    full.sort_by(|a, b| {
+        b.samples_per_joule
+            .unwrap_or(0.0)
+            .total_cmp(&a.samples_per_joule.unwrap_or(0.0))
+    });
+    let words = |cells: &[&Cell]| {
+        and_list(
+            &cells
+                .iter()
+                .map(|c| format!("{} {}", name(c), ratio(c.samples_per_joule.unwrap_or(0.0))))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let alone: Vec<&Cell> = shared
+        .iter()
+        .copied()
+        .filter(|c| c.shape.count == 1)
+        .collect();
+    let solo = v.solo_samples_per_joule.get(&workload).copied();
+    let mut text = format!("training samples per device joule: {}", words(&full));
+    if let Some(s) = solo {
+        let _ = write!(text, "; solo on a whole GPU {}", ratio(s));
+    }
+    if !alone.is_empty() {
+        let _ = write!(text, "; one trainer alone under {}", words(&alone));
+    }
+    text.push('.');
+    out.push((
+        format!("Energy per sample (train, {n} on one device):"),
+        text,
+    ));
+}
+
+/// Every policy the study planned but could not measure on its node, with the reason; MIG is
+/// always named, measured or not.
+fn not_measured(v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) {
+    let mut items: Vec<String> = ctx
+        .not_measured
+        .iter()
+        .map(|(policy, why)| format!("{policy}: {why}"))
+        .collect();
+    let mig_measured = v
+        .policies
+        .iter()
+        .any(|p| matches!(p.mode, Mode::Mig | Mode::MigTimeslice));
+    let mig_named = ctx
+        .not_measured
+        .iter()
+        .any(|(p, _)| p.to_ascii_lowercase().contains("mig"));
+    if !mig_measured && !mig_named {
+        items.push("MIG: no MIG cohort in these data (the plan has no MIG policy)".to_owned());
+    }
+    if !items.is_empty() {
+        out.push((
+            "Not measured here:".to_owned(),
+            format!("{}.", items.join("; ")),
         ));
     }
 }

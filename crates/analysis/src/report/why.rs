@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use coload_cohort_schema::{CohortSummary, Comparison, MeanMax};
 
-use super::document::{Table, f2};
+use super::document::Table;
 
 /// What the comparison's "why" section says above its table. The attribution caveat itself is
 /// stated once, in the caveats.
@@ -129,8 +129,8 @@ pub(crate) fn comparison_why(c: &Comparison, ctx: &super::ReportContext) -> Opti
                 mix.join(", "),
                 k.experiment.clone(),
                 workload.to_string(),
-                f2(g.aggregate_samples_per_s),
-                format!("{:.3}", g.p99_ms),
+                super::svg::num(g.aggregate_samples_per_s),
+                super::svg::num(g.p99_ms),
                 pct(gpm.and_then(|m| m.sm_occupancy_pct.as_ref())),
                 pct(gpm.and_then(|m| m.dram_bw_util_pct.as_ref())),
                 pct(gpm.and_then(|m| m.sm_util_pct.as_ref())),

@@ -1,0 +1,317 @@
+//! Report v3 (issue 23) on a real study folder: the third round's article study under
+//! docs/results/data, re-reported without running anything. The provenance header is read from
+//! the data, every need has a sentence (or says why it was not measured), a policy the node did
+//! not offer is named with its reason, outcomes read as words, and the page has its anchors.
+
+use std::path::{Path, PathBuf};
+
+use coload_analysis::study_report::{About, write};
+use coload_cohort_schema::study::{Entry, Index, Outcome};
+
+fn article() -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("docs/results/data/2026-12-01-round3/article")
+}
+
+/// A copy of the article study (its index and cohort summaries) in a temporary folder.
+fn copy_of_article() -> (tempfile::TempDir, Index) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = article();
+    let index: Index = coload_cohort_schema::read_document(&src.join("index.json")).unwrap();
+    for e in &index.cohorts {
+        let from = src.join("cohorts").join(&e.name).join("summary.json");
+        let to = tmp.path().join("cohorts").join(&e.name);
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(from, to.join("summary.json")).unwrap();
+    }
+    (tmp, index)
+}
+
+fn entry(name: &str, policy: &str, mode: &str, outcome: Outcome, reason: &str) -> Entry {
+    Entry {
+        name: name.into(),
+        policy: policy.into(),
+        mode: mode.into(),
+        workers: "train=7".into(),
+        repeat: 1,
+        baseline: false,
+        outcome,
+        reason: Some(reason.into()),
+        exit_code: None,
+        lanes: None,
+        duration_s: None,
+        experiment: None,
+        failed_dirs: Vec::new(),
+        capacity: None,
+    }
+}
+
+fn report(dir: &Path, index: &Index) -> (String, String) {
+    let about = About {
+        title: "coload study: article".into(),
+        description: "the article's matrix".into(),
+        node: index.node.clone(),
+    };
+    let written = write(dir, &about, index).unwrap();
+    assert!(written.warnings.is_empty(), "{:?}", written.warnings);
+    let report = written.dir.unwrap();
+    (
+        std::fs::read_to_string(report.join("report.html")).unwrap(),
+        std::fs::read_to_string(report.join("comparison.md")).unwrap(),
+    )
+}
+
+#[test]
+fn the_article_study_reads_with_its_provenance_and_every_need() {
+    let (tmp, index) = copy_of_article();
+    let (html, md) = report(tmp.path(), &index);
+    // Provenance, from the summaries: nothing typed.
+    for fact in [
+        "<dt>workload</dt><dd>resnet18, batch 32 of 3x224x224, fp32, eager</dd>",
+        "<dt>protocol</dt><dd>20 s window, 20 warmup batches, 5 s start lead</dd>",
+        "<dt>dates</dt><dd>2026-12-01 00:45 to 00:58 UTC",
+        "<dt>GPUs</dt><dd>2 physical GPUs (GPU-694b5e84…, GPU-dd673790…), 140 GiB each",
+        "mps-plugin: device-plugin replicas 7: 14 % of the threads",
+        "<dt>coload</dt><dd>0.1.0 (git ",
+        "driver, CUDA version and hosts not kept with these data (summaries only)",
+    ] {
+        assert!(html.contains(fact), "{fact}");
+    }
+    // A table of contents whose links land on the sections.
+    assert!(html.contains("<a href=\"#verdict\">Verdict</a>"));
+    assert!(html.contains("<h2 id=\"verdict\">Verdict</h2>"));
+    assert!(html.contains("<h2 id=\"every-cohort-of-the-study\">"));
+    assert!(md.contains("[Every cohort of the study](#every-cohort-of-the-study)"));
+    // Every need, in the verdict, before the first cohort.
+    let verdict =
+        &html[html.find("<h2 id=\"verdict\">").unwrap()..html.find("<h2 id=\"cohorts\">").unwrap()];
+    for need in [
+        "Train throughput, card full (7 train workers on one device):</strong> use mps-plugin 1.54× together (6,201 samples/s, 95 % CI 6,196 to 6,205;",
+        "Train throughput, card not full (one train worker alone):</strong> timeslice and mps-unlimited run it as fast as a whole GPU (timeslice 1.00× and mps-unlimited 0.98×); mps-plugin caps it: mps-plugin 0.29× (1,179 samples/s).",
+        "Inference p99 beside others (1 infer + 6 train):</strong> no policy measured keeps it within 2× solo: mps-plugin 5.84× solo (12.0 ms, 95 % CI 11.9 to 12.2; solo 2.06 ms)",
+        "Serving capacity at an objective:</strong> not measured: no capacity search in these data",
+        "Memory isolation against a worker that takes all memory:</strong> not measured",
+        "Energy per sample (train, 7 on one device):</strong> training samples per device joule: mps-plugin 9.60, timeslice 9.01 and mps-unlimited 8.84; solo on a whole GPU 9.35; one trainer alone under timeslice 9.46, mps-plugin 5.27 and mps-unlimited 9.25.",
+        "Not measured here:</strong> MIG: no MIG cohort in these data",
+    ] {
+        assert!(verdict.contains(need), "{need}");
+    }
+    // One definition of p99 ÷ solo: the table's p99 over the solo's p99 is its ratio column.
+    assert!(md.contains("| 1 infer + 6 train: infer | timeslice | 3 | 2,193 | 0.14 | 15.9 [15.8 to 15.9] | 7.72 |"), "{md}");
+    // Outcomes in words; figures not to two decimals.
+    assert!(html.contains("<td class=\"t\">complete (earlier run)</td>"));
+    assert!(!html.contains("already_complete"));
+    assert!(!html.contains("4017.60"));
+}
+
+#[test]
+fn a_policy_the_node_did_not_offer_is_named_with_its_reason_and_failures_read_as_words() {
+    let (tmp, mut index) = copy_of_article();
+    index.cohorts.push(entry(
+        "mig-train7-r1",
+        "mig",
+        "mig",
+        Outcome::NotOffered,
+        "mode mig needs 7 MIG instance(s) on one GPU; nvidia-smi -L lists 0 on the lanes (MIG is set up by the node's owner)",
+    ));
+    index.cohorts.push(entry(
+        "mig-infer7-r1",
+        "mig",
+        "mig",
+        Outcome::NotOffered,
+        "mode mig needs 7 MIG instance(s) on one GPU",
+    ));
+    index.cohorts.push(entry(
+        "timeslice-hog1-train6-r1",
+        "timeslice",
+        "timeslice",
+        Outcome::Failed,
+        "replica 3: out_of_memory: failed in warmup: CUDA out of memory",
+    ));
+    let (html, _) = report(tmp.path(), &index);
+    assert!(
+        html.contains("<strong>Not measured here:</strong> mig: not measured, mode mig needs 7 MIG instance(s) on one GPU; nvidia-smi -L lists 0 on the lanes (MIG is set up by the node&#39;s owner) (2 cohorts not offered)."),
+        "{}",
+        &html[html.find("Not measured here").unwrap_or(0)..][..400]
+    );
+    assert!(html.contains("failed: replica 3 out of memory: failed in warmup: CUDA out of memory"));
+    assert!(html.contains("<dt>cohorts</dt><dd>42 planned: 39 complete, 1 failed, 2 not offered by this node, 0 not run yet"));
+}
+
+/// Copies every file of `from` into `to`, folders included.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn fixed_rate_serve_cohorts_are_judged_by_their_requests_and_the_hog_by_its_peers() {
+    // The second round's study: serve cohorts at 300 requests/s judged at p99 <= 25 ms, and a
+    // hog beside six trainers under time-slicing (failed twice) and plugin MPS.
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("docs/results/data/2026-11-30-round2/study");
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&src.join("cohorts"), &tmp.path().join("cohorts"));
+    let index: Index = coload_cohort_schema::read_document(&src.join("index.json")).unwrap();
+    let (html, md) = report(tmp.path(), &index);
+    // The shape table shows the request p99 (28.7 ms), not the batch p99 (14.9 ms).
+    assert!(
+        md.contains("| 1 serve + 6 train: serve | timeslice | 1 | ")
+            && md.contains("| 28.7 (requests) |"),
+        "{md}"
+    );
+    assert!(md.contains(
+        "| 1 serve + 6 train: serve | timeslice | 300 | 28.7 | p99 <= 25 ms | 85.6 % | no |"
+    ));
+    assert!(html.contains(
+        "mps-plugin (request p99 5.32 ms, 99.9 % within) and mps-unlimited (request p99 20.7 ms, 99.8 % within) meet it; timeslice (request p99 28.7 ms, 85.6 % within) does not."
+    ));
+    assert!(html.contains(
+        "<strong>Memory isolation against a worker that takes all memory:</strong> mps-plugin (the hog got 19.9 GiB; 6 of 6 others completed) kept the others running; timeslice (the hog got 139.2 GiB; 6 of 6 others ran out of memory) did not."
+    ));
+}
+
+#[test]
+fn a_decision_study_answers_all_six_needs_on_its_first_screen() {
+    // The decision plan's kinds of cohorts, from the recorded rounds: the article matrix, the
+    // capacity searches at 10 ms (round 3) and 25 ms (round 2), the round-2 hog cohorts, and
+    // MIG as a node without MIG instances reports it.
+    let data = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("docs/results/data");
+    let (tmp, mut index) = copy_of_article();
+    for (objective, from) in [
+        ("10ms", "2026-12-01-round3/capacity-10ms"),
+        ("25ms", "2026-11-30-round2/capacity"),
+    ] {
+        for (folder, policy, mode, workers) in [
+            ("solo", "exclusive", "exclusive", "serve=1"),
+            ("timeslice6", "timeslice", "timeslice", "serve=1,train=6"),
+            ("mps-plugin6", "mps-plugin", "mps", "serve=1,train=6"),
+            ("mps-unlimited6", "mps-unlimited", "mps", "serve=1,train=6"),
+        ] {
+            let name = format!("{policy}-capacity-{objective}-r1");
+            copy_tree(
+                &data.join(from).join(folder),
+                &tmp.path().join("cohorts").join(&name),
+            );
+            let mut e = entry(&name, policy, mode, Outcome::AlreadyComplete, "");
+            e.reason = None;
+            e.workers = workers.into();
+            e.capacity = Some("capacity".into());
+            index.cohorts.push(e);
+        }
+    }
+    let hogs = data.join("2026-11-30-round2/study/cohorts");
+    copy_tree(
+        &hogs.join("mps-plugin-hog1-train6-r1"),
+        &tmp.path().join("cohorts/mps-plugin-hog1-train6-r1"),
+    );
+    let mut e = entry(
+        "mps-plugin-hog1-train6-r1",
+        "mps-plugin",
+        "mps",
+        Outcome::AlreadyComplete,
+        "",
+    );
+    e.reason = None;
+    index.cohorts.push(e);
+    copy_tree(
+        &hogs.join("timeslice-hog1-train6-r1.failed-1"),
+        &tmp.path().join("cohorts/timeslice-hog1-train6-r1.failed-1"),
+    );
+    let mut e = entry(
+        "timeslice-hog1-train6-r1",
+        "timeslice",
+        "timeslice",
+        Outcome::FailedEarlier,
+        "replica 1: out_of_memory: failed in warmup",
+    );
+    e.failed_dirs = vec!["cohorts/timeslice-hog1-train6-r1.failed-1".into()];
+    index.cohorts.push(e);
+    index.cohorts.push(entry(
+        "mig-train7-r1",
+        "mig",
+        "mig",
+        Outcome::NotOffered,
+        "mode mig needs 7 MIG instance(s) on one GPU",
+    ));
+    let (html, _) = report(tmp.path(), &index);
+    let verdict = &html[html.find("<ul class=\"findings\">").unwrap()..html.find("</ul>").unwrap()];
+    for need in [
+        "Train throughput, card full (7 train workers on one device):</strong> use mps-plugin",
+        "Train throughput, card not full (one train worker alone):</strong>",
+        "Inference p99 beside others (1 infer + 6 train):</strong>",
+        "Serving capacity at the objective (p99 &lt;= 10 ms):</strong> mps-plugin sustains the most (serve=1,train=6): mps-plugin 850 to 1,000, timeslice below 25 and mps-unlimited below 25 requests/s; exclusive alone: 11,000 to 16,000 requests/s.",
+        "Serving capacity at the objective (p99 &lt;= 25 ms):</strong> mps-plugin sustains the most (serve=1,train=6): mps-plugin at least 2,400,",
+        "Memory isolation against a worker that takes all memory:</strong> mps-plugin (the hog got 19.9 GiB; 6 of 6 others completed) kept the others running; timeslice (the hog got 139.2 GiB;",
+        "Energy per sample (train, 7 on one device):</strong> training samples per device joule: mps-plugin 9.60",
+        "Not measured here:</strong> mig: not measured, mode mig needs 7 MIG instance(s) on one GPU (1 cohort not offered).",
+    ] {
+        assert!(verdict.contains(need), "{need}\n{verdict}");
+    }
+    assert!(!verdict.contains("not measured: no"), "{verdict}");
+}
+
+#[test]
+fn where_the_study_kept_the_workers_records_the_header_names_driver_cuda_hosts_and_mig_mode() {
+    // Two recorded H200 cohorts laid out as a study keeps them: cohorts/<name>/summary.json
+    // beside worker-<i>/worker.json.
+    let fixtures = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fixtures/h200");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cohorts = Vec::new();
+    for (name, fixture, policy, mode, workers, baseline) in [
+        (
+            "exclusive-train1-r1",
+            "exclusive-solo-train",
+            "exclusive",
+            "exclusive",
+            "train=1",
+            true,
+        ),
+        (
+            "mps-train4-r1",
+            "mps-train4",
+            "mps-unlimited",
+            "mps",
+            "train=4",
+            false,
+        ),
+    ] {
+        let dir = tmp.path().join("cohorts").join(name);
+        copy_tree(&fixtures.join(fixture), &dir);
+        std::fs::rename(dir.join("expected-summary.json"), dir.join("summary.json")).unwrap();
+        let summary: coload_cohort_schema::CohortSummary =
+            coload_cohort_schema::read_document(&dir.join("summary.json")).unwrap();
+        let mut e = entry(name, policy, mode, Outcome::Complete, "");
+        e.reason = None;
+        e.workers = workers.into();
+        e.baseline = baseline;
+        e.experiment = Some(summary.experiment);
+        cohorts.push(e);
+    }
+    let index = Index {
+        schema_version: coload_cohort_schema::study::INDEX_VERSION,
+        plan: "fixtures".into(),
+        plan_source: "fixtures".into(),
+        node: "1 GPU(s) (GPU 0: NVIDIA H200), MPS available".into(),
+        lanes: vec![0],
+        cohorts,
+    };
+    let (html, _) = report(tmp.path(), &index);
+    assert!(
+        html.contains("NVIDIA H200; driver 580.159.04, CUDA 13.0</dd>"),
+        "{html}"
+    );
+    assert!(html.contains("<dt>hosts</dt><dd>vm</dd>"));
+    // The plan had no MIG policy and the workers say MIG mode was off: the verdict says both.
+    assert!(html.contains(
+        "<strong>Not measured here:</strong> MIG: not measured, the plan has no MIG policy and MIG mode is disabled on this node&#39;s GPUs."
+    ));
+}

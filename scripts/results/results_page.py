@@ -1,0 +1,609 @@
+#!/usr/bin/env python3
+"""Write docs/results.md from the data in the repository and a template (issue 23).
+
+    scripts/results/results_page.py [--data docs/results/data] [--template T] [--out docs/results.md]
+    scripts/results/results_page.py --check      # regenerate and diff against the committed page
+
+Every figure on the page is computed here from `docs/results/data/**` (each study's
+`index.json` and `report/comparison.json`, the capacity searches' `capacity.json`, the hog
+cohorts' `isolation.json`, the GPM-overhead runs' `overhead.json`, round 1's cohorts and
+`docs/results/comparison.json`); the template (`results.md.tmpl` beside this script) holds
+the words around them and `{{name}}` placeholders, and is refused when it types a figure
+itself. Standard library only (Python 3.11).
+
+The rules are the report's (`coload_analysis::report`): p99 against solo is the group's
+pooled p99 over the solo worker's p99; a mean over repeated cohorts carries its 95 % Student-t
+interval from `comparison.json`; a capacity is written to the significant figures its search's
+bracket resolves; one policy per study name (`mps-plugin`, `mps-unlimited`).
+"""
+
+import argparse
+import difflib
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+# Rounds, newest first: (folder, date). The page leads with the newest.
+ROUND3 = "2026-12-01-round3"
+ROUND2 = "2026-11-30-round2"
+
+POLICIES = ["timeslice", "mps-plugin", "mps-unlimited"]
+POLICY_WORDS = {
+    "timeslice": "time-slicing",
+    "mps-plugin": "MPS, plugin replicas 7",
+    "mps-unlimited": "MPS, unlimited",
+    "exclusive": "exclusive",
+}
+
+
+class DataError(Exception):
+    """A file of the data is missing or does not read as expected."""
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise DataError(f"{path}: {e}") from e
+
+
+class Study:
+    """A study folder: its index (policy per experiment) and its comparison."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.index = read_json(self.path / "index.json")
+        cmp_path = self.path / "report" / "comparison.json"
+        if not cmp_path.is_file():
+            cmp_path = self.path / "comparison.json"
+        self.comparison = read_json(cmp_path)
+        self.policy = {
+            e["experiment"]: e["policy"] for e in self.index["cohorts"] if e.get("experiment")
+        }
+        self.baseline_experiments = {b["experiment"] for b in self.comparison["baselines"].values()}
+
+    def solo(self, workload):
+        b = self.comparison["baselines"].get(workload)
+        return (b["samples_per_s"], b["p99_ms"]) if b else None
+
+    def summaries(self):
+        """Every complete cohort's summary.json."""
+        out = []
+        for e in self.index["cohorts"]:
+            p = self.path / "cohorts" / e["name"] / "summary.json"
+            if e["outcome"] in ("complete", "already_complete") and p.is_file():
+                out.append(read_json(p))
+        return out
+
+    def cell(self, mix, group, policy):
+        """One policy on one shape (`mix` as {"train": 7}), averaged over its repeats: aggregate,
+        per-worker rate, pooled p99, ratios against solo, samples per joule and the intervals."""
+        found = [
+            k
+            for k in self.comparison["cohorts"]
+            if k["workload_mix"] == mix
+            and self.policy.get(k["experiment"]) == policy
+            and k["experiment"] not in self.baseline_experiments
+            and group in k["groups"]
+        ]
+        if not found:
+            return None
+        gs = [k["groups"][group] for k in found]
+        mean = lambda v: sum(v) / len(v)  # noqa: E731
+        solo = self.solo(group)
+        agg = mean([g["aggregate_samples_per_s"] for g in gs])
+        rate = mean([mean([w["samples_per_s"] for w in g["per_worker"]]) for g in gs])
+        p99 = mean([g["p99_ms"] for g in gs])
+        spj = [g.get("samples_per_device_joule") for g in gs]
+        cell = {
+            "n": len(found),
+            "aggregate": agg,
+            "rate": rate,
+            "p99": p99,
+            "aggregate_vs_solo": agg / solo[0] if solo else None,
+            "rate_vs_solo": rate / solo[0] if solo else None,
+            "p99_vs_solo": p99 / solo[1] if solo else None,
+            "samples_per_joule": mean(spj) if all(v is not None for v in spj) else None,
+            "aggregate_ci": None,
+            "p99_ci": None,
+        }
+        exps = {k["experiment"] for k in found}
+        for r in self.comparison["repeats"]:
+            if exps & set(r["experiments"]) and group in r["groups"]:
+                s = r["groups"][group]
+                cell["aggregate_ci"] = ci(s["aggregate_samples_per_s"])
+                cell["p99_ci"] = ci(s["p99_ms"])
+        return cell
+
+
+def ci(e):
+    if e.get("n", 0) > 1 and e.get("ci95_low") is not None and e.get("ci95_high") is not None:
+        return (e["ci95_low"], e["ci95_high"])
+    return None
+
+
+# ---------------------------------------------------------------- words for figures
+
+
+def thousands(v):
+    return f"{round(v):,}"
+
+
+def num(v):
+    """As the report writes a figure: whole numbers from 100, one decimal from 10, two below."""
+    a = abs(v)
+    if a >= 1000:
+        return thousands(v)
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def ratio(v):
+    return "-" if v is None else (f"{v:.2f}" if abs(v) < 10 else num(v))
+
+
+def with_ci(v, interval):
+    return num(v) if interval is None else f"{num(v)} [{num(interval[0])} to {num(interval[1])}]"
+
+
+def rate_words(v):
+    """A probed request rate: whole numbers without decimals, others to one decimal."""
+    r = round(v * 10) / 10
+    return thousands(r) if r == round(r) else f"{r:,.1f}"
+
+
+def round_sig(v, digits):
+    if v == 0 or not math.isfinite(v):
+        return v
+    scale = 10 ** (digits - 1 - math.floor(math.log10(abs(v))))
+    return round(v * scale) / scale
+
+
+def capacity_words(c):
+    """As `CapacityRow::capacity_words`: the bracket to the figures it resolves."""
+    lo, hi = c.get("capacity_per_s"), c.get("failed_above_per_s")
+    if lo is not None and hi is not None:
+        width = abs(hi - lo)
+        digits = 3 if width <= 0 or lo <= 0 else max(1, min(6, math.ceil(math.log10(lo / width)) + 1))
+        return f"{thousands(round_sig(lo, digits))} to {thousands(round_sig(hi, digits))}"
+    if lo is not None:
+        return f"at least {rate_words(lo)}"
+    if hi is not None:
+        return f"below {rate_words(hi)}"
+    return "unknown"
+
+
+def probes_words(c):
+    out = []
+    for p in c["probes"]:
+        p99 = [w["p99_ms"] for w in p.get("serve", []) if w.get("p99_ms") is not None]
+        over = any(w.get("overloaded") for w in p.get("serve", []))
+        verdict = {True: "pass", False: "fail", None: "cohort failed"}[p.get("passed")]
+        lat = f"{num(max(p99))} ms" if p99 else "-"
+        out.append(f"{rate_words(p['rate_per_s'])}: {lat} ({verdict}{', overloaded' if over else ''})")
+    return "; ".join(out)
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def best(cells, key, high=True):
+    """The policy whose `key` is best, or None."""
+    have = {p: c[key] for p, c in cells.items() if c and c.get(key) is not None}
+    if not have:
+        return None
+    return (max if high else min)(have, key=have.get)
+
+
+def bold_if(text, yes):
+    return f"**{text}**" if yes else text
+
+
+# ---------------------------------------------------------------- the page's parts
+
+
+def protocol_words(study):
+    """`ResNet18 ... 20 s windows ...`, read from the summaries' configs."""
+    seen = []
+    for s in study.summaries():
+        c = s["config"]
+        w = (
+            f"{c['model']}, batch {c['batch_size']} of 3x{c['image_size']}x{c['image_size']} "
+            f"{c['precision']}, {c['execution']}; {num_plain(c['window_s'])} s windows, "
+            f"{c['warmup_batches']} warmup batches, {num_plain(c['start_lead_s'])} s start lead"
+        )
+        if w not in seen:
+            seen.append(w)
+    return "; ".join(seen)
+
+
+def num_plain(v):
+    return thousands(v) if v == round(v) else num(v)
+
+
+def study_dates(study):
+    import datetime as dt
+
+    spans = [s["common_interval"] for s in study.summaries()]
+    if not spans:
+        return "-"
+    start = min(s["start_unix_ns"] for s in spans) / 1e9
+    end = max(s["end_unix_ns"] for s in spans) / 1e9
+    f = lambda t: dt.datetime.fromtimestamp(t, dt.timezone.utc)  # noqa: E731
+    a, b = f(start), f(end)
+    if a.date() == b.date():
+        return f"{a:%Y-%m-%d %H:%M} to {b:%H:%M} UTC"
+    return f"{a:%Y-%m-%d %H:%M} to {b:%Y-%m-%d %H:%M} UTC"
+
+
+def day(summaries):
+    """The UTC day (or days) of the summaries' common intervals: `2026-12-01`."""
+    import datetime as dt
+
+    days = sorted({
+        dt.datetime.fromtimestamp(s["common_interval"]["start_unix_ns"] / 1e9, dt.timezone.utc).strftime("%Y-%m-%d")
+        for s in summaries
+    })
+    if not days:
+        return "-"
+    return days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+
+
+def capacity_searches(folder):
+    """{policy: capacity.json} of a folder of searches named solo, timeslice6, mps-plugin6, ..."""
+    out = {}
+    for name, policy in [("solo", "exclusive"), ("timeslice6", "timeslice"),
+                         ("mps-plugin6", "mps-plugin"), ("mps-unlimited6", "mps-unlimited")]:
+        p = folder / name / "capacity.json"
+        if p.is_file():
+            out[policy] = read_json(p)
+    return out
+
+
+def isolation_results(study):
+    """{policy: (isolation.json, outcome words)} of a study's hog cohorts, failed runs too."""
+    out = {}
+    for e in study.index["cohorts"]:
+        if "hog" not in e["workers"]:
+            continue
+        dirs = [study.path / "cohorts" / e["name"]] + [study.path / d for d in reversed(e["failed_dirs"])]
+        for d in dirs:
+            p = d / "isolation.json"
+            if p.is_file():
+                out[e["policy"]] = read_json(p)
+                break
+    return out
+
+
+def isolation_words(r):
+    gib = 1 << 30
+    hog = next((w["hog"] for w in r["workers"] if w.get("hog")), None)
+    others = [w for w in r["workers"] if w["workload"] != "hog"]
+    oom = sum(1 for w in others if w.get("kind") == "out_of_memory")
+    done = sum(1 for w in others if w["status"] == "complete")
+    held = f"hog held {hog['granted_bytes'] / gib:.1f} GiB" if hog else "hog held nothing"
+    tail = f"{oom} of {len(others)} others out of memory" if oom else f"{done} of {len(others)} others completed"
+    word = "contained" if r["outcome"] == "contained" else "not contained"
+    return f"{word}: {held}, {tail}"
+
+
+def shape_table(study, rows, columns):
+    """Rows: (label, mix, group, what) with what in aggregate|p99; columns: policies."""
+    out = []
+    for label, mix, group, what in rows:
+        cells = {p: study.cell(mix, group, p) for p in columns}
+        key = "aggregate" if what == "aggregate" else "p99"
+        top = best(cells, key, high=(what == "aggregate"))
+        line = [label]
+        for p in columns:
+            c = cells[p]
+            if not c:
+                line.append("")
+                continue
+            if what == "aggregate":
+                text = f"{with_ci(c['aggregate'], c['aggregate_ci'])} ({ratio(c['aggregate_vs_solo'])}x)"
+            else:
+                text = f"{with_ci(c['p99'], c['p99_ci'])} ms ({ratio(c['p99_vs_solo'])}x solo)"
+            line.append(bold_if(text, p == top and len([x for x in cells.values() if x]) > 1))
+        if any(cells.values()):
+            out.append(line)
+    return table(["shape"] + [POLICY_WORDS.get(p, p) for p in columns], out)
+
+
+ARTICLE_ROWS = [
+    ("1 trainer alone, rate", {"train": 1}, "train", "aggregate"),
+    ("1 inference worker alone, rate", {"infer": 1}, "infer", "aggregate"),
+    ("2 trainers, aggregate", {"train": 2}, "train", "aggregate"),
+    ("4 trainers, aggregate", {"train": 4}, "train", "aggregate"),
+    ("7 trainers, aggregate", {"train": 7}, "train", "aggregate"),
+    ("7 trainers, group p99", {"train": 7}, "train", "p99"),
+    ("4 inference workers, aggregate", {"infer": 4}, "infer", "aggregate"),
+    ("7 inference workers, aggregate", {"infer": 7}, "infer", "aggregate"),
+    ("1 infer + 6 train: inference p99", {"infer": 1, "train": 6}, "infer", "p99"),
+    ("1 infer + 6 train: inference rate", {"infer": 1, "train": 6}, "infer", "aggregate"),
+    ("1 infer + 6 train: the six trainers", {"infer": 1, "train": 6}, "train", "aggregate"),
+]
+
+
+def capacity_table(searches):
+    rows = []
+    for policy in ["exclusive"] + POLICIES:
+        c = searches.get(policy)
+        if not c:
+            continue
+        beside = "nothing" if policy == "exclusive" else "6 trainers"
+        bracket = (f"[{rate_words(c['capacity_per_s']) if c.get('capacity_per_s') is not None else '0'}, "
+                   f"{rate_words(c['failed_above_per_s']) if c.get('failed_above_per_s') is not None else '∞'})")
+        rows.append([f"{POLICY_WORDS[policy]}, beside {beside}", capacity_words(c), bracket, c["stop"], probes_words(c)])
+    return table(["policy", "capacity, requests/s", "bracket [passed, failed)", "stop", "probes (requests/s: p99)"], rows)
+
+
+def decision_table(d):
+    """The decision: one row per need, one column per policy, from the newest round that
+    measured it."""
+    a, cap10, cap25, iso, r2 = d["article"], d["cap10"], d["cap25"], d["isolation"], d["round2"]
+    rows = []
+
+    def row(label, cells, fmt, key, high=True, extra=None):
+        top = best(cells, key, high)
+        line = [label]
+        for p in POLICIES:
+            c = cells.get(p)
+            line.append(bold_if(fmt(c), p == top) if c else "")
+        line.append(extra or "")
+        rows.append(line)
+
+    full = {p: a.cell({"train": 7}, "train", p) for p in POLICIES}
+    row("7 trainers on one card, total against one solo [95 % CI of the total]", full,
+        lambda c: f"{ratio(c['aggregate_vs_solo'])}x ({with_ci(c['aggregate'], c['aggregate_ci'])})", "aggregate")
+    alone = {p: a.cell({"train": 1}, "train", p) for p in POLICIES}
+    row("one trainer alone under the policy (card not full), against solo", alone,
+        lambda c: f"{ratio(c['rate_vs_solo'])}x", "rate_vs_solo")
+    two = {p: a.cell({"train": 2}, "train", p) for p in POLICIES}
+    cards = a.cell({"train": 2}, "train", "exclusive")
+    row("two trainers, total against one solo", two, lambda c: f"{ratio(c['aggregate_vs_solo'])}x", "aggregate",
+        extra=f"{ratio(cards['aggregate_vs_solo'])}x on two cards" if cards else "")
+    solo_infer = a.solo("infer")
+    tail = {p: a.cell({"infer": 1, "train": 6}, "infer", p) for p in POLICIES}
+    row(f"inference p99 beside 6 trainers (solo {num(solo_infer[1])} ms) [95 % CI]", tail,
+        lambda c: f"{with_ci(c['p99'], c['p99_ci'])} ms ({ratio(c['p99_vs_solo'])}x)", "p99", high=False)
+    for label, searches in [("p99 <= 10 ms", cap10), ("p99 <= 25 ms (round 2)", cap25)]:
+        cells = {p: searches.get(p) for p in POLICIES}
+        key = lambda c: (c.get("capacity_per_s") or 0)  # noqa: E731
+        top = max((p for p in POLICIES if cells.get(p)), key=lambda p: key(cells[p]), default=None)
+        line = [f"requests/s at {label} beside 6 trainers"]
+        for p in POLICIES:
+            c = cells.get(p)
+            line.append(bold_if(capacity_words(c), p == top and key(c) > 0) if c else "")
+        solo = searches.get("exclusive")
+        line.append(f"alone: {capacity_words(solo)}" if solo else "")
+        rows.append(line)
+    line = ["a memory hog beside 6 trainers (round 2)"]
+    for p in POLICIES:
+        r = iso.get(p)
+        line.append(bold_if(isolation_words(r), r["outcome"] == "contained") if r else "not run")
+    line.append("")
+    rows.append(line)
+    row("training samples per device joule, 7 trainers", full,
+        lambda c: num(c["samples_per_joule"]) if c["samples_per_joule"] is not None else "-", "samples_per_joule",
+        extra=f"one alone: {num(a.cell_solo_spj('train'))}" if a.cell_solo_spj("train") else "")
+    return table(["need"] + [POLICY_WORDS[p] for p in POLICIES] + ["exclusive"], rows)
+
+
+def solo_spj(self, workload):
+    b = self.comparison["baselines"].get(workload)
+    if not b:
+        return None
+    for k in self.comparison["cohorts"]:
+        if k["experiment"] == b["experiment"]:
+            return k["groups"].get(workload, {}).get("samples_per_device_joule")
+    return None
+
+
+Study.cell_solo_spj = solo_spj
+
+
+def models_table(folder):
+    rows = []
+    for name in sorted(p.name for p in folder.iterdir() if (p / "index.json").is_file()):
+        s = Study(folder / name)
+        solo = s.solo("train")
+        execution = next(iter(s.summaries()), {}).get("config", {}).get("execution", "")
+        line = [f"{name} ({execution})", num(solo[0]) if solo else "-"]
+        cells = {p: s.cell({"train": 7}, "train", p) for p in POLICIES}
+        if not any(cells.values()):
+            continue
+        top = best(cells, "aggregate")
+        for p in POLICIES:
+            c = cells[p]
+            line.append(bold_if(f"{num(c['aggregate'])} ({ratio(c['aggregate_vs_solo'])}x)", p == top) if c else "")
+        rows.append(line)
+    return table(["study (execution)", "its solo trainer"] + [f"7 trainers, {POLICY_WORDS[p]}" for p in POLICIES], rows)
+
+
+def round1_table(comparison):
+    """Round 1's comparison (docs/results/comparison.json): each cohort's groups."""
+    rows = []
+    base = {b["experiment"] for b in comparison["baselines"].values()}
+    solo = {w: (b["samples_per_s"], b["p99_ms"]) for w, b in comparison["baselines"].items()}
+    for k in comparison["cohorts"]:
+        if k["experiment"] in base:
+            continue
+        mix = " + ".join(f"{n} {w}" for w, n in sorted(k["workload_mix"].items(), key=lambda x: x[1]))
+        for w, g in k["groups"].items():
+            per = sum(p["samples_per_s"] for p in g["per_worker"]) / len(g["per_worker"])
+            rows.append([
+                f"{mix}: {w}", k["mode"], k["experiment"],
+                ratio(per / solo[w][0]) if w in solo else "-",
+                ratio(g["aggregate_samples_per_s"] / solo[w][0]) if w in solo else "-",
+                f"{num(g['p99_ms'])} ({ratio(g['p99_ms'] / solo[w][1])}x)" if w in solo else num(g["p99_ms"]),
+            ])
+    return table(["shape: group", "mode", "experiment", "per-worker rate ÷ solo", "aggregate ÷ solo", "group p99 ms (÷ solo)"], rows)
+
+
+def gpm_overhead(path):
+    d = read_json(path)
+    on = [r["samples_per_s"] for r in d["runs"] if r["setting"] == "gpm-on"]
+    off = [r["samples_per_s"] for r in d["runs"] if r["setting"] == "gpm-off"]
+    if not on or not off:
+        return "-"
+    m_on, m_off = sum(on) / len(on), sum(off) / len(off)
+    return (f"GPM on {num(m_on)} against off {num(m_off)} samples/s over {len(on)} and {len(off)} "
+            f"runs of {num_plain(d['window_s'])} s ({(m_on / m_off - 1) * 100:+.1f} %)")
+
+
+def mig_words(data):
+    """What the workers' records say about MIG on the lent hosts."""
+    modes = set()
+    for p in sorted(data.glob("*/worker-*.json")):
+        dev = read_json(p).get("device") or {}
+        modes.add(dev.get("mig_mode"))
+    if modes == {False}:
+        return "MIG mode was disabled on every lent H200 (each worker.json records `device.mig_mode: false`)"
+    return "MIG mode as recorded: " + ", ".join(sorted(str(m) for m in modes))
+
+
+def hardware_words(data):
+    seen = []
+    for p in sorted(data.glob("*/worker-0.json")):
+        dev = read_json(p).get("device") or {}
+        w = (f"{dev.get('gpu_name')}, driver {dev.get('driver_version')}, CUDA {dev.get('cuda_version')}, "
+             f"libtorch {dev.get('libtorch_version')}, cuDNN {dev.get('cudnn_version')}")
+        if w not in seen:
+            seen.append(w)
+    return "; ".join(seen) or "-"
+
+
+def figures(data):
+    article = Study(data / ROUND3 / "article")
+    round2 = Study(data / ROUND2 / "study")
+    d = {
+        "article": article,
+        "round2": round2,
+        "cap10": capacity_searches(data / ROUND3 / "capacity-10ms"),
+        "cap25": capacity_searches(data / ROUND2 / "capacity"),
+        "isolation": isolation_results(round2),
+    }
+    round1 = read_json(data.parent / "comparison.json")
+    article_cohorts = len(article.index["cohorts"])
+    complete = sum(1 for e in article.index["cohorts"] if e["outcome"] in ("complete", "already_complete"))
+    return {
+        "decision_table": decision_table(d),
+        "article_protocol": protocol_words(article),
+        "article_dates": study_dates(article),
+        "article_node": article.index["node"],
+        "article_complete": f"{complete} of {article_cohorts}",
+        "article_table": shape_table(article, ARTICLE_ROWS, POLICIES + ["exclusive"]),
+        "article_solo_train": num(article.solo("train")[0]),
+        "article_solo_train_p99": num(article.solo("train")[1]),
+        "article_solo_infer": num(article.solo("infer")[0]),
+        "article_solo_infer_p99": num(article.solo("infer")[1]),
+        "capacity10_table": capacity_table(d["cap10"]),
+        "capacity25_table": capacity_table(d["cap25"]),
+        "models_table": models_table(data / ROUND3 / "models"),
+        "models_protocol": protocol_words(Study(data / ROUND3 / "models" / "resnet18")),
+        "round2_protocol": protocol_words(round2),
+        "round2_dates": study_dates(round2),
+        "round2_table": shape_table(round2, [r for r in ARTICLE_ROWS if r[1] != {"train": 2}], POLICIES),
+        "round2_isolation": "; ".join(f"{POLICY_WORDS[p]}: {isolation_words(r)}" for p, r in d["isolation"].items()),
+        "round2_gpm_overhead": gpm_overhead(data / ROUND2 / "gpm-overhead" / "overhead.json"),
+        "round1_table": round1_table(round1),
+        "round1_day": day([read_json(p) for p in sorted(data.glob("*/summary.json"))]),
+        "round2_day": day(round2.summaries()),
+        "round3_day": day(article.summaries()),
+        "hardware": hardware_words(data),
+        "mig": mig_words(data),
+    }
+
+
+# ---------------------------------------------------------------- the template
+
+PLACEHOLDER = re.compile(r"\{\{([a-z0-9_]+)\}\}")
+# A figure typed into the template: a decimal, a thousands group, or a number with a unit or
+# a multiplier. Names such as ResNet18, H200, p99, fp32 or a date in a path are not figures.
+TYPED_FIGURE = re.compile(
+    r"(?<![\w.-])(\d+\.\d+|\d{1,3}(?:,\d{3})+|\d+\s?(?:x|×|%|ms|s|GiB|MiB|W|J|samples/s|requests/s)(?![\w]))"
+)
+
+
+def check_template(text):
+    problems = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.startswith("    ") or line.startswith("```"):
+            continue
+        bare = PLACEHOLDER.sub("", line)
+        bare = re.sub(r"`[^`]*`", "", bare)  # code: commands, flags, paths
+        bare = re.sub(r"\]\([^)]*\)", "]", bare)  # link targets
+        bare = bare.replace("95 %", "")  # the confidence level of every interval: a method, not a result
+        for m in TYPED_FIGURE.finditer(bare):
+            problems.append(f"template line {n}: `{m.group(0)}` is a figure typed by hand; compute it")
+    return problems
+
+
+def render(template, values):
+    missing = sorted(set(PLACEHOLDER.findall(template)) - set(values))
+    if missing:
+        raise DataError(f"template names figures the script does not compute: {', '.join(missing)}")
+    return PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(ROOT / "docs/results/data"))
+    ap.add_argument("--template", default=str(HERE / "results.md.tmpl"))
+    ap.add_argument("--out", default=str(ROOT / "docs/results.md"))
+    ap.add_argument("--check", action="store_true",
+                    help="regenerate and compare with --out; exit 1 on any difference")
+    a = ap.parse_args()
+    try:
+        template = Path(a.template).read_text(encoding="utf-8")
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    problems = check_template(template)
+    if problems:
+        print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
+        return 2
+    try:
+        page = render(template, figures(Path(a.data)))
+    except DataError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = Path(a.out)
+    if a.check:
+        try:
+            committed = out.read_text(encoding="utf-8")
+        except OSError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        if committed != page:
+            diff = difflib.unified_diff(committed.splitlines(), page.splitlines(),
+                                        f"{out} (committed)", f"{out} (from the data)", lineterm="")
+            print("\n".join(diff))
+            print(f"error: {out} differs from what the data give: edit the template or the data, "
+                  f"then run scripts/results/results_page.py", file=sys.stderr)
+            return 1
+        print(f"{out} matches the data")
+        return 0
+    out.write_text(page, encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
