@@ -97,7 +97,7 @@ study PLAN OUT *FLAGS:
     {{tl}} "$(scripts/target-dir)/release/bench-cohort" study {{PLAN}} --out {{OUT}} {{FLAGS}}
 
 # What CI runs: lint, the tests, the laptop build, packaging, then the reports in a real browser
-ci: lint test check-laptop package report-check
+ci: lint test check-laptop package report-check results-check
 
 # Fuzz the worker.json / batches.jsonl readers for SECONDS each (nightly + cargo-fuzz; not in CI)
 fuzz SECONDS="60":
