@@ -1,0 +1,510 @@
+//! The built-in LLM on the CPU (issue 24):
+//!
+//! - parameter counts of the real tensors against [`LlmConfig::param_count`] (whose published
+//!   figures are pinned in the crate's unit tests);
+//! - a cached decode computes what a full forward without the cache computes, step by step,
+//!   including sequences of different lengths decoded together;
+//! - the logits match an independent PyTorch implementation of both architectures, written in
+//!   the Python below from the architectures' definitions (explicit softmax attention, its own
+//!   rotary tables, repeated KV heads), fed the weights tch saved as safetensors;
+//! - the closed-loop decode step generates what the full forward's argmax says;
+//! - bad input is refused with typed errors.
+//!
+//! The Python runs with the project's PyTorch (`.venv`, `$COLOAD_PYTHON` or `python3`); if none
+//! can `import torch` the comparison fails saying so rather than skip.
+//!
+//! Tolerances: fp32 on the CPU, so the cached and full paths differ only by summation order
+//! (seen: about 1e-6 of the logits' scale); the Python reference computes in float64. Both
+//! comparisons allow 1e-4 of the largest logit, far below what a wrong mask, position or
+//! cache entry moves them (tens of percent with these weights: `init_std` 0.2 makes attention
+//! sharp enough that every position matters).
+
+mod support;
+
+use std::process::Command;
+
+use coload_cohort_schema::{DeviceChoice, Execution, FailureKind, Precision};
+use coload_timing::{IterationKind, Step};
+use coload_workload::{
+    DecodeOptions, DecodeStep, LlmArchitecture, LlmConfig, LlmError, LlmModel, LlmPlacement,
+    LlmPreset,
+};
+use tch::{Device, Kind, Tensor};
+
+const TOLERANCE: f64 = 1e-4;
+
+fn cpu() -> LlmPlacement {
+    LlmPlacement::new(Device::Cpu, Some(Precision::Fp32))
+}
+
+/// A tiny preset with weights large enough to make attention sharp.
+fn tiny(preset: LlmPreset) -> LlmConfig {
+    LlmConfig {
+        init_std: 0.2,
+        ..preset.config()
+    }
+}
+
+fn tokens(config: &LlmConfig, b: i64, p: i64, seed: i64) -> Tensor {
+    tch::manual_seed(seed);
+    Tensor::randint(i64::from(config.vocab), [b, p], (Kind::Int64, Device::Cpu))
+}
+
+/// Largest absolute difference, relative to the largest absolute logit of `reference`.
+fn gap(got: &Tensor, reference: &Tensor) -> f64 {
+    let diff = (got - reference).abs().max().double_value(&[]);
+    diff / reference.abs().max().double_value(&[])
+}
+
+#[test]
+fn real_tensors_count_what_the_formula_counts() {
+    for preset in [LlmPreset::Gpt2Tiny, LlmPreset::LlamaTiny] {
+        let config = preset.config();
+        let model = LlmModel::new(&config, cpu(), 1, 0).unwrap();
+        assert_eq!(model.parameter_count(), config.param_count(), "{preset}");
+    }
+    // GPT-2 small itself (500 MB of fp32 on the CPU, built in about a second): tied, 124M.
+    let config = LlmPreset::Gpt2Small.config();
+    let model = LlmModel::new(&config, cpu(), 1, 0).unwrap();
+    assert_eq!(model.parameter_count(), 124_439_808);
+    // An untied GPT-2 and a tied Llama count their heads the other way round.
+    for (preset, tied) in [(LlmPreset::Gpt2Tiny, false), (LlmPreset::LlamaTiny, true)] {
+        let config = LlmConfig {
+            tied_embeddings: tied,
+            ..preset.config()
+        };
+        let model = LlmModel::new(&config, cpu(), 1, 0).unwrap();
+        assert_eq!(
+            model.parameter_count(),
+            config.param_count(),
+            "{preset} tied={tied}"
+        );
+    }
+}
+
+/// Prefills slot `s` with its own prompt length, then decodes all slots together with teacher
+/// forcing (the true next token), comparing every step's logits with the full forward's at
+/// that position. Sequence `s` starts with `prompts[s]` tokens, so the slots sit at different
+/// positions in every step: the per-sequence positions and masks are exercised.
+fn cached_against_full(config: &LlmConfig) -> f64 {
+    let prompts = [5_i64, 3, 7];
+    let total = 12;
+    let all = tokens(config, 3, total, 5);
+    let mut model = LlmModel::new(config, cpu(), 3, 1).unwrap();
+    let full = model.forward_full(&all).unwrap();
+    assert_eq!(full.size(), [3, total, i64::from(config.vocab)]);
+    let mut worst: f64 = 0.0;
+    for (s, &p) in prompts.iter().enumerate() {
+        let s = s as i64;
+        let logits = model
+            .prefill_slots(s, &all.narrow(0, s, 1).narrow(1, 0, p))
+            .unwrap();
+        worst = worst.max(gap(&logits, &full.get(s).get(p - 1).unsqueeze(0)));
+    }
+    assert_eq!(model.lengths(), prompts);
+    // Decode until the longest sequence reaches `total` tokens.
+    for step in 0..(total - prompts[2]) {
+        let next: Vec<Tensor> = prompts
+            .iter()
+            .enumerate()
+            .map(|(s, &p)| all.get(s as i64).narrow(0, p + step, 1))
+            .collect();
+        let next = Tensor::stack(&next, 0);
+        let logits = model.decode_step(&next).unwrap();
+        for (s, &p) in prompts.iter().enumerate() {
+            let reference = full.get(s as i64).get(p + step);
+            worst = worst.max(gap(&logits.get(s as i64), &reference));
+        }
+    }
+    assert_eq!(model.lengths(), [10, 8, 12]);
+    worst
+}
+
+#[test]
+fn a_cached_decode_computes_what_the_full_forward_computes() {
+    for preset in [LlmPreset::Gpt2Tiny, LlmPreset::LlamaTiny] {
+        let worst = cached_against_full(&tiny(preset));
+        assert!(
+            worst < TOLERANCE,
+            "{preset}: cached decode is {worst:e} of the logits' scale from the full forward"
+        );
+    }
+}
+
+#[test]
+fn a_reset_forgets_the_previous_sequences() {
+    let config = tiny(LlmPreset::LlamaTiny);
+    let mut model = LlmModel::new(&config, cpu(), 2, 1).unwrap();
+    let a = tokens(&config, 2, 6, 1);
+    let b = tokens(&config, 2, 4, 2);
+    let first = model.prefill(&b).unwrap();
+    let _ = model.prefill(&a).unwrap();
+    let _ = model.decode_step(&a.narrow(1, 0, 1)).unwrap();
+    model.reset().unwrap();
+    assert_eq!(model.lengths(), [0, 0]);
+    // After the reset, the same prompt gives the same logits, and a decode step matches the
+    // full forward of the new prompt alone (nothing of `a` leaks in).
+    let again = model.prefill(&b).unwrap();
+    assert!(gap(&again, &first) < TOLERANCE);
+    let next = tokens(&config, 2, 1, 3);
+    let logits = model.decode_step(&next).unwrap();
+    let full = model.forward_full(&Tensor::cat(&[&b, &next], 1)).unwrap();
+    assert!(gap(&logits, &full.select(1, 4)) < TOLERANCE);
+}
+
+/// The reference: the architectures as their papers and Hugging Face's implementations define
+/// them, in float64, sharing no code with the Rust model. Reads the safetensors file by hand
+/// (its format is eight bytes of header length, a JSON header, raw little-endian data).
+const REFERENCE: &str = r#"
+import json, math, struct, sys
+import torch
+
+weights_path, config_json, tokens_json, out_path = sys.argv[1:5]
+cfg = json.loads(config_json)
+tokens = torch.tensor(json.loads(tokens_json), dtype=torch.long)
+
+def load(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", info
+        start, end = info["data_offsets"]
+        raw = bytearray(data[8 + n + start:8 + n + end])
+        out[name] = torch.frombuffer(raw, dtype=torch.float32).reshape(info["shape"]).double()
+    return out
+
+W = load(weights_path)
+gpt2 = cfg["architecture"] == "gpt2"
+H, KV, hidden, inter, eps = cfg["heads"], cfg["kv_heads"], cfg["hidden"], cfg["intermediate"], cfg["eps"]
+d = hidden // H
+B, P = tokens.shape
+
+def norm(x, name):
+    if gpt2:
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        return (x - mean) / torch.sqrt(var + eps) * W[name + ".weight"] + W[name + ".bias"]
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * W[name + ".weight"]
+
+def dense(x, name):
+    y = x @ W[name + ".weight"].T
+    if gpt2:
+        y = y + W[name + ".bias"]
+    return y
+
+def rotary(x):
+    # x: [B, heads, P, d]; Llama's rotate-half convention.
+    inv_freq = 1.0 / (cfg["theta"] ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    angles = torch.arange(P, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    cos = torch.cat([angles.cos(), angles.cos()], -1)
+    sin = torch.cat([angles.sin(), angles.sin()], -1)
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+x = W["embed"][tokens]
+if gpt2:
+    x = x + W["positions"][:P]
+causal = torch.ones(P, P, dtype=torch.bool).tril()
+for l in range(cfg["layers"]):
+    pre = f"layers.{l}."
+    h = norm(x, pre + "attn_norm")
+    qkv = dense(h, pre + "qkv")
+    q = qkv[..., :hidden].reshape(B, P, H, d).transpose(1, 2)
+    k = qkv[..., hidden:hidden + KV * d].reshape(B, P, KV, d).transpose(1, 2)
+    v = qkv[..., hidden + KV * d:].reshape(B, P, KV, d).transpose(1, 2)
+    if not gpt2:
+        q, k = rotary(q), rotary(k)
+    # Grouped-query attention: query head i reads KV head i // (H // KV).
+    k = k.repeat_interleave(H // KV, dim=1)
+    v = v.repeat_interleave(H // KV, dim=1)
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
+    scores = scores.masked_fill(~causal, float("-inf"))
+    y = torch.softmax(scores, -1) @ v
+    x = x + dense(y.transpose(1, 2).reshape(B, P, hidden), pre + "out")
+    h = norm(x, pre + "mlp_norm")
+    u = dense(h, pre + "up")
+    if gpt2:
+        a = 0.5 * u * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (u + 0.044715 * u ** 3)))
+    else:
+        gate, up = u[..., :inter], u[..., inter:]
+        a = gate * torch.sigmoid(gate) * up
+    x = x + dense(a, pre + "down")
+x = norm(x, "final_norm")
+head = W["embed"] if cfg["tied"] else W["head"]
+logits = (x @ head.T).float().contiguous()
+with open(out_path, "wb") as f:
+    f.write(logits.numpy().tobytes())
+"#;
+
+/// Runs the reference on `model`'s weights and `tokens`; returns its logits `[B, P, vocab]`.
+fn pytorch_logits(model: &LlmModel, tokens: &Tensor) -> Tensor {
+    let python = support::torch_python().unwrap_or_else(|| {
+        panic!(
+            "no Python that can `import torch` (tried $COLOAD_PYTHON, the workspace's .venv and \
+             python3 on PATH): the LLM reference test needs one; run it through \
+             scripts/with-libtorch, which provisions .venv"
+        )
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let weights = dir.path().join("weights.safetensors");
+    model.var_store().save(&weights).unwrap();
+    let c = model.config();
+    let config = format!(
+        r#"{{"architecture":"{}","layers":{},"heads":{},"kv_heads":{},"hidden":{},"intermediate":{},"eps":{:e},"theta":{:e},"tied":{}}}"#,
+        match c.architecture {
+            LlmArchitecture::Gpt2 => "gpt2",
+            LlmArchitecture::Llama => "llama",
+        },
+        c.layers,
+        c.heads,
+        c.kv_heads,
+        c.hidden,
+        c.intermediate,
+        c.norm_eps,
+        c.rope_theta,
+        c.tied_embeddings
+    );
+    let rows: Vec<Vec<i64>> = Vec::<Vec<i64>>::try_from(tokens).unwrap();
+    let tokens_json = format!(
+        "[{}]",
+        rows.iter()
+            .map(|r| format!(
+                "[{}]",
+                r.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+            ))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let script = dir.path().join("reference.py");
+    std::fs::write(&script, REFERENCE).unwrap();
+    let out_path = dir.path().join("logits.f32");
+    let out = Command::new(&python)
+        .arg(&script)
+        .arg(&weights)
+        .arg(&config)
+        .arg(&tokens_json)
+        .arg(&out_path)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "the PyTorch reference failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&out_path).unwrap();
+    let values: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let (b, p) = (tokens.size()[0], tokens.size()[1]);
+    Tensor::from_slice(&values).view([b, p, i64::from(c.vocab)])
+}
+
+#[test]
+fn logits_match_an_independent_pytorch_implementation() {
+    for preset in [LlmPreset::Gpt2Tiny, LlmPreset::LlamaTiny] {
+        let config = tiny(preset);
+        let mut model = LlmModel::new(&config, cpu(), 2, 3).unwrap();
+        let all = tokens(&config, 2, 10, 7);
+        let reference = pytorch_logits(&model, &all);
+        let full = model.forward_full(&all).unwrap();
+        let full_gap = gap(&full, &reference);
+        assert!(
+            full_gap < TOLERANCE,
+            "{preset}: the full forward is {full_gap:e} of the logits' scale from PyTorch's"
+        );
+        // The cached path too: prefill 6, decode 4.
+        let mut worst = gap(
+            &model.prefill(&all.narrow(1, 0, 6)).unwrap(),
+            &reference.select(1, 5),
+        );
+        for t in 6..10 {
+            let logits = model.decode_step(&all.narrow(1, t, 1)).unwrap();
+            worst = worst.max(gap(&logits, &reference.select(1, t)));
+        }
+        assert!(
+            worst < TOLERANCE,
+            "{preset}: the cached decode is {worst:e} of the logits' scale from PyTorch's"
+        );
+        // And the comparison can tell models apart: another seed is far off.
+        let other = LlmModel::new(&config, cpu(), 2, 4).unwrap();
+        assert!(gap(&other.forward_full(&all).unwrap(), &reference) > 0.1);
+    }
+}
+
+fn decode_options(batch: u32, prompt: u32, generate: u32) -> DecodeOptions {
+    DecodeOptions {
+        model: LlmPreset::LlamaTiny,
+        device: DeviceChoice::Cpu,
+        batch_size: batch,
+        prompt_tokens: prompt,
+        generate_tokens: generate,
+        precision: None,
+        seed: 9,
+        execution: Execution::Eager,
+    }
+}
+
+#[test]
+fn the_decode_step_generates_what_the_full_forward_argmax_says() {
+    let mut step = DecodeStep::new(&decode_options(2, 4, 5)).unwrap();
+    assert_eq!(
+        step.model().placement().precision,
+        Precision::Fp32,
+        "fp32 on the CPU"
+    );
+    let prompt = step.prompt().shallow_clone();
+    let mut generated = Vec::new();
+    for i in 0..5 {
+        let expected = if i == 0 {
+            (IterationKind::Prefill, 0)
+        } else {
+            (IterationKind::Decode, 4 + i - 1)
+        };
+        assert_eq!(step.phase(), expected, "iteration {i}");
+        assert_eq!(step.step().unwrap(), 2, "two tokens per iteration");
+        generated.push(Tensor::from_slice(&step.tokens().unwrap()).view([2, 1]));
+    }
+    assert_eq!(
+        step.phase(),
+        (IterationKind::Prefill, 0),
+        "the cycle restarts"
+    );
+    assert_eq!(step.model().lengths(), [8, 8], "4 prompt + 4 fed back");
+    // Greedy decoding: each token is the argmax of the full forward over what came before.
+    let sequence = Tensor::cat(&[&prompt, &Tensor::cat(&generated, 1)], 1);
+    let full = step
+        .model()
+        .forward_full(&sequence.narrow(1, 0, 8))
+        .unwrap();
+    let argmax = full.narrow(1, 3, 5).argmax(-1, false);
+    assert!(
+        argmax.equal(&sequence.narrow(1, 4, 5)),
+        "generated {sequence:?}, argmax {argmax:?}"
+    );
+    // The next cycle starts again from the same prompt and so generates the same tokens.
+    step.step().unwrap();
+    assert_eq!(
+        step.tokens().unwrap(),
+        Vec::<i64>::try_from(generated[0].flatten(0, -1)).unwrap()
+    );
+    assert_eq!(step.model().lengths(), [4, 4]);
+    let info = step.info();
+    assert_eq!(info.model, "llama-tiny");
+    assert_eq!(
+        info.parameter_count,
+        LlmPreset::LlamaTiny.config().param_count()
+    );
+}
+
+#[test]
+fn bad_input_is_refused_with_typed_errors() {
+    let config = tiny(LlmPreset::Gpt2Tiny);
+    let context = i64::from(config.context);
+    let mut model = LlmModel::new(&config, cpu(), 2, 0).unwrap();
+    let empty = Tensor::zeros([2, 0], (Kind::Int64, Device::Cpu));
+    assert!(matches!(
+        model.prefill(&empty),
+        Err(LlmError::ZeroCount { got: 0, .. })
+    ));
+    let long = tokens(&config, 2, context + 1, 0);
+    let e = model.prefill(&long).unwrap_err();
+    assert!(
+        matches!(e, LlmError::PromptTooLong { prompt_tokens, .. } if prompt_tokens == context + 1)
+    );
+    assert_eq!(e.kind(), FailureKind::InvalidOption);
+    assert!(model.forward_full(&long).is_err());
+    let e = model.decode_step(&tokens(&config, 2, 1, 0)).unwrap_err();
+    assert!(matches!(e, LlmError::NotPrefilled { slot: 0 }), "{e}");
+    assert!(matches!(
+        model.prefill(&tokens(&config, 3, 4, 0)),
+        Err(LlmError::Slots {
+            end: 3,
+            slots: 2,
+            ..
+        })
+    ));
+    assert!(matches!(
+        model.prefill_slots(-1, &tokens(&config, 1, 4, 0)),
+        Err(LlmError::Slots { .. })
+    ));
+    assert!(matches!(
+        model.prefill(&Tensor::zeros([4], (Kind::Int64, Device::Cpu))),
+        Err(LlmError::Shape { .. })
+    ));
+    let _ = model.prefill(&tokens(&config, 2, 4, 0)).unwrap();
+    assert!(matches!(
+        model.decode_step(&tokens(&config, 2, 2, 0)),
+        Err(LlmError::Shape { .. })
+    ));
+    // Negative token ids: libtorch's own refusal, typed, not a panic.
+    let negative = Tensor::from_slice(&[-1_i64, 5]).view([2, 1]);
+    let e = model.decode_step(&negative).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::LibtorchError, "{e}");
+    // Fill slot 0 to the context, then one more step is refused.
+    model.reset().unwrap();
+    let _ = model.prefill(&tokens(&config, 2, context, 0)).unwrap();
+    let e = model.decode_step(&tokens(&config, 2, 1, 0)).unwrap_err();
+    assert!(matches!(e, LlmError::ContextFull { slot: 0, .. }), "{e}");
+    assert!(matches!(
+        LlmModel::new(&config, cpu(), 0, 0),
+        Err(LlmError::ZeroCount { .. })
+    ));
+    assert!(matches!(
+        LlmModel::new(
+            &LlmConfig {
+                heads: 3,
+                kv_heads: 3,
+                ..config.clone()
+            },
+            cpu(),
+            1,
+            0
+        ),
+        Err(LlmError::Config(_))
+    ));
+
+    for (b, p, g) in [(0, 4, 4), (2, 0, 4), (2, 4, 0)] {
+        let e = DecodeStep::new(&decode_options(b, p, g)).unwrap_err();
+        assert!(matches!(e, LlmError::ZeroCount { got: 0, .. }), "{e}");
+        assert_eq!(e.kind(), FailureKind::InvalidOption);
+    }
+    // llama-tiny has 128 positions: 100 + 30 - 1 = 129 do not fit; 100 + 29 - 1 do.
+    let e = DecodeStep::new(&decode_options(1, 100, 30)).unwrap_err();
+    assert!(e.to_string().contains("129 positions"), "{e}");
+    assert!(DecodeStep::new(&decode_options(1, 100, 29)).is_ok());
+    let mut graph = decode_options(1, 4, 4);
+    graph.execution = Execution::CudaGraph;
+    let e = DecodeStep::new(&graph).unwrap_err();
+    assert_eq!(e.kind(), FailureKind::InvalidOption, "{e}");
+}
+
+#[test]
+fn one_seed_makes_one_model_on_every_precision() {
+    let config = tiny(LlmPreset::LlamaTiny);
+    let all = tokens(&config, 1, 6, 1);
+    let a = LlmModel::new(&config, cpu(), 1, 5).unwrap();
+    let b = LlmModel::new(&config, cpu(), 1, 5).unwrap();
+    assert!(
+        a.forward_full(&all)
+            .unwrap()
+            .equal(&b.forward_full(&all).unwrap())
+    );
+    let bf16 = LlmModel::new(
+        &config,
+        LlmPlacement::new(Device::Cpu, Some(Precision::Bf16)),
+        1,
+        5,
+    )
+    .unwrap();
+    let logits = bf16.forward_full(&all).unwrap();
+    assert_eq!(logits.kind(), Kind::BFloat16);
+    // The same weights rounded to bf16: close to fp32's logits, not equal.
+    let g = gap(&logits.to_kind(Kind::Float), &a.forward_full(&all).unwrap());
+    assert!(g > 0.0 && g < 0.1, "bf16 against fp32: {g:e}");
+}
