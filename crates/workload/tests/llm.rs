@@ -45,9 +45,20 @@ fn tiny(preset: LlmPreset) -> LlmConfig {
     }
 }
 
-fn tokens(config: &LlmConfig, b: i64, p: i64, seed: i64) -> Tensor {
-    tch::manual_seed(seed);
-    Tensor::randint(i64::from(config.vocab), [b, p], (Kind::Int64, Device::Cpu))
+/// `[b, p]` token ids from `seed`, drawn with a generator of the test's own: libtorch's global
+/// one is reseeded by every model built on another test thread.
+fn tokens(config: &LlmConfig, b: i64, p: i64, seed: u64) -> Tensor {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let ids: Vec<i64> = (0..b * p)
+        .map(|_| {
+            // xorshift64*
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            (state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as i64 % i64::from(config.vocab)
+        })
+        .collect();
+    Tensor::from_slice(&ids).view([b, p])
 }
 
 /// Largest absolute difference, relative to the largest absolute logit of `reference`.
@@ -63,10 +74,15 @@ fn real_tensors_count_what_the_formula_counts() {
         let model = LlmModel::new(&config, cpu(), 1, 0).unwrap();
         assert_eq!(model.parameter_count(), config.param_count(), "{preset}");
     }
-    // GPT-2 small itself (500 MB of fp32 on the CPU, built in about a second): tied, 124M.
+    // GPT-2 small itself (drawn as 500 MB of fp32 on the CPU, kept in bf16): tied, 124M, and
+    // its KV cache for 8 sequences in bf16 as docs/llm.md gives it.
     let config = LlmPreset::Gpt2Small.config();
-    let model = LlmModel::new(&config, cpu(), 1, 0).unwrap();
+    let bf16 = LlmPlacement::new(Device::Cpu, Some(Precision::Bf16));
+    let model = LlmModel::new(&config, bf16, 8, 0).unwrap();
     assert_eq!(model.parameter_count(), 124_439_808);
+    assert_eq!(model.cache_bytes(), 12 * 2 * 8 * 1024 * 768 * 2);
+    assert_eq!(model.cache_bytes(), 301_989_888);
+    drop(model);
     // An untied GPT-2 and a tied Llama count their heads the other way round.
     for (preset, tied) in [(LlmPreset::Gpt2Tiny, false), (LlmPreset::LlamaTiny, true)] {
         let config = LlmConfig {
@@ -159,10 +175,6 @@ const REFERENCE: &str = r#"
 import json, math, struct, sys
 import torch
 
-weights_path, config_json, tokens_json, out_path = sys.argv[1:5]
-cfg = json.loads(config_json)
-tokens = torch.tensor(json.loads(tokens_json), dtype=torch.long)
-
 def load(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -178,71 +190,78 @@ def load(path):
         out[name] = torch.frombuffer(raw, dtype=torch.float32).reshape(info["shape"]).double()
     return out
 
-W = load(weights_path)
-gpt2 = cfg["architecture"] == "gpt2"
-H, KV, hidden, inter, eps = cfg["heads"], cfg["kv_heads"], cfg["hidden"], cfg["intermediate"], cfg["eps"]
-d = hidden // H
-B, P = tokens.shape
+def reference(cfg):
+    W = load(cfg["weights"])
+    tokens = torch.tensor(cfg["tokens"], dtype=torch.long)
+    gpt2 = cfg["architecture"] == "gpt2"
+    H, KV, hidden, inter, eps = cfg["heads"], cfg["kv_heads"], cfg["hidden"], cfg["intermediate"], cfg["eps"]
+    d = hidden // H
+    B, P = tokens.shape
 
-def norm(x, name):
+    def norm(x, name):
+        if gpt2:
+            mean = x.mean(-1, keepdim=True)
+            var = ((x - mean) ** 2).mean(-1, keepdim=True)
+            return (x - mean) / torch.sqrt(var + eps) * W[name + ".weight"] + W[name + ".bias"]
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * W[name + ".weight"]
+
+    def dense(x, name):
+        y = x @ W[name + ".weight"].T
+        if gpt2:
+            y = y + W[name + ".bias"]
+        return y
+
+    def rotary(x):
+        # x: [B, heads, P, d]; Llama's rotate-half convention.
+        inv_freq = 1.0 / (cfg["theta"] ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+        angles = torch.arange(P, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        cos = torch.cat([angles.cos(), angles.cos()], -1)
+        sin = torch.cat([angles.sin(), angles.sin()], -1)
+        x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+        return x * cos + torch.cat([-x2, x1], -1) * sin
+
+    x = W["embed"][tokens]
     if gpt2:
-        mean = x.mean(-1, keepdim=True)
-        var = ((x - mean) ** 2).mean(-1, keepdim=True)
-        return (x - mean) / torch.sqrt(var + eps) * W[name + ".weight"] + W[name + ".bias"]
-    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * W[name + ".weight"]
+        x = x + W["positions"][:P]
+    causal = torch.ones(P, P, dtype=torch.bool).tril()
+    for l in range(cfg["layers"]):
+        pre = f"layers.{l}."
+        h = norm(x, pre + "attn_norm")
+        qkv = dense(h, pre + "qkv")
+        q = qkv[..., :hidden].reshape(B, P, H, d).transpose(1, 2)
+        k = qkv[..., hidden:hidden + KV * d].reshape(B, P, KV, d).transpose(1, 2)
+        v = qkv[..., hidden + KV * d:].reshape(B, P, KV, d).transpose(1, 2)
+        if not gpt2:
+            q, k = rotary(q), rotary(k)
+        # Grouped-query attention: query head i reads KV head i // (H // KV).
+        k = k.repeat_interleave(H // KV, dim=1)
+        v = v.repeat_interleave(H // KV, dim=1)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
+        scores = scores.masked_fill(~causal, float("-inf"))
+        y = torch.softmax(scores, -1) @ v
+        x = x + dense(y.transpose(1, 2).reshape(B, P, hidden), pre + "out")
+        h = norm(x, pre + "mlp_norm")
+        u = dense(h, pre + "up")
+        if gpt2:
+            a = 0.5 * u * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (u + 0.044715 * u ** 3)))
+        else:
+            gate, up = u[..., :inter], u[..., inter:]
+            a = gate * torch.sigmoid(gate) * up
+        x = x + dense(a, pre + "down")
+    x = norm(x, "final_norm")
+    head = W["embed"] if cfg["tied"] else W["head"]
+    logits = (x @ head.T).float().contiguous()
+    with open(cfg["out"], "wb") as f:
+        f.write(logits.numpy().tobytes())
 
-def dense(x, name):
-    y = x @ W[name + ".weight"].T
-    if gpt2:
-        y = y + W[name + ".bias"]
-    return y
-
-def rotary(x):
-    # x: [B, heads, P, d]; Llama's rotate-half convention.
-    inv_freq = 1.0 / (cfg["theta"] ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-    angles = torch.arange(P, dtype=torch.float64)[:, None] * inv_freq[None, :]
-    cos = torch.cat([angles.cos(), angles.cos()], -1)
-    sin = torch.cat([angles.sin(), angles.sin()], -1)
-    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
-    return x * cos + torch.cat([-x2, x1], -1) * sin
-
-x = W["embed"][tokens]
-if gpt2:
-    x = x + W["positions"][:P]
-causal = torch.ones(P, P, dtype=torch.bool).tril()
-for l in range(cfg["layers"]):
-    pre = f"layers.{l}."
-    h = norm(x, pre + "attn_norm")
-    qkv = dense(h, pre + "qkv")
-    q = qkv[..., :hidden].reshape(B, P, H, d).transpose(1, 2)
-    k = qkv[..., hidden:hidden + KV * d].reshape(B, P, KV, d).transpose(1, 2)
-    v = qkv[..., hidden + KV * d:].reshape(B, P, KV, d).transpose(1, 2)
-    if not gpt2:
-        q, k = rotary(q), rotary(k)
-    # Grouped-query attention: query head i reads KV head i // (H // KV).
-    k = k.repeat_interleave(H // KV, dim=1)
-    v = v.repeat_interleave(H // KV, dim=1)
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
-    scores = scores.masked_fill(~causal, float("-inf"))
-    y = torch.softmax(scores, -1) @ v
-    x = x + dense(y.transpose(1, 2).reshape(B, P, hidden), pre + "out")
-    h = norm(x, pre + "mlp_norm")
-    u = dense(h, pre + "up")
-    if gpt2:
-        a = 0.5 * u * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (u + 0.044715 * u ** 3)))
-    else:
-        gate, up = u[..., :inter], u[..., inter:]
-        a = gate * torch.sigmoid(gate) * up
-    x = x + dense(a, pre + "down")
-x = norm(x, "final_norm")
-head = W["embed"] if cfg["tied"] else W["head"]
-logits = (x @ head.T).float().contiguous()
-with open(out_path, "wb") as f:
-    f.write(logits.numpy().tobytes())
+with open(sys.argv[1]) as jobs:
+    for line in jobs:
+        reference(json.loads(line))
 "#;
 
-/// Runs the reference on `model`'s weights and `tokens`; returns its logits `[B, P, vocab]`.
-fn pytorch_logits(model: &LlmModel, tokens: &Tensor) -> Tensor {
+/// Runs the reference on each `(model, tokens)` (one Python process for all, since importing
+/// torch takes seconds); returns each one's logits `[B, P, vocab]`.
+fn pytorch_logits(jobs: &[(&LlmModel, &Tensor)]) -> Vec<Tensor> {
     let python = support::torch_python().unwrap_or_else(|| {
         panic!(
             "no Python that can `import torch` (tried $COLOAD_PYTHON, the workspace's .venv and \
@@ -251,44 +270,47 @@ fn pytorch_logits(model: &LlmModel, tokens: &Tensor) -> Tensor {
         )
     });
     let dir = tempfile::tempdir().unwrap();
-    let weights = dir.path().join("weights.safetensors");
-    model.var_store().save(&weights).unwrap();
-    let c = model.config();
-    let config = format!(
-        r#"{{"architecture":"{}","layers":{},"heads":{},"kv_heads":{},"hidden":{},"intermediate":{},"eps":{:e},"theta":{:e},"tied":{}}}"#,
-        match c.architecture {
-            LlmArchitecture::Gpt2 => "gpt2",
-            LlmArchitecture::Llama => "llama",
-        },
-        c.layers,
-        c.heads,
-        c.kv_heads,
-        c.hidden,
-        c.intermediate,
-        c.norm_eps,
-        c.rope_theta,
-        c.tied_embeddings
-    );
-    let rows: Vec<Vec<i64>> = Vec::<Vec<i64>>::try_from(tokens).unwrap();
-    let tokens_json = format!(
-        "[{}]",
-        rows.iter()
-            .map(|r| format!(
-                "[{}]",
-                r.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
-            ))
+    let mut lines = Vec::new();
+    for (i, (model, tokens)) in jobs.iter().enumerate() {
+        let weights = dir.path().join(format!("weights{i}.safetensors"));
+        model.var_store().save(&weights).unwrap();
+        let c = model.config();
+        let rows: Vec<Vec<i64>> = Vec::<Vec<i64>>::try_from(*tokens).unwrap();
+        let rows = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "[{}]",
+                    r.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+                )
+            })
             .collect::<Vec<_>>()
-            .join(",")
-    );
+            .join(",");
+        lines.push(format!(
+            r#"{{"weights":"{}","out":"{}","tokens":[{rows}],"architecture":"{}","layers":{},"heads":{},"kv_heads":{},"hidden":{},"intermediate":{},"eps":{:e},"theta":{:e},"tied":{}}}"#,
+            weights.display(),
+            dir.path().join(format!("logits{i}.f32")).display(),
+            match c.architecture {
+                LlmArchitecture::Gpt2 => "gpt2",
+                LlmArchitecture::Llama => "llama",
+            },
+            c.layers,
+            c.heads,
+            c.kv_heads,
+            c.hidden,
+            c.intermediate,
+            c.norm_eps,
+            c.rope_theta,
+            c.tied_embeddings
+        ));
+    }
+    let jobs_file = dir.path().join("jobs.jsonl");
+    std::fs::write(&jobs_file, lines.join("\n")).unwrap();
     let script = dir.path().join("reference.py");
     std::fs::write(&script, REFERENCE).unwrap();
-    let out_path = dir.path().join("logits.f32");
     let out = Command::new(&python)
         .arg(&script)
-        .arg(&weights)
-        .arg(&config)
-        .arg(&tokens_json)
-        .arg(&out_path)
+        .arg(&jobs_file)
         .output()
         .expect("python runs");
     assert!(
@@ -296,24 +318,41 @@ fn pytorch_logits(model: &LlmModel, tokens: &Tensor) -> Tensor {
         "the PyTorch reference failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let bytes = std::fs::read(&out_path).unwrap();
-    let values: Vec<f32> = bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    let (b, p) = (tokens.size()[0], tokens.size()[1]);
-    Tensor::from_slice(&values).view([b, p, i64::from(c.vocab)])
+    jobs.iter()
+        .enumerate()
+        .map(|(i, (model, tokens))| {
+            let bytes = std::fs::read(dir.path().join(format!("logits{i}.f32"))).unwrap();
+            let values: Vec<f32> = bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            let (b, p) = (tokens.size()[0], tokens.size()[1]);
+            Tensor::from_slice(&values).view([b, p, i64::from(model.config().vocab)])
+        })
+        .collect()
 }
 
 #[test]
 fn logits_match_an_independent_pytorch_implementation() {
-    for preset in [LlmPreset::Gpt2Tiny, LlmPreset::LlamaTiny] {
-        let config = tiny(preset);
-        let mut model = LlmModel::new(&config, cpu(), 2, 3).unwrap();
-        let all = tokens(&config, 2, 10, 7);
-        let reference = pytorch_logits(&model, &all);
-        let full = model.forward_full(&all).unwrap();
-        let full_gap = gap(&full, &reference);
+    let presets = [LlmPreset::Gpt2Tiny, LlmPreset::LlamaTiny];
+    let mut models: Vec<LlmModel> = presets
+        .iter()
+        .map(|&p| LlmModel::new(&tiny(p), cpu(), 2, 3).unwrap())
+        .collect();
+    let inputs: Vec<Tensor> = models
+        .iter()
+        .map(|m| tokens(m.config(), 2, 10, 7))
+        .collect();
+    let jobs: Vec<(&LlmModel, &Tensor)> = models.iter().zip(&inputs).collect();
+    let references = pytorch_logits(&jobs);
+    for (((preset, model), all), reference) in presets
+        .iter()
+        .zip(&mut models)
+        .zip(&inputs)
+        .zip(&references)
+    {
+        let full = model.forward_full(all).unwrap();
+        let full_gap = gap(&full, reference);
         assert!(
             full_gap < TOLERANCE,
             "{preset}: the full forward is {full_gap:e} of the logits' scale from PyTorch's"
@@ -332,8 +371,8 @@ fn logits_match_an_independent_pytorch_implementation() {
             "{preset}: the cached decode is {worst:e} of the logits' scale from PyTorch's"
         );
         // And the comparison can tell models apart: another seed is far off.
-        let other = LlmModel::new(&config, cpu(), 2, 4).unwrap();
-        assert!(gap(&other.forward_full(&all).unwrap(), &reference) > 0.1);
+        let other = LlmModel::new(model.config(), cpu(), 2, 4).unwrap();
+        assert!(gap(&other.forward_full(all).unwrap(), reference) > 0.1);
     }
 }
 

@@ -285,6 +285,9 @@ mod tests {
             LlmPreset::TinyLlama1_1b.config().param_count(),
             1_100_048_384
         );
+        // The tiny presets, as docs/llm.md lists them.
+        assert_eq!(LlmPreset::Gpt2Tiny.config().param_count(), 136_960);
+        assert_eq!(LlmPreset::LlamaTiny.config().param_count(), 158_016);
         // Untying GPT-2's head adds one vocab x width matrix.
         let mut untied = LlmPreset::Gpt2Small.config();
         untied.tied_embeddings = false;
