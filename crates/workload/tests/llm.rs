@@ -22,12 +22,16 @@
 mod support;
 
 use std::process::Command;
+use std::sync::atomic::AtomicBool;
 
 use coload_cohort_schema::{DeviceChoice, Execution, FailureKind, Precision};
-use coload_timing::{IterationKind, Step};
+use coload_timing::{
+    IterationKind, IterationStep, LlmRequest, LlmRequests, LlmServeBuffer, LlmServePolicy,
+    SimulatedClock, Step, llm_request_records, run_llm_serve,
+};
 use coload_workload::{
     DecodeOptions, DecodeStep, LlmArchitecture, LlmConfig, LlmError, LlmModel, LlmPlacement,
-    LlmPreset,
+    LlmPreset, LlmServeStep,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -546,4 +550,134 @@ fn one_seed_makes_one_model_on_every_precision() {
     // The same weights rounded to bf16: close to fp32's logits, not equal.
     let g = gap(&logits.to_kind(Kind::Float), &a.forward_full(&all).unwrap());
     assert!(g > 0.0 && g < 0.1, "bf16 against fp32: {g:e}");
+}
+
+fn request(arrival_ms: u64, prompt_tokens: u32, output_tokens: u32) -> LlmRequest {
+    LlmRequest {
+        arrival_ns: arrival_ms * 1_000_000,
+        prompt_tokens,
+        output_tokens,
+    }
+}
+
+/// Greedy generation of `output` tokens from `prompt` by a model of its own, one sequence.
+fn alone(config: &LlmConfig, seed: u64, prompt: &Tensor, output: u32) -> Vec<i64> {
+    let mut model = LlmModel::new(config, cpu(), 1, seed).unwrap();
+    let mut token = model.prefill(prompt).unwrap().argmax(-1, true);
+    let mut out = vec![token.int64_value(&[0, 0])];
+    for _ in 1..output {
+        token = model.decode_step(&token).unwrap().argmax(-1, true);
+        out.push(token.int64_value(&[0, 0]));
+    }
+    out
+}
+
+/// The real model behind the continuous batcher, on the simulated clock (the step takes no
+/// simulated time, so the schedule is exact): five requests at 0 and one at 1 ms, at most three
+/// running. Request 2 wants one token (it completes in its prefill and its slot is reused
+/// before any decode retires it), requests complete in another order than they arrived (the
+/// cache is compacted around the holes), prefills run while others are mid-generation. Every
+/// request must still generate exactly what it generates alone.
+#[test]
+fn continuous_batching_generates_what_each_request_generates_alone() {
+    let config = tiny(LlmPreset::LlamaTiny);
+    let requests = LlmRequests::new(
+        vec![
+            request(0, 4, 3),
+            request(0, 7, 5),
+            request(0, 5, 1),
+            request(0, 3, 6),
+            request(0, 6, 4),
+            request(1, 2, 2),
+        ],
+        10_000_000,
+    )
+    .unwrap();
+    let policy = LlmServePolicy::new(3, 1000, config.context).unwrap();
+    policy.check(&requests).unwrap();
+    let clock = SimulatedClock::new();
+    let mut step = LlmServeStep::new(&config, cpu(), 3, 8, 11)
+        .unwrap()
+        .recording();
+    let mut buffer = LlmServeBuffer::new(&requests, &policy);
+    let out = run_llm_serve(
+        &mut step,
+        &clock,
+        &requests,
+        &policy,
+        &mut buffer,
+        &AtomicBool::new(false),
+    );
+    assert!(out.error.is_none(), "{:?}", out.error);
+    assert_eq!(out.requests_completed, 6);
+    let records = llm_request_records(&buffer, &requests);
+    assert!(records.iter().all(|r| r.completed));
+    // FCFS: the k-th sequence prefilled is request k.
+    let transcripts = step.transcripts().to_vec();
+    assert_eq!(transcripts.len(), 6);
+    for (k, r) in requests.requests().iter().enumerate() {
+        let prompt = step.request_prompt(k as u64, r.prompt_tokens).unwrap();
+        assert_eq!(
+            transcripts[k],
+            alone(&config, 11, &prompt, r.output_tokens),
+            "request {k}"
+        );
+    }
+    // It was batching: a decode of three sequences, and a prefill while others were running.
+    let iterations = buffer.iterations();
+    assert!(
+        iterations
+            .iter()
+            .any(|i| i.kind == IterationKind::Decode && i.sequences == 3)
+    );
+    assert!(
+        iterations
+            .windows(2)
+            .any(|w| w[0].kind == IterationKind::Decode && w[1].kind == IterationKind::Prefill)
+    );
+    // Retirement is lazy: the request that completed in the last decode stays in the cache
+    // until another iteration lists the running slots.
+    assert_eq!(step.running(), 1);
+    assert_eq!(step.model().lengths().iter().filter(|&&l| l > 0).count(), 1);
+}
+
+#[test]
+fn the_serve_step_refuses_what_it_was_not_built_for() {
+    let config = tiny(LlmPreset::Gpt2Tiny);
+    let mut step = LlmServeStep::new(&config, cpu(), 2, 8, 0).unwrap();
+    assert!(matches!(
+        step.prefill(&[0], &[9]),
+        Err(LlmError::PromptTooLong {
+            prompt_tokens: 9,
+            ..
+        })
+    ));
+    assert!(matches!(
+        step.decode(&[1]),
+        Err(LlmError::NotPrefilled { slot: 1 })
+    ));
+    assert!(matches!(
+        step.prefill(&[5], &[4]),
+        Err(LlmError::Slots { .. })
+    ));
+    assert!(matches!(
+        LlmServeStep::new(&config, cpu(), 2, config.context + 1, 0),
+        Err(LlmError::PromptTooLong { .. })
+    ));
+    assert!(matches!(
+        LlmServeStep::new(&config, cpu(), 0, 8, 0),
+        Err(LlmError::ZeroCount { .. })
+    ));
+    step.prefill(&[0, 1], &[4, 8]).unwrap();
+    step.decode(&[1, 0]).unwrap();
+    assert_eq!(step.model().lengths(), [5, 9]);
+    // Slot 0's request completed: the next decode retires it and moves slot 1's sequence down.
+    step.decode(&[1]).unwrap();
+    assert_eq!(step.running(), 1);
+    assert_eq!(step.model().lengths(), [10, 0]);
+    // A new request in slot 1; then the older one completes and the new one moves down.
+    step.prefill(&[0], &[3]).unwrap();
+    step.decode(&[0]).unwrap();
+    assert_eq!(step.running(), 1);
+    assert_eq!(step.model().lengths(), [4, 0]);
 }

@@ -8,13 +8,17 @@
 //!   per-sequence positions; [`LlmModel::forward_full`] is the cache-free reference.
 //! - [`DecodeStep`]: prefill, then greedy decoding to G tokens, then again; one iteration per
 //!   [`coload_timing::Step::step`], eager or one CUDA-graph replay per decode iteration.
+//! - [`LlmServeStep`]: the model behind `coload_timing::run_llm_serve`'s continuous batcher
+//!   ([`coload_timing::IterationStep`]), running sequences kept compact in the cache's slots.
 //!
 //! See docs/llm.md for the method and the records proposed for the worker.
 
 mod config;
 mod decode;
 mod model;
+mod serve;
 
 pub use config::{LlmArchitecture, LlmConfig, LlmPreset};
 pub use decode::{DecodeOptions, DecodeStep};
 pub use model::{LlmModel, LlmPlacement};
+pub use serve::{LlmServeStep, PROMPT_SHIFTS};

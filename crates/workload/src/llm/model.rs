@@ -354,6 +354,55 @@ impl LlmModel {
         Ok(())
     }
 
+    /// Moves slot `src`'s sequence (its keys, values and position) into slot `dst` and empties
+    /// `src`: how a server keeps its running sequences in slots `0..b` when one in the middle
+    /// completes. Copies only the positions the sequence holds.
+    pub fn move_slot(&mut self, src: i64, dst: i64) -> Result<(), LlmError> {
+        for s in [src, dst] {
+            if s < 0 || s >= self.slots {
+                return Err(LlmError::Slots {
+                    first: s,
+                    end: s + 1,
+                    slots: self.slots,
+                });
+            }
+        }
+        if src == dst {
+            return Ok(());
+        }
+        let len = self.cache.lengths[src as usize];
+        let _no_grad = tch::no_grad_guard();
+        if len > 0 {
+            for cache in [&mut self.cache.keys, &mut self.cache.values] {
+                for layer in cache.iter_mut() {
+                    let from = layer.f_narrow(0, src, 1)?.f_narrow(1, 0, len)?;
+                    layer
+                        .f_narrow(0, dst, 1)?
+                        .f_narrow(1, 0, len)?
+                        .f_copy_(&from)?;
+                }
+            }
+        }
+        let from = self.cache.positions.f_narrow(0, src, 1)?;
+        self.cache.positions.f_narrow(0, dst, 1)?.f_copy_(&from)?;
+        self.cache.lengths[dst as usize] = len;
+        self.clear_slot(src)
+    }
+
+    /// Empties slot `slot` (its position to 0); its cache is never read past that.
+    pub fn clear_slot(&mut self, slot: i64) -> Result<(), LlmError> {
+        if slot < 0 || slot >= self.slots {
+            return Err(LlmError::Slots {
+                first: slot,
+                end: slot + 1,
+                slots: self.slots,
+            });
+        }
+        let _ = self.cache.positions.f_narrow(0, slot, 1)?.f_zero_()?;
+        self.cache.lengths[slot as usize] = 0;
+        Ok(())
+    }
+
     /// Records on the host that slots `0..b` advanced by one position (the device's positions
     /// were advanced by a graph replay).
     pub(crate) fn advance_host(&mut self, b: i64) {
