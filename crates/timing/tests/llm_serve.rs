@@ -290,8 +290,10 @@ fn a_stall_shows_in_the_ttft_of_every_request_that_arrived_during_it() {
     );
 }
 
-/// The same stall on the real clock (a spinning mock): the bound still holds whatever the
-/// machine's load, because it only says "at least".
+/// The same stall on the real clock (a spinning mock). On a loaded machine the schedule can
+/// shift (a late wake-up batches two requests, and call 20 is another iteration), so the test
+/// finds the stalled iteration in the record and checks the bound, which holds whatever the
+/// load: every request that arrived while it ran has a TTFT of at least the rest of the stall.
 #[test]
 fn a_stall_shows_on_the_real_clock_too() {
     let schedule = ArrivalSchedule::uniform(50.0, 600 * MS).unwrap();
@@ -301,17 +303,31 @@ fn a_stall_shows_on_the_real_clock_too() {
     let mut step = MockIterationStep::fixed(ms(2), ms(1))
         .stalling_once(20, ms(200))
         .spinning();
-    let Run { records, .. } = run(&mut step, &clock, &requests, &policy);
-    let stall = records[5];
-    assert!(stall.ttft_ns().unwrap() >= 202 * MS);
-    let stall_end = stall.first_token_ns.unwrap();
+    let Run {
+        records, buffer, ..
+    } = run(&mut step, &clock, &requests, &policy);
+    let stalled: Vec<_> = buffer
+        .iterations()
+        .iter()
+        .filter(|i| i.end_ns - i.start_ns >= 200 * MS)
+        .collect();
+    assert_eq!(stalled.len(), 1, "{stalled:?}");
+    let (start, end) = (stalled[0].start_ns, stalled[0].end_ns);
     let victims: Vec<&LlmRequestRecord> = records
         .iter()
-        .filter(|r| (stall.arrival_ns..stall_end).contains(&r.arrival_ns))
+        .filter(|r| (start..end).contains(&r.arrival_ns))
         .collect();
-    assert!(victims.len() >= 10, "{}", victims.len());
+    // 200 ms of arrivals every 20 ms.
+    assert!(victims.len() >= 9, "{}", victims.len());
     for r in victims {
-        assert!(r.ttft_ns().unwrap() >= stall_end - r.arrival_ns);
+        assert!(
+            r.ttft_ns().unwrap() >= end - r.arrival_ns,
+            "request {} arrived at {} ms, inside the stall ending at {} ms, yet its TTFT is {} ms",
+            r.index,
+            r.arrival_ns / MS,
+            end / MS,
+            r.ttft_ns().unwrap() / MS
+        );
     }
 }
 

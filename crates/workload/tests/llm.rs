@@ -599,6 +599,11 @@ fn continuous_batching_generates_what_each_request_generates_alone() {
     let mut step = LlmServeStep::new(&config, cpu(), 3, 8, 11)
         .unwrap()
         .recording();
+    // A warmup before the window leaves nothing behind.
+    let medians = step.warm_up(&[8, 2], 2).unwrap();
+    assert_eq!(medians.iter().map(|m| m.0).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(step.running(), 0);
+    assert!(step.transcripts().is_empty());
     let mut buffer = LlmServeBuffer::new(&requests, &policy);
     let out = run_llm_serve(
         &mut step,

@@ -113,6 +113,57 @@ impl LlmServeStep {
         })
     }
 
+    /// Before the barrier: prefills `batch` sequences at each of `prompt_tokens` and decodes
+    /// them `decodes` times, for every batch from 1 to the cache's slots, so that no kernel is
+    /// chosen or compiled for the first time inside the window; then forgets everything (the
+    /// window's requests get the prompts they would have had without it). Returns how long
+    /// each batch's decodes took, median, for the worker's notes.
+    pub fn warm_up(
+        &mut self,
+        prompt_tokens: &[u32],
+        decodes: u32,
+    ) -> Result<Vec<(u32, std::time::Duration)>, LlmError> {
+        let slots = self.physical.len() as u32;
+        let all: Vec<u32> = (0..slots).collect();
+        let mut medians = Vec::with_capacity(slots as usize);
+        for batch in 1..=slots {
+            let listed = &all[..batch as usize];
+            let mut times = Vec::with_capacity(decodes as usize);
+            for &p in prompt_tokens {
+                let prompts = vec![p; batch as usize];
+                self.prefill(listed, &prompts)?;
+                for _ in 0..decodes {
+                    let t = std::time::Instant::now();
+                    self.decode(listed)?;
+                    times.push(t.elapsed());
+                }
+                // Everything completes: the next round starts from empty slots.
+                self.forget()?;
+            }
+            times.sort_unstable();
+            if let Some(&median) = times.get(times.len() / 2) {
+                medians.push((batch, median));
+            }
+        }
+        self.forget()?;
+        Ok(medians)
+    }
+
+    /// Empties every slot and restarts the prompt shifts, as if just built.
+    fn forget(&mut self) -> Result<(), LlmError> {
+        self.model.reset()?;
+        let _ = self.tokens.f_zero_()?;
+        self.physical.fill(NONE);
+        self.scheduler.fill(NONE);
+        self.transcript_of.fill(usize::MAX);
+        if let Some(t) = self.transcripts.as_mut() {
+            t.clear();
+        }
+        self.running = 0;
+        self.admitted = 0;
+        Ok(())
+    }
+
     /// Records every sequence's generated tokens, in admission order (a device-to-host copy per
     /// iteration: for tests, never in a measured window).
     #[must_use]
