@@ -147,6 +147,17 @@ pub enum LlmError {
         /// The model's context, tokens.
         context_tokens: i64,
     },
+    /// A serve step asked for a prompt longer than the longest it was built for.
+    #[error(
+        "a prompt of {prompt_tokens} tokens is longer than the {max_prompt_tokens} this serve \
+         step was built for; build it with the longest prompt of the window"
+    )]
+    PromptLongerThanBuilt {
+        /// Prompt length asked for, tokens.
+        prompt_tokens: i64,
+        /// The longest the step holds, tokens.
+        max_prompt_tokens: i64,
+    },
     /// A sequence whose cache is full: one more decode step would write past the context.
     #[error(
         "sequence slot {slot} already holds {positions} positions, the model's whole context; \

@@ -652,9 +652,9 @@ fn the_serve_step_refuses_what_it_was_not_built_for() {
     let mut step = LlmServeStep::new(&config, cpu(), 2, 8, 0).unwrap();
     assert!(matches!(
         step.prefill(&[0], &[9]),
-        Err(LlmError::PromptTooLong {
+        Err(LlmError::PromptLongerThanBuilt {
             prompt_tokens: 9,
-            ..
+            max_prompt_tokens: 8
         })
     ));
     assert!(matches!(

@@ -114,7 +114,7 @@ impl LlmServeStep {
     }
 
     /// Before the barrier: prefills `batch` sequences at each of `prompt_tokens` and decodes
-    /// them `decodes` times, for every batch from 1 to the cache's slots, so that no kernel is
+    /// them `decodes` times (each prompt plus `decodes` must fit the context), for every batch from 1 to the cache's slots, so that no kernel is
     /// chosen or compiled for the first time inside the window; then forgets everything (the
     /// window's requests get the prompts they would have had without it). Returns how long
     /// each batch's decodes took, median, for the worker's notes.
@@ -184,10 +184,9 @@ impl LlmServeStep {
     pub fn request_prompt(&self, admitted: u64, prompt_tokens: u32) -> Result<Tensor, LlmError> {
         let p = i64::from(prompt_tokens);
         if p > self.max_prompt_tokens {
-            return Err(LlmError::PromptTooLong {
+            return Err(LlmError::PromptLongerThanBuilt {
                 prompt_tokens: p,
-                generate_tokens: 0,
-                context_tokens: self.max_prompt_tokens,
+                max_prompt_tokens: self.max_prompt_tokens,
             });
         }
         let shift = (admitted % u64::from(PROMPT_SHIFTS)) as i64;
