@@ -26,8 +26,9 @@ use std::sync::atomic::AtomicBool;
 
 use coload_cohort_schema::{DeviceChoice, Execution, FailureKind, Precision};
 use coload_timing::{
-    IterationKind, IterationStep, LlmRequest, LlmRequests, LlmServeBuffer, LlmServePolicy,
-    SimulatedClock, Step, llm_request_records, run_llm_serve,
+    ArrivalSchedule, BatchBuffer, Clock, IterationKind, IterationStep, LlmRequest, LlmRequests,
+    LlmServeBuffer, LlmServePolicy, MonotonicClock, SimulatedClock, Step, llm_request_records,
+    run_llm_serve, run_window,
 };
 use coload_workload::{
     DecodeOptions, DecodeStep, LlmArchitecture, LlmConfig, LlmError, LlmModel, LlmPlacement,
@@ -685,4 +686,76 @@ fn the_serve_step_refuses_what_it_was_not_built_for() {
     step.decode(&[0]).unwrap();
     assert_eq!(step.running(), 1);
     assert_eq!(step.model().lengths(), [4, 0]);
+}
+
+/// The decode step in the ordinary window runner on the real clock: every record is one
+/// iteration of B tokens, and after a restart the cycle's phases line up with the record
+/// indices, as docs/llm.md proposes to tag them.
+#[test]
+fn the_decode_step_runs_in_the_window_and_its_records_take_their_phases() {
+    let mut step = DecodeStep::new(&decode_options(2, 6, 4)).unwrap();
+    for _ in 0..3 {
+        step.step().unwrap();
+    }
+    step.restart();
+    let clock = Clock::anchor();
+    let mut buffer = BatchBuffer::with_capacity(100_000);
+    let start = clock.now_unix_ns() + 5_000_000;
+    let outcome = run_window(
+        &mut step,
+        &clock,
+        start,
+        std::time::Duration::from_millis(300),
+        &mut buffer,
+    );
+    assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    let records = buffer.records(&clock);
+    assert!(records.len() >= 8, "{} iterations in 300 ms", records.len());
+    assert!(records.iter().all(|r| r.samples == 2));
+    let cycle = step.cycle();
+    let phases: Vec<IterationKind> = (0..8).map(|i| cycle.phase(i).0).collect();
+    use IterationKind::{Decode as D, Prefill as P};
+    assert_eq!(phases, [P, D, D, D, P, D, D, D]);
+    // The step's own count agrees: the next iteration is the one after the last recorded (or
+    // the one that ran across the window's end).
+    let next = step.phase();
+    let after_last = cycle.phase(records.len() as u64);
+    let across_end = cycle.phase(records.len() as u64 + 1);
+    assert!(next == after_last || next == across_end, "{next:?}");
+}
+
+/// The real model behind the continuous batcher on the real clock: requests complete, their
+/// latencies are real and ordered (TTFT <= end-to-end), tokens are counted.
+#[test]
+fn the_serve_step_serves_a_window_on_the_real_clock() {
+    let config = tiny(LlmPreset::LlamaTiny);
+    let window_ns = 400_000_000;
+    let schedule = ArrivalSchedule::uniform(50.0, window_ns).unwrap();
+    let requests = LlmRequests::fixed(&schedule, 6, 4).unwrap();
+    let policy = LlmServePolicy::new(4, 4 * 10, config.context).unwrap();
+    policy.check(&requests).unwrap();
+    let mut step = LlmServeStep::new(&config, cpu(), 4, 6, 1).unwrap();
+    step.warm_up(&[6], 2).unwrap();
+    let mut buffer = LlmServeBuffer::new(&requests, &policy);
+    let clock =
+        MonotonicClock::new(std::time::Instant::now() + std::time::Duration::from_millis(5));
+    let out = run_llm_serve(
+        &mut step,
+        &clock,
+        &requests,
+        &policy,
+        &mut buffer,
+        &AtomicBool::new(false),
+    );
+    assert!(out.error.is_none(), "{:?}", out.error);
+    assert!(out.requests_completed >= 10, "{out:?}");
+    for r in llm_request_records(&buffer, &requests)
+        .iter()
+        .filter(|r| r.completed)
+    {
+        let (ttft, e2e) = (r.ttft_ns().unwrap(), r.e2e_ns().unwrap());
+        assert!(0 < ttft && ttft <= e2e, "{r:?}");
+        assert!(r.tpot_ns().unwrap() > 0.0);
+    }
+    assert!(out.tokens_in_window >= 4 * out.requests_completed);
 }
