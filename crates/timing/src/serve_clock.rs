@@ -65,14 +65,11 @@ impl ServeClock for MonotonicClock {
             }
             return;
         };
-        let now = Instant::now();
-        if now >= target {
-            return;
-        }
-        let left = target - now;
-        let spin = Duration::from_nanos(SPIN_BEFORE_NS);
-        if left > spin {
-            std::thread::sleep(left - spin);
+        if let Some(coarse) = target
+            .checked_duration_since(Instant::now())
+            .and_then(|left| left.checked_sub(Duration::from_nanos(SPIN_BEFORE_NS)))
+        {
+            std::thread::sleep(coarse);
         }
         while Instant::now() < target {
             std::hint::spin_loop();

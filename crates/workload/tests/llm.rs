@@ -714,8 +714,8 @@ fn the_decode_step_runs_in_the_window_and_its_records_take_their_phases() {
     assert!(records.iter().all(|r| r.samples == 2));
     let cycle = step.cycle();
     let phases: Vec<IterationKind> = (0..8).map(|i| cycle.phase(i).0).collect();
-    use IterationKind::{Decode as D, Prefill as P};
-    assert_eq!(phases, [P, D, D, D, P, D, D, D]);
+    let (p, d) = (IterationKind::Prefill, IterationKind::Decode);
+    assert_eq!(phases, [p, d, d, d, p, d, d, d]);
     // The step's own count agrees: the next iteration is the one after the last recorded (or
     // the one that ran across the window's end).
     let next = step.phase();
