@@ -103,3 +103,80 @@ pub enum ScheduleError {
     #[error("{0}")]
     BadPolicy(String),
 }
+
+/// Why an LLM serve window's requests or scheduling policy cannot be used (issue 24). Each
+/// message names the bad value and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmServeError {
+    /// A request asks for no prompt or no output token.
+    #[error(
+        "request {request} has {prompt_tokens} prompt and {output_tokens} output tokens; both \
+         must be at least 1"
+    )]
+    ZeroTokens {
+        /// Index of the request in arrival order.
+        request: usize,
+        /// Its prompt length, tokens.
+        prompt_tokens: u32,
+        /// Its output length, tokens.
+        output_tokens: u32,
+    },
+    /// A request's prompt and output do not fit in the model's context.
+    #[error(
+        "request {request}: a prompt of {prompt_tokens} tokens and {output_tokens} output tokens \
+         need {} positions, more than the model's context of {context_tokens}; shorten the \
+         prompt or the output",
+        u64::from(*prompt_tokens) + u64::from(*output_tokens)
+    )]
+    LongerThanContext {
+        /// Index of the request in arrival order.
+        request: usize,
+        /// Its prompt length, tokens.
+        prompt_tokens: u32,
+        /// Its output length, tokens.
+        output_tokens: u32,
+        /// The model's context, tokens.
+        context_tokens: u32,
+    },
+    /// A request alone needs more KV-cache tokens than the budget holds, so it could never be
+    /// admitted.
+    #[error(
+        "request {request} reserves {needs_tokens} KV-cache tokens (prompt + output), more than \
+         the whole budget of {budget_tokens}; raise the KV-cache budget"
+    )]
+    BudgetTooSmall {
+        /// Index of the request in arrival order.
+        request: usize,
+        /// Tokens it reserves.
+        needs_tokens: u64,
+        /// The budget, tokens.
+        budget_tokens: u64,
+    },
+    /// The arrivals are not in order, or one falls at or past the window's end.
+    #[error(
+        "request {request} arrives at {arrival_ns} ns: arrivals must be non-decreasing and \
+         before the window's end ({window_ns} ns)"
+    )]
+    BadArrival {
+        /// Index of the request.
+        request: usize,
+        /// Its arrival, ns from the window's start.
+        arrival_ns: u64,
+        /// The window, ns.
+        window_ns: u64,
+    },
+    /// The window would record more tokens than one window may hold in memory.
+    #[error(
+        "the requests ask for {tokens} output tokens, more than the {max} one window may record; \
+         lower the rate, the output length or the window"
+    )]
+    TooManyTokens {
+        /// Output tokens asked for.
+        tokens: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// The policy's batch size or budget is not usable.
+    #[error("{0}")]
+    BadPolicy(String),
+}

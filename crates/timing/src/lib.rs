@@ -15,6 +15,11 @@
 //!   into padded batches for a [`BatchStep`], and each request's latency runs from its
 //!   *scheduled* arrival. It runs on a [`ServeClock`]: the real [`MonotonicClock`], or a
 //!   [`SimulatedClock`] that makes queueing tests exact and fast ([`MockBatchStep`] advances it).
+//! - [`run_llm_serve`] is the LLM serve window (issue 24): requests with a prompt and an output
+//!   length arrive open-loop, a continuous (iteration-level) batcher admits them under a
+//!   KV-cache token budget ([`LlmServePolicy`]) and runs prefill and decode iterations through an
+//!   [`IterationStep`]; TTFT, TPOT and inter-token latencies run from the scheduled arrival.
+//!   [`DecodeCycle`] names the phases of the closed-loop `decode` workload.
 //!
 //! # Example
 //!
@@ -37,6 +42,8 @@ mod arrivals;
 mod buffer;
 mod clock;
 mod error;
+mod llm_decode;
+mod llm_serve;
 mod runner;
 mod serve;
 mod serve_clock;
@@ -45,7 +52,13 @@ mod step;
 pub use arrivals::{ArrivalKind, ArrivalSchedule, MAX_REQUESTS};
 pub use buffer::{BatchBuffer, RawBatch};
 pub use clock::Clock;
-pub use error::{ScheduleError, TimingError};
+pub use error::{LlmServeError, ScheduleError, TimingError};
+pub use llm_decode::DecodeCycle;
+pub use llm_serve::{
+    IterationKind, IterationStep, LlmIteration, LlmRequest, LlmRequestRecord, LlmRequests,
+    LlmServeBuffer, LlmServeOutcome, LlmServePolicy, MAX_RUNNING_LIMIT, MAX_WINDOW_TOKENS,
+    MockIterationFailure, MockIterationStep, inter_token_ns, llm_request_records, run_llm_serve,
+};
 pub use runner::{
     WarmupStats, WindowOutcome, run_window, run_window_cancellable, sleep_until, warmup,
     warmup_observed,

@@ -56,15 +56,22 @@ impl ServeClock for MonotonicClock {
     }
 
     fn wait_until_ns(&self, t_ns: u64) {
-        let now = self.now_ns();
-        if now >= t_ns {
+        // Compared as instants, not through `now_ns`: before the origin `now_ns` reads 0, and a
+        // wait for 0 (the runners' wait for the window's start) must not return early.
+        let Some(target) = self.origin.checked_add(Duration::from_nanos(t_ns)) else {
+            // Centuries away: nothing real waits that long; keep to the clock's own reading.
+            while self.now_ns() < t_ns {
+                std::thread::sleep(Duration::from_secs(1));
+            }
             return;
+        };
+        if let Some(coarse) = target
+            .checked_duration_since(Instant::now())
+            .and_then(|left| left.checked_sub(Duration::from_nanos(SPIN_BEFORE_NS)))
+        {
+            std::thread::sleep(coarse);
         }
-        let left = t_ns - now;
-        if left > SPIN_BEFORE_NS {
-            std::thread::sleep(Duration::from_nanos(left - SPIN_BEFORE_NS));
-        }
-        while self.now_ns() < t_ns {
+        while Instant::now() < target {
             std::hint::spin_loop();
         }
     }
@@ -137,5 +144,9 @@ mod tests {
         assert!(c.now_ns() - before < 1_000_000);
         let future = MonotonicClock::new(Instant::now() + Duration::from_secs(5));
         assert_eq!(future.now_ns(), 0);
+        // Waiting for the origin itself waits for it, although `now_ns` reads 0 before it.
+        let origin = Instant::now() + Duration::from_millis(20);
+        MonotonicClock::new(origin).wait_until_ns(0);
+        assert!(Instant::now() >= origin, "woke before the origin");
     }
 }

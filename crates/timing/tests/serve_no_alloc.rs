@@ -1,14 +1,14 @@
 //! The serve window must not allocate. A counting global allocator watches the thread that runs
 //! it, and only while it runs.
 //!
-//! The flag that selects the watched thread is a thread-local set on the window's own thread
-//! right before the window and cleared right after, so allocations by the test harness's other
-//! threads never count. Before trusting a zero, the test proves the counter works: a deliberate
+//! The flag that selects the watched thread and the count are thread-locals of the window's own
+//! thread, set right before the window and read right after, so allocations by the test
+//! harness's other threads (the counter's own test among them) never count. Before trusting a zero, the test proves the counter works: a deliberate
 //! allocation on the watched thread must count.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use coload_timing::{
@@ -18,16 +18,18 @@ use coload_timing::{
 
 struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
-    // Const-initialized, so reading it never allocates.
+    // Const-initialized, so reading them never allocates. The count is per thread too: with one
+    // global count, the deliberate allocation of the counter's own test, on its watched thread,
+    // landed in another test's window when the two ran at once (seen once the real-clock window
+    // began waiting for its origin).
     static WATCHED: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
 }
 
 fn count() {
     if WATCHED.try_with(Cell::get).unwrap_or(false) {
-        ALLOCATIONS.fetch_add(1, Ordering::SeqCst);
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
     }
 }
 
@@ -65,11 +67,11 @@ static GLOBAL: Counting = Counting;
 fn watched<T: Send>(f: impl FnOnce() -> T + Send) -> (usize, T) {
     std::thread::scope(|s| {
         s.spawn(|| {
-            let before = ALLOCATIONS.load(Ordering::SeqCst);
+            ALLOCATIONS.with(|n| n.set(0));
             WATCHED.with(|w| w.set(true));
             let out = f();
             WATCHED.with(|w| w.set(false));
-            (ALLOCATIONS.load(Ordering::SeqCst) - before, out)
+            (ALLOCATIONS.with(Cell::get), out)
         })
         .join()
         .expect("the watched thread panicked")
@@ -87,9 +89,9 @@ fn the_counter_counts_a_deliberate_allocation() {
         "the counter must see an allocation on the watched thread"
     );
     // And nothing when the thread is not watched.
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = ALLOCATIONS.with(Cell::get);
     drop(std::hint::black_box(Box::new(7u64)));
-    assert_eq!(ALLOCATIONS.load(Ordering::SeqCst), before);
+    assert_eq!(ALLOCATIONS.with(Cell::get), before);
 }
 
 fn serve_allocations<C: ServeClock + Sync>(clock: &C, step: MockBatchStep, window: Duration) {

@@ -116,6 +116,108 @@ impl From<tch::TchError> for WorkloadError {
     }
 }
 
+/// What the built-in LLM (issue 24) refuses: configurations that cannot make a transformer,
+/// inputs of the wrong shape, prompts longer than the context, and libtorch's own failures.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmError {
+    /// A model configuration that cannot be built (a zero size, heads that do not divide the
+    /// width, ...).
+    #[error("invalid LLM configuration: {0}")]
+    Config(String),
+    /// A count of tokens or sequences that must be at least 1.
+    #[error("{what} must be at least 1, got {got}")]
+    ZeroCount {
+        /// What was counted (`prompt tokens`, `batch size`, ...).
+        what: &'static str,
+        /// The count given.
+        got: i64,
+    },
+    /// A prompt (with the tokens to generate after it) longer than the model's context.
+    #[error(
+        "a prompt of {prompt_tokens} tokens followed by {generate_tokens} generated tokens needs \
+         {} positions, more than the model's context of {context_tokens}; shorten the prompt \
+         or the generation",
+        (*prompt_tokens + *generate_tokens).saturating_sub(1)
+    )]
+    PromptTooLong {
+        /// Prompt length, tokens.
+        prompt_tokens: i64,
+        /// Tokens to generate (the first comes from the prefill; 0 for a prefill alone).
+        generate_tokens: i64,
+        /// The model's context, tokens.
+        context_tokens: i64,
+    },
+    /// A serve step asked for a prompt longer than the longest it was built for.
+    #[error(
+        "a prompt of {prompt_tokens} tokens is longer than the {max_prompt_tokens} this serve \
+         step was built for; build it with the longest prompt of the window"
+    )]
+    PromptLongerThanBuilt {
+        /// Prompt length asked for, tokens.
+        prompt_tokens: i64,
+        /// The longest the step holds, tokens.
+        max_prompt_tokens: i64,
+    },
+    /// A sequence whose cache is full: one more decode step would write past the context.
+    #[error(
+        "sequence slot {slot} already holds {positions} positions, the model's whole context; \
+         reset the cache (a new prefill) before decoding further"
+    )]
+    ContextFull {
+        /// The cache slot.
+        slot: usize,
+        /// Positions it holds.
+        positions: i64,
+    },
+    /// A decode step for a sequence slot that was never prefilled since the last reset.
+    #[error("sequence slot {slot} has no prompt yet; prefill it before decoding")]
+    NotPrefilled {
+        /// The cache slot.
+        slot: usize,
+    },
+    /// A tensor of the wrong shape.
+    #[error("{what} must have shape {expected}, got {got:?}")]
+    Shape {
+        /// What the tensor is.
+        what: &'static str,
+        /// The shape it needs, in words.
+        expected: String,
+        /// The shape it has.
+        got: Vec<i64>,
+    },
+    /// Sequence slots beyond the ones the cache was allocated for.
+    #[error("sequence slots {first}..{end} do not exist: the KV cache holds {slots} sequences")]
+    Slots {
+        /// First slot asked for.
+        first: i64,
+        /// One past the last.
+        end: i64,
+        /// Slots allocated.
+        slots: i64,
+    },
+    /// libtorch, the device or the CUDA graph failed.
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+}
+
+impl LlmError {
+    /// The failure's name for `worker.json`'s `failure.kind`: the workload's own for libtorch
+    /// and device failures, `invalid_option` for everything the caller can fix.
+    #[must_use]
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            LlmError::Workload(e) => e.kind(),
+            _ => FailureKind::InvalidOption,
+        }
+    }
+}
+
+impl From<tch::TchError> for LlmError {
+    fn from(err: tch::TchError) -> Self {
+        LlmError::Workload(WorkloadError::from(err))
+    }
+}
+
 /// libtorch's message without the wrapping a tch panic adds (`called \`Result::unwrap()\` on an
 /// \`Err\` value: Torch("...")`, escaped) and without the C++ backtrace libtorch appends.
 fn clean_message(raw: &str) -> String {

@@ -16,6 +16,11 @@
 //! sizes, each a view of one synthetic batch, for the dynamic batcher of
 //! `coload_timing::run_serve`; it implements [`coload_timing::BatchStep`].
 //!
+//! [`DecodeStep`] is the closed-loop `decode` workload (issue 24): a built-in decoder-only
+//! transformer ([`LlmModel`]: GPT-2 small, TinyLlama-1.1B, tiny CPU presets; random weights)
+//! prefills a batch of prompts, then generates one token per step with a preallocated KV cache,
+//! eager or one CUDA-graph replay per decode step; it implements [`coload_timing::Step`].
+//!
 //! [`Hog`] is the `hog` workload: device memory taken in steps and held through the window
 //! (issue 12). [`probe_device`] asks the CUDA runtime (already loaded by libtorch) for the free
 //! and total memory and the SM count this process sees, which under MPS are its share.
@@ -49,6 +54,7 @@
 
 mod error;
 mod hog;
+mod llm;
 mod models;
 mod options;
 mod runtime;
@@ -58,8 +64,12 @@ mod step;
 mod torchscript;
 
 pub use coload_cohort_schema::DeviceChoice;
-pub use error::{ModelFileProblem, WorkloadError};
+pub use error::{LlmError, ModelFileProblem, WorkloadError};
 pub use hog::{DEFAULT_HOLD_INTERVAL, DEFAULT_MIN_STEP_BYTES, DEFAULT_STEP_BYTES, Hog, HogOptions};
+pub use llm::{
+    DecodeOptions, DecodeStep, LlmArchitecture, LlmConfig, LlmModel, LlmPlacement, LlmPreset,
+    LlmServeStep, PROMPT_SHIFTS,
+};
 pub use models::{MIN_IMAGE_SIZE, ZooModel};
 pub use options::{ModelSource, NUM_CLASSES, TorchScriptSpec, WorkloadOptions, parse_input_shape};
 pub use runtime::{CudaFacts, RuntimeError, cuda_ordinal, probe_device, runtime_loaded};

@@ -155,14 +155,14 @@ pub type ResNetStep = ModelStep;
 /// Serializes seeded construction: libtorch's default generator is process-wide, so two steps
 /// built at once on different threads would interleave their draws. Only construction takes it,
 /// never a step.
-static BUILD_LOCK: Mutex<()> = Mutex::new(());
+pub(crate) static BUILD_LOCK: Mutex<()> = Mutex::new(());
 
 /// Runs `f`, turning a tch panic into a typed error.
 fn catching<T>(f: impl FnOnce() -> Result<T, WorkloadError>) -> Result<T, WorkloadError> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| Err(from_panic(payload.as_ref())))
 }
 
-fn resolve_device(choice: DeviceChoice) -> Result<Device, WorkloadError> {
+pub(crate) fn resolve_device(choice: DeviceChoice) -> Result<Device, WorkloadError> {
     catching(|| match choice {
         DeviceChoice::Cpu => Ok(Device::Cpu),
         DeviceChoice::Auto => Ok(if tch::Cuda::is_available() {
@@ -189,7 +189,7 @@ fn resolve_device(choice: DeviceChoice) -> Result<Device, WorkloadError> {
 }
 
 /// Refuses a CUDA-graph step where it cannot run, before anything is built.
-fn check_execution(execution: Execution, device: Device) -> Result<(), WorkloadError> {
+pub(crate) fn check_execution(execution: Execution, device: Device) -> Result<(), WorkloadError> {
     if execution != Execution::CudaGraph {
         return Ok(());
     }

@@ -1,0 +1,788 @@
+//! The decoder-only transformer and its preallocated KV cache.
+//!
+//! Weights are tch variables in one `VarStore` (so that they can be saved, counted and cast),
+//! drawn from the seed; the forward is written out with libtorch ops, one function per block
+//! part, so that the Python reference in `tests/llm.rs` can follow it name by name.
+//!
+//! # KV cache
+//!
+//! Each layer owns a key and a value tensor of `[slots, context, kv_heads, head_dim]`, zeroed
+//! once when the model is built: `slots` sequences (the batch) of at most `context` positions.
+//! Nothing in a prefill or a decode step allocates cache memory:
+//!
+//! - a prefill of `b` sequences of `P` tokens into slots `s..s+b` writes positions `0..P` with
+//!   one `copy_` into a narrowed view, and attends causally over its own fresh keys (the cache
+//!   of those slots starts empty);
+//! - a decode step writes each sequence's new key and value at its own position with one
+//!   `index_copy_` into a flat `[slots * context, kv_heads, head_dim]` view (index `slot *
+//!   context + position`), then attends over a narrowed view of the cache with a boolean mask
+//!   `j <= position` per sequence, so sequences of different lengths share one step.
+//!
+//! Each slot's position lives on the device (`positions`, advanced in place by the step, so a
+//! captured CUDA graph replays correctly) and on the host (`lengths`, for the checks and the
+//! attention length). An eager decode attends over the longest sequence's positions; a
+//! graph-captured decode ([`LlmModel::decode_static`]) over the whole context, since a graph
+//! cannot change shape: the mask makes the two compute the same logits.
+//!
+//! Grouped-query attention in decode folds the query heads of one KV head into the query
+//! length (`[b, kv_heads, heads / kv_heads, head_dim]`), which is exact for a single query
+//! position and lets the memory-efficient kernels (which take a mask) run without repeating the
+//! keys; prefill uses `scaled_dot_product_attention`'s `enable_gqa`.
+
+#![expect(
+    clippy::many_single_char_names,
+    reason = "the papers' names: b batch, p prompt, q/k/v, x the residual stream, h its norm, d head width"
+)]
+
+use coload_cohort_schema::Precision;
+use tch::nn::{Init, VarStore};
+use tch::{Device, Kind, Tensor};
+
+use crate::error::LlmError;
+use crate::llm::config::{LlmArchitecture, LlmConfig};
+
+/// How the model computes: its device and the kind of its weights, activations and cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LlmPlacement {
+    /// Where the weights and the cache live.
+    pub device: Device,
+    /// fp32, or bf16 weights, activations and cache (not autocast: an LLM served in bf16 keeps
+    /// its weights in bf16).
+    pub precision: Precision,
+}
+
+impl LlmPlacement {
+    /// bf16 on CUDA, fp32 on the CPU (where bf16 matrix products are slow on most hosts), unless
+    /// `precision` says otherwise.
+    #[must_use]
+    pub fn new(device: Device, precision: Option<Precision>) -> Self {
+        let precision = precision.unwrap_or(if device.is_cuda() {
+            Precision::Bf16
+        } else {
+            Precision::Fp32
+        });
+        LlmPlacement { device, precision }
+    }
+
+    fn kind(self) -> Kind {
+        match self.precision {
+            Precision::Fp32 => Kind::Float,
+            Precision::Bf16 => Kind::BFloat16,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Norm {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+#[derive(Debug)]
+struct Layer {
+    attn_norm: Norm,
+    qkv_w: Tensor,
+    qkv_b: Option<Tensor>,
+    out_w: Tensor,
+    out_b: Option<Tensor>,
+    mlp_norm: Norm,
+    /// GPT-2: `fc` (`[intermediate, hidden]`); Llama: gate and up stacked (`[2 * intermediate,
+    /// hidden]`, gate first).
+    up_w: Tensor,
+    up_b: Option<Tensor>,
+    down_w: Tensor,
+    down_b: Option<Tensor>,
+}
+
+/// The KV cache and each slot's position.
+#[derive(Debug)]
+struct KvCache {
+    keys: Vec<Tensor>,
+    values: Vec<Tensor>,
+    /// The same storage as `[slots * context, kv_heads, head_dim]`, for `index_copy_`.
+    keys_flat: Vec<Tensor>,
+    values_flat: Vec<Tensor>,
+    /// Each slot's next position (= tokens it holds), int64 on the device.
+    positions: Tensor,
+    /// `slot * context` for every slot, int64 on the device.
+    slot_base: Tensor,
+    /// `0..context`, int64 on the device (the decode mask's key positions).
+    key_positions: Tensor,
+    /// The host's copy of `positions`.
+    lengths: Vec<i64>,
+}
+
+/// A decoder-only transformer with random weights and a KV cache for `slots` sequences.
+#[derive(Debug)]
+pub struct LlmModel {
+    config: LlmConfig,
+    placement: LlmPlacement,
+    slots: i64,
+    vs: VarStore,
+    embed: Tensor,
+    positions_embed: Option<Tensor>,
+    layers: Vec<Layer>,
+    final_norm: Norm,
+    head: Tensor,
+    /// Rotary tables `[context, head_dim]` (Llama).
+    rope: Option<(Tensor, Tensor)>,
+    cache: KvCache,
+}
+
+/// Refuses a count below 1.
+pub(crate) fn at_least_one(what: &'static str, got: i64) -> Result<(), LlmError> {
+    if got < 1 {
+        return Err(LlmError::ZeroCount { what, got });
+    }
+    Ok(())
+}
+
+impl LlmModel {
+    /// Builds `config` with random weights from `seed` (normal of `config.init_std`; norm
+    /// weights around 1) on `placement`, and a zeroed KV cache for `slots` sequences of
+    /// `config.context` positions.
+    ///
+    /// The weights are drawn on the CPU in fp32 from libtorch's generator seeded with `seed`
+    /// (under the crate's build lock, so concurrent builds do not interleave their draws), then
+    /// moved and cast, so one seed gives the same model on every device and precision.
+    pub fn new(
+        config: &LlmConfig,
+        placement: LlmPlacement,
+        slots: i64,
+        seed: u64,
+    ) -> Result<Self, LlmError> {
+        config.validate()?;
+        at_least_one("the number of sequence slots", slots)?;
+        let _no_grad = tch::no_grad_guard();
+        let _build = crate::step::BUILD_LOCK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        tch::manual_seed(seed as i64);
+        let mut vs = VarStore::new(Device::Cpu);
+        let (embed, positions_embed, layers, final_norm, head) = build_weights(&vs, config)?;
+        vs.set_device(placement.device);
+        vs.set_kind(placement.kind());
+        vs.freeze();
+        let rope = match config.architecture {
+            LlmArchitecture::Llama => Some(rope_tables(config, placement)?),
+            LlmArchitecture::Gpt2 => None,
+        };
+        let cache = KvCache::new(config, placement, slots)?;
+        Ok(LlmModel {
+            config: config.clone(),
+            placement,
+            slots,
+            vs,
+            embed,
+            positions_embed,
+            layers,
+            final_norm,
+            head,
+            rope,
+            cache,
+        })
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &LlmConfig {
+        &self.config
+    }
+
+    /// Device and precision.
+    #[must_use]
+    pub fn placement(&self) -> LlmPlacement {
+        self.placement
+    }
+
+    /// Sequences the cache holds.
+    #[must_use]
+    pub fn slots(&self) -> i64 {
+        self.slots
+    }
+
+    /// The model's variables (to count or save them; `VarStore::save` to a `.safetensors` path
+    /// writes them for the Python reference).
+    #[must_use]
+    pub fn var_store(&self) -> &VarStore {
+        &self.vs
+    }
+
+    /// Parameters actually allocated (the tied head once).
+    #[must_use]
+    pub fn parameter_count(&self) -> u64 {
+        self.vs.variables().values().map(|t| t.numel() as u64).sum()
+    }
+
+    /// Positions each slot holds (the host's copy).
+    #[must_use]
+    pub fn lengths(&self) -> &[i64] {
+        &self.cache.lengths
+    }
+
+    /// Bytes of the KV cache.
+    #[must_use]
+    pub fn cache_bytes(&self) -> u64 {
+        let per = |t: &Tensor| t.numel() as u64 * t.kind().elt_size_in_bytes() as u64;
+        self.cache
+            .keys
+            .iter()
+            .chain(&self.cache.values)
+            .map(per)
+            .sum()
+    }
+
+    /// Empties every slot (positions to 0). The cache's contents stay; they are never read
+    /// past a slot's position.
+    pub fn reset(&mut self) -> Result<(), LlmError> {
+        let _ = self.cache.positions.f_zero_()?;
+        self.cache.lengths.fill(0);
+        Ok(())
+    }
+
+    /// Prefills slots `0..B` with `tokens` (`[B, P]`, int64 on the model's device) and returns
+    /// the logits of each sequence's last position (`[B, vocab]`): the distribution of its first
+    /// generated token.
+    pub fn prefill(&mut self, tokens: &Tensor) -> Result<Tensor, LlmError> {
+        self.prefill_slots(0, tokens)
+    }
+
+    /// Prefills slots `first..first + b` with `tokens` (`[b, P]`); the other slots keep their
+    /// sequences.
+    pub fn prefill_slots(&mut self, first: i64, tokens: &Tensor) -> Result<Tensor, LlmError> {
+        let (b, p) = match tokens.size()[..] {
+            [b, p] => (b, p),
+            ref other => {
+                return Err(LlmError::Shape {
+                    what: "prefill tokens",
+                    expected: "[batch, prompt]".into(),
+                    got: other.to_vec(),
+                });
+            }
+        };
+        at_least_one("the prefill's batch", b)?;
+        at_least_one("prompt tokens", p)?;
+        if p > i64::from(self.config.context) {
+            return Err(LlmError::PromptTooLong {
+                prompt_tokens: p,
+                generate_tokens: 0,
+                context_tokens: i64::from(self.config.context),
+            });
+        }
+        if first < 0 || first + b > self.slots {
+            return Err(LlmError::Slots {
+                first,
+                end: first + b,
+                slots: self.slots,
+            });
+        }
+        let _no_grad = tch::no_grad_guard();
+        let logits = self.forward_prefill(first, tokens, b, p)?;
+        let _ = self.cache.positions.f_narrow(0, first, b)?.f_fill_(p)?;
+        for l in &mut self.cache.lengths[first as usize..(first + b) as usize] {
+            *l = p;
+        }
+        Ok(logits)
+    }
+
+    /// One decode step for slots `0..b` (`tokens`: `[b, 1]`, each sequence's latest token):
+    /// writes its key and value at each sequence's position, attends over the cache, returns
+    /// the next-token logits (`[b, vocab]`) and advances each position by one.
+    pub fn decode_step(&mut self, tokens: &Tensor) -> Result<Tensor, LlmError> {
+        let b = self.check_decode(tokens)?;
+        let longest = self.cache.lengths[..b as usize]
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0);
+        let _no_grad = tch::no_grad_guard();
+        let logits = self.forward_decode(tokens, b, longest + 1)?;
+        self.advance(b)?;
+        Ok(logits)
+    }
+
+    /// [`LlmModel::decode_step`] for a CUDA graph: attends over the whole context (a fixed
+    /// shape; the mask hides the positions not yet written) and takes no decision on the host,
+    /// so the same kernels replay at every position. The caller checks the slots first
+    /// ([`LlmModel::check_decode`]) and records the step on the host afterwards
+    /// ([`LlmModel::advance_host`]).
+    pub(crate) fn decode_static(&mut self, tokens: &Tensor, b: i64) -> Result<Tensor, LlmError> {
+        let _no_grad = tch::no_grad_guard();
+        let logits = self.forward_decode(tokens, b, i64::from(self.config.context))?;
+        let _ = self.cache.positions.f_narrow(0, 0, b)?.f_add_scalar_(1)?;
+        Ok(logits)
+    }
+
+    /// Checks a decode step's tokens and slots on the host; returns the batch.
+    pub(crate) fn check_decode(&self, tokens: &Tensor) -> Result<i64, LlmError> {
+        let b = match tokens.size()[..] {
+            [b, 1] => b,
+            ref other => {
+                return Err(LlmError::Shape {
+                    what: "decode tokens",
+                    expected: "[batch, 1]".into(),
+                    got: other.to_vec(),
+                });
+            }
+        };
+        at_least_one("the decode's batch", b)?;
+        if b > self.slots {
+            return Err(LlmError::Slots {
+                first: 0,
+                end: b,
+                slots: self.slots,
+            });
+        }
+        let context = i64::from(self.config.context);
+        for (slot, &len) in self.cache.lengths[..b as usize].iter().enumerate() {
+            if len == 0 {
+                return Err(LlmError::NotPrefilled { slot });
+            }
+            if len >= context {
+                return Err(LlmError::ContextFull {
+                    slot,
+                    positions: len,
+                });
+            }
+        }
+        Ok(b)
+    }
+
+    fn advance(&mut self, b: i64) -> Result<(), LlmError> {
+        let _ = self.cache.positions.f_narrow(0, 0, b)?.f_add_scalar_(1)?;
+        self.advance_host(b);
+        Ok(())
+    }
+
+    /// Moves slot `src`'s sequence (its keys, values and position) into slot `dst` and empties
+    /// `src`: how a server keeps its running sequences in slots `0..b` when one in the middle
+    /// completes. Copies only the positions the sequence holds.
+    pub fn move_slot(&mut self, src: i64, dst: i64) -> Result<(), LlmError> {
+        for s in [src, dst] {
+            if s < 0 || s >= self.slots {
+                return Err(LlmError::Slots {
+                    first: s,
+                    end: s + 1,
+                    slots: self.slots,
+                });
+            }
+        }
+        if src == dst {
+            return Ok(());
+        }
+        let len = self.cache.lengths[src as usize];
+        let _no_grad = tch::no_grad_guard();
+        if len > 0 {
+            for cache in [&mut self.cache.keys, &mut self.cache.values] {
+                for layer in cache.iter_mut() {
+                    let from = layer.f_narrow(0, src, 1)?.f_narrow(1, 0, len)?;
+                    layer
+                        .f_narrow(0, dst, 1)?
+                        .f_narrow(1, 0, len)?
+                        .f_copy_(&from)?;
+                }
+            }
+        }
+        let from = self.cache.positions.f_narrow(0, src, 1)?;
+        self.cache.positions.f_narrow(0, dst, 1)?.f_copy_(&from)?;
+        self.cache.lengths[dst as usize] = len;
+        self.clear_slot(src)
+    }
+
+    /// Empties slot `slot` (its position to 0); its cache is never read past that.
+    pub fn clear_slot(&mut self, slot: i64) -> Result<(), LlmError> {
+        if slot < 0 || slot >= self.slots {
+            return Err(LlmError::Slots {
+                first: slot,
+                end: slot + 1,
+                slots: self.slots,
+            });
+        }
+        let _ = self.cache.positions.f_narrow(0, slot, 1)?.f_zero_()?;
+        self.cache.lengths[slot as usize] = 0;
+        Ok(())
+    }
+
+    /// Records on the host that slots `0..b` advanced by one position (the device's positions
+    /// were advanced by a graph replay).
+    pub(crate) fn advance_host(&mut self, b: i64) {
+        for l in &mut self.cache.lengths[..b as usize] {
+            *l += 1;
+        }
+    }
+
+    /// The logits of every position of `tokens` (`[B, P]`) without the cache: the reference a
+    /// cached decode must match. Leaves the cache alone.
+    pub fn forward_full(&self, tokens: &Tensor) -> Result<Tensor, LlmError> {
+        let (b, p) = match tokens.size()[..] {
+            [b, p] => (b, p),
+            ref other => {
+                return Err(LlmError::Shape {
+                    what: "tokens",
+                    expected: "[batch, length]".into(),
+                    got: other.to_vec(),
+                });
+            }
+        };
+        at_least_one("tokens", p)?;
+        if p > i64::from(self.config.context) {
+            return Err(LlmError::PromptTooLong {
+                prompt_tokens: p,
+                generate_tokens: 0,
+                context_tokens: i64::from(self.config.context),
+            });
+        }
+        let _no_grad = tch::no_grad_guard();
+        let mut x = self.embed_prompt(tokens, p)?;
+        for layer in &self.layers {
+            let h = self.norm(&layer.attn_norm, &x)?;
+            let (q, k, v) = self.qkv_prefill(layer, &h, b, p)?;
+            let attn = self.attend_prefill(&q, &k, &v, b, p)?;
+            x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
+            x = x.f_add(&self.mlp(layer, &x)?)?;
+        }
+        let x = self.norm(&self.final_norm, &x)?;
+        Ok(linear(&x, &self.head, None)?)
+    }
+
+    fn forward_prefill(
+        &mut self,
+        first: i64,
+        tokens: &Tensor,
+        b: i64,
+        p: i64,
+    ) -> Result<Tensor, LlmError> {
+        let mut x = self.embed_prompt(tokens, p)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let h = self.norm(&layer.attn_norm, &x)?;
+            let (q, k, v) = self.qkv_prefill(layer, &h, b, p)?;
+            self.cache.keys[i]
+                .f_narrow(0, first, b)?
+                .f_narrow(1, 0, p)?
+                .f_copy_(&k)?;
+            self.cache.values[i]
+                .f_narrow(0, first, b)?
+                .f_narrow(1, 0, p)?
+                .f_copy_(&v)?;
+            let attn = self.attend_prefill(&q, &k, &v, b, p)?;
+            x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
+            x = x.f_add(&self.mlp(layer, &x)?)?;
+        }
+        let last = x.f_select(1, p - 1)?;
+        let last = self.norm(&self.final_norm, &last)?;
+        Ok(linear(&last, &self.head, None)?)
+    }
+
+    /// Token (and, for GPT-2, position) embeddings of a prompt starting at position 0.
+    fn embed_prompt(&self, tokens: &Tensor, p: i64) -> Result<Tensor, LlmError> {
+        let x = Tensor::f_embedding(&self.embed, tokens, -1, false, false)?;
+        match &self.positions_embed {
+            Some(pos) => Ok(x.f_add(&pos.f_narrow(0, 0, p)?)?),
+            None => Ok(x),
+        }
+    }
+
+    /// Q, K, V of a prompt: `[b, p, heads, d]`, `[b, p, kv_heads, d]` twice, rotated (Llama).
+    fn qkv_prefill(
+        &self,
+        layer: &Layer,
+        h: &Tensor,
+        b: i64,
+        p: i64,
+    ) -> Result<(Tensor, Tensor, Tensor), LlmError> {
+        let (q, k, v) = self.qkv(layer, h, b, p)?;
+        match &self.rope {
+            Some((cos, sin)) => {
+                let d = i64::from(self.config.head_dim());
+                let cos = cos.f_narrow(0, 0, p)?.f_view([1, p, 1, d])?;
+                let sin = sin.f_narrow(0, 0, p)?.f_view([1, p, 1, d])?;
+                Ok((rotate(&q, &cos, &sin)?, rotate(&k, &cos, &sin)?, v))
+            }
+            None => Ok((q, k, v)),
+        }
+    }
+
+    fn qkv(
+        &self,
+        layer: &Layer,
+        h: &Tensor,
+        b: i64,
+        p: i64,
+    ) -> Result<(Tensor, Tensor, Tensor), LlmError> {
+        let c = &self.config;
+        let (hd, d) = (i64::from(c.hidden), i64::from(c.head_dim()));
+        let kv = i64::from(c.kv_width());
+        let qkv = linear(h, &layer.qkv_w, layer.qkv_b.as_ref())?;
+        let q = qkv
+            .f_narrow(-1, 0, hd)?
+            .f_view([b, p, i64::from(c.heads), d])?;
+        let k = qkv
+            .f_narrow(-1, hd, kv)?
+            .f_view([b, p, i64::from(c.kv_heads), d])?;
+        let v = qkv
+            .f_narrow(-1, hd + kv, kv)?
+            .f_view([b, p, i64::from(c.kv_heads), d])?;
+        Ok((q, k, v))
+    }
+
+    /// Causal attention of a prompt over itself: `[b, p, hidden]`.
+    fn attend_prefill(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        b: i64,
+        p: i64,
+    ) -> Result<Tensor, LlmError> {
+        let gqa = self.config.kv_heads != self.config.heads;
+        let out = Tensor::f_scaled_dot_product_attention::<Tensor>(
+            &q.f_transpose(1, 2)?,
+            &k.f_transpose(1, 2)?,
+            &v.f_transpose(1, 2)?,
+            None,
+            0.0,
+            true,
+            None,
+            gqa,
+        )?;
+        Ok(out
+            .f_transpose(1, 2)?
+            .f_reshape([b, p, i64::from(self.config.hidden)])?)
+    }
+
+    /// One decode step over slots `0..b`, attending over the first `attend` positions.
+    fn forward_decode(&mut self, tokens: &Tensor, b: i64, attend: i64) -> Result<Tensor, LlmError> {
+        let c = &self.config;
+        let d = i64::from(c.head_dim());
+        let (heads, kv_heads) = (i64::from(c.heads), i64::from(c.kv_heads));
+        let positions = self.cache.positions.f_narrow(0, 0, b)?;
+        let mut x = Tensor::f_embedding(&self.embed, tokens, -1, false, false)?;
+        if let Some(pos) = &self.positions_embed {
+            x = x.f_add(&pos.f_index_select(0, &positions)?.f_unsqueeze(1)?)?;
+        }
+        let rope = match &self.rope {
+            Some((cos, sin)) => Some((
+                cos.f_index_select(0, &positions)?.f_view([b, 1, 1, d])?,
+                sin.f_index_select(0, &positions)?.f_view([b, 1, 1, d])?,
+            )),
+            None => None,
+        };
+        // Key position j is visible to a sequence at position `pos` when j <= pos (its own new
+        // key included): [b, 1, 1, attend].
+        let mask = self
+            .cache
+            .key_positions
+            .f_narrow(0, 0, attend)?
+            .f_unsqueeze(0)?
+            .f_le_tensor(&positions.f_unsqueeze(1)?)?
+            .f_view([b, 1, 1, attend])?;
+        let write_at = self.cache.slot_base.f_narrow(0, 0, b)?.f_add(&positions)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let h = self.norm(&layer.attn_norm, &x)?;
+            let (mut q, mut k, v) = self.qkv(layer, &h, b, 1)?;
+            if let Some((cos, sin)) = &rope {
+                q = rotate(&q, cos, sin)?;
+                k = rotate(&k, cos, sin)?;
+            }
+            let _ = self.cache.keys_flat[i].f_index_copy_(
+                0,
+                &write_at,
+                &k.f_view([b, kv_heads, d])?,
+            )?;
+            let _ = self.cache.values_flat[i].f_index_copy_(
+                0,
+                &write_at,
+                &v.f_view([b, kv_heads, d])?,
+            )?;
+            let keys = self.cache.keys[i]
+                .f_narrow(0, 0, b)?
+                .f_narrow(1, 0, attend)?
+                .f_transpose(1, 2)?;
+            let values = self.cache.values[i]
+                .f_narrow(0, 0, b)?
+                .f_narrow(1, 0, attend)?
+                .f_transpose(1, 2)?;
+            // The query heads of one KV head as that head's query length (see the module doc).
+            let q = q.f_view([b, kv_heads, heads / kv_heads, d])?;
+            let attn = Tensor::f_scaled_dot_product_attention(
+                &q,
+                &keys,
+                &values,
+                Some(&mask),
+                0.0,
+                false,
+                None,
+                false,
+            )?
+            .f_reshape([b, 1, i64::from(c.hidden)])?;
+            x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
+            x = x.f_add(&self.mlp(layer, &x)?)?;
+        }
+        let x = self.norm(&self.final_norm, &x.f_squeeze_dim(1)?)?;
+        Ok(linear(&x, &self.head, None)?)
+    }
+
+    fn norm(&self, norm: &Norm, x: &Tensor) -> Result<Tensor, LlmError> {
+        let shape = [i64::from(self.config.hidden)];
+        let eps = self.config.norm_eps;
+        Ok(match self.config.architecture {
+            LlmArchitecture::Gpt2 => {
+                x.f_layer_norm(shape, Some(&norm.weight), norm.bias.as_ref(), eps, true)?
+            }
+            LlmArchitecture::Llama => x.f_rms_norm(shape, Some(&norm.weight), eps)?,
+        })
+    }
+
+    fn mlp(&self, layer: &Layer, x: &Tensor) -> Result<Tensor, LlmError> {
+        let h = self.norm(&layer.mlp_norm, x)?;
+        let up = linear(&h, &layer.up_w, layer.up_b.as_ref())?;
+        let act = match self.config.architecture {
+            LlmArchitecture::Gpt2 => up.f_gelu("tanh")?,
+            LlmArchitecture::Llama => {
+                let i = i64::from(self.config.intermediate);
+                up.f_narrow(-1, 0, i)?
+                    .f_silu()?
+                    .f_mul(&up.f_narrow(-1, i, i)?)?
+            }
+        };
+        Ok(linear(&act, &layer.down_w, layer.down_b.as_ref())?)
+    }
+}
+
+fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor, tch::TchError> {
+    x.f_linear(w, b)
+}
+
+/// Rotary embedding, Hugging Face Llama's convention: `x * cos + rotate_half(x) * sin` with
+/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of the head.
+fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor, tch::TchError> {
+    let half = x.size().last().copied().unwrap_or(0) / 2;
+    let x1 = x.f_narrow(-1, 0, half)?;
+    let x2 = x.f_narrow(-1, half, half)?;
+    let rotated = Tensor::f_cat(&[x2.f_neg()?, x1], -1)?;
+    x.f_mul(cos)?.f_add(&rotated.f_mul(sin)?)
+}
+
+/// `cos` and `sin` of `position * theta^(-2i/d)`, each frequency twice (`[context, d]`),
+/// computed in fp32 and cast to the model's kind.
+fn rope_tables(config: &LlmConfig, placement: LlmPlacement) -> Result<(Tensor, Tensor), LlmError> {
+    let d = i64::from(config.head_dim());
+    let opts = (Kind::Float, placement.device);
+    let exponents = Tensor::f_arange_start_step(0, d, 2, opts)?.f_div_scalar(d as f64)?;
+    let inv_freq = Tensor::f_full([d / 2], config.rope_theta, opts)?
+        .f_pow(&exponents)?
+        .f_reciprocal()?;
+    let t = Tensor::f_arange(i64::from(config.context), opts)?;
+    let freqs = t.f_outer(&inv_freq)?;
+    let emb = Tensor::f_cat(&[&freqs, &freqs], -1)?;
+    Ok((
+        emb.f_cos()?.f_to_kind(placement.kind())?,
+        emb.f_sin()?.f_to_kind(placement.kind())?,
+    ))
+}
+
+type Weights = (Tensor, Option<Tensor>, Vec<Layer>, Norm, Tensor);
+
+/// The variables, named as `tests/llm.rs`'s Python reference reads them.
+fn build_weights(vs: &VarStore, c: &LlmConfig) -> Result<Weights, LlmError> {
+    let root = vs.root();
+    let std = c.init_std;
+    let normal = Init::Randn {
+        mean: 0.0,
+        stdev: std,
+    };
+    let (h, i) = (i64::from(c.hidden), i64::from(c.intermediate));
+    let qkv_out = h + 2 * i64::from(c.kv_width());
+    let gpt2 = c.architecture == LlmArchitecture::Gpt2;
+    let var = |path: &tch::nn::Path, name: &str, dims: &[i64], init| {
+        path.f_var(name, dims, init).map_err(LlmError::from)
+    };
+    let norm = |path: &tch::nn::Path| -> Result<Norm, LlmError> {
+        Ok(Norm {
+            weight: var(
+                path,
+                "weight",
+                &[h],
+                Init::Randn {
+                    mean: 1.0,
+                    stdev: std,
+                },
+            )?,
+            bias: if gpt2 {
+                Some(var(path, "bias", &[h], normal)?)
+            } else {
+                None
+            },
+        })
+    };
+    let bias = |path: &tch::nn::Path, n: i64| -> Result<Option<Tensor>, LlmError> {
+        if gpt2 {
+            Ok(Some(var(path, "bias", &[n], normal)?))
+        } else {
+            Ok(None)
+        }
+    };
+    let embed = var(&root, "embed", &[i64::from(c.vocab), h], normal)?;
+    let positions_embed = if gpt2 {
+        Some(var(&root, "positions", &[i64::from(c.context), h], normal)?)
+    } else {
+        None
+    };
+    let mut layers = Vec::with_capacity(c.layers as usize);
+    for l in 0..c.layers {
+        let p = root.sub("layers").sub(l.to_string());
+        let (qkv, out, up, down) = (p.sub("qkv"), p.sub("out"), p.sub("up"), p.sub("down"));
+        let up_rows = if gpt2 { i } else { 2 * i };
+        layers.push(Layer {
+            attn_norm: norm(&p.sub("attn_norm"))?,
+            qkv_w: var(&qkv, "weight", &[qkv_out, h], normal)?,
+            qkv_b: bias(&qkv, qkv_out)?,
+            out_w: var(&out, "weight", &[h, h], normal)?,
+            out_b: bias(&out, h)?,
+            mlp_norm: norm(&p.sub("mlp_norm"))?,
+            up_w: var(&up, "weight", &[up_rows, h], normal)?,
+            up_b: bias(&up, up_rows)?,
+            down_w: var(&down, "weight", &[h, i], normal)?,
+            down_b: bias(&down, h)?,
+        });
+    }
+    let final_norm = norm(&root.sub("final_norm"))?;
+    let head = if c.tied_embeddings {
+        embed.shallow_clone()
+    } else {
+        var(&root, "head", &[i64::from(c.vocab), h], normal)?
+    };
+    Ok((embed, positions_embed, layers, final_norm, head))
+}
+
+impl KvCache {
+    fn new(c: &LlmConfig, placement: LlmPlacement, slots: i64) -> Result<Self, LlmError> {
+        let context = i64::from(c.context);
+        let (kv_heads, d) = (i64::from(c.kv_heads), i64::from(c.head_dim()));
+        let shape = [slots, context, kv_heads, d];
+        let opts = (placement.kind(), placement.device);
+        let mut keys = Vec::with_capacity(c.layers as usize);
+        let mut values = Vec::with_capacity(c.layers as usize);
+        let mut keys_flat = Vec::with_capacity(c.layers as usize);
+        let mut values_flat = Vec::with_capacity(c.layers as usize);
+        for _ in 0..c.layers {
+            let k = Tensor::f_zeros(shape, opts)?;
+            let v = Tensor::f_zeros(shape, opts)?;
+            keys_flat.push(k.f_view([slots * context, kv_heads, d])?);
+            values_flat.push(v.f_view([slots * context, kv_heads, d])?);
+            keys.push(k);
+            values.push(v);
+        }
+        let int = (Kind::Int64, placement.device);
+        Ok(KvCache {
+            keys,
+            values,
+            keys_flat,
+            values_flat,
+            positions: Tensor::f_zeros([slots], int)?,
+            slot_base: Tensor::f_arange(slots, int)?.f_mul_scalar(context)?,
+            key_positions: Tensor::f_arange(context, int)?,
+            lengths: vec![0; slots as usize],
+        })
+    }
+}
