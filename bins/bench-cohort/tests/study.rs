@@ -115,7 +115,7 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
     assert!(out.join("plan.toml").is_file());
     let html = std::fs::read_to_string(out.join("report/report.html")).unwrap();
     assert!(html.contains("<title>coload study: quick</title>"));
-    let verdict = html.find("<h2>Verdict</h2>").expect("a verdict section");
+    let verdict = html.find(">Verdict</h2>").expect("a verdict section");
     let first_details = html.find("<details>").expect("folded cohorts");
     let first_svg = html.find("<svg").expect("charts");
     assert!(verdict < first_svg && first_svg < first_details);

@@ -440,7 +440,9 @@ fn place_mig(job: &Job, on_lanes: &[&TopologyGpu], n: usize) -> Result<Placement
         }
     }
     let need = match (job.mode, wanted) {
+        (Mode::Mig, Some(p)) if n == 1 => format!("one GPU instance of profile {p}"),
         (Mode::Mig, Some(p)) => format!("{n} GPU instances of profile {p} on one GPU"),
+        (Mode::Mig, None) if n == 1 => "one GPU instance".to_owned(),
         (Mode::Mig, None) => format!("{n} GPU instances of one profile on one GPU"),
         (_, Some(p)) => format!("one MIG device of profile {p}"),
         (_, None) => "one MIG device".to_owned(),
