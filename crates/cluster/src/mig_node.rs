@@ -64,48 +64,8 @@ fn label_u64(offer: &NodeOffer, key: &str) -> Option<u64> {
 /// `mig-timeslice`, on one MIG device). The node already advertises a MIG resource.
 pub(crate) fn check(mode: Mode, key: &ResourceKey, offer: &NodeOffer) -> Result<(), String> {
     let node = &offer.name;
-    let strategy = offer.labels.get(STRATEGY).map(String::as_str);
     let base = key.unshared();
-    let (profile, devices, gpus) = if is_gpu_key(key) {
-        if strategy != Some("single") {
-            return Err(format!(
-                "requests {key}, which is a MIG device only under the single MIG strategy, but \
-                 node `{node}` has {STRATEGY}={}: there {key} is a whole GPU; request \
-                 nvidia.com/mig-<profile>",
-                strategy.unwrap_or("(none)")
-            ));
-        }
-        let product = offer.labels.get(GPU_PRODUCT).map_or("", String::as_str);
-        if product.contains("-MIG-INVALID") {
-            return Err(format!(
-                "node `{node}` breaks the single MIG strategy ({GPU_PRODUCT}={product}: GPUs with \
-                 MIG on and off, several profiles, or a MIG GPU without instances)"
-            ));
-        }
-        let profile = product
-            .rsplit_once("-MIG-")
-            .map(|(_, p)| p.trim_end_matches("-SHARED"))
-            .and_then(MigProfile::parse);
-        // Under the single strategy the count label counts MIG devices, not GPUs.
-        (profile, label_u64(offer, GPU_COUNT), None)
-    } else {
-        if let Some(s) = strategy
-            && s != "mixed"
-        {
-            return Err(format!(
-                "requests {key}, a resource of the mixed MIG strategy, but node `{node}` has \
-                 {STRATEGY}={s}"
-            ));
-        }
-        let devices = label_u64(offer, &format!("{base}.count")).or_else(|| {
-            let replicas = label_u64(offer, &format!("{base}.replicas"))
-                .unwrap_or(1)
-                .max(1);
-            let units = offer.units(base).max(offer.units(key.as_str()));
-            (units > 0).then_some(units / replicas)
-        });
-        (key.mig_profile(), devices, label_u64(offer, GPU_COUNT))
-    };
+    let (profile, devices, gpus) = holdings(key, offer)?;
     let profile_text = profile
         .as_ref()
         .map_or_else(|| "MIG".to_owned(), MigProfile::gpu_instance_profile);
@@ -166,6 +126,56 @@ pub(crate) fn check(mode: Mode, key: &ResourceKey, offer: &NodeOffer) -> Result<
         },
         Mode::Exclusive | Mode::Timeslice | Mode::Mps => Ok(()),
     }
+}
+
+/// What the node holds for `key`: the MIG profile, how many devices of it, and how many GPUs
+/// (mixed strategy only). Refuses a key that is no MIG device under the node's strategy.
+type Holdings = (Option<MigProfile>, Option<u64>, Option<u64>);
+
+fn holdings(key: &ResourceKey, offer: &NodeOffer) -> Result<Holdings, String> {
+    let node = &offer.name;
+    let strategy = offer.labels.get(STRATEGY).map(String::as_str);
+    let base = key.unshared();
+    Ok(if is_gpu_key(key) {
+        if strategy != Some("single") {
+            return Err(format!(
+                "requests {key}, which is a MIG device only under the single MIG strategy, but \
+                 node `{node}` has {STRATEGY}={}: there {key} is a whole GPU; request \
+                 nvidia.com/mig-<profile>",
+                strategy.unwrap_or("(none)")
+            ));
+        }
+        let product = offer.labels.get(GPU_PRODUCT).map_or("", String::as_str);
+        if product.contains("-MIG-INVALID") {
+            return Err(format!(
+                "node `{node}` breaks the single MIG strategy ({GPU_PRODUCT}={product}: GPUs with \
+                 MIG on and off, several profiles, or a MIG GPU without instances)"
+            ));
+        }
+        let profile = product
+            .rsplit_once("-MIG-")
+            .map(|(_, p)| p.trim_end_matches("-SHARED"))
+            .and_then(MigProfile::parse);
+        // Under the single strategy the count label counts MIG devices, not GPUs.
+        (profile, label_u64(offer, GPU_COUNT), None)
+    } else {
+        if let Some(s) = strategy
+            && s != "mixed"
+        {
+            return Err(format!(
+                "requests {key}, a resource of the mixed MIG strategy, but node `{node}` has \
+                 {STRATEGY}={s}"
+            ));
+        }
+        let devices = label_u64(offer, &format!("{base}.count")).or_else(|| {
+            let replicas = label_u64(offer, &format!("{base}.replicas"))
+                .unwrap_or(1)
+                .max(1);
+            let units = offer.units(base).max(offer.units(key.as_str()));
+            (units > 0).then_some(units / replicas)
+        });
+        (key.mig_profile(), devices, label_u64(offer, GPU_COUNT))
+    })
 }
 
 /// `Ok` when the node's MIG layout puts MIG devices on GPU 0 alone and was applied; else why not.
