@@ -47,7 +47,12 @@ MIG_STRATEGIES = {"none", "single", "mixed"}
 SHARING_KEYS = {"timeSlicing", "mps"}
 REPLICATED_KEYS = {"renameByDefault", "failRequestsGreaterThanOne", "resources"}
 RESOURCE_KEYS = {"name", "rename", "devices", "replicas"}
-RESOURCE_NAME = re.compile(r"^nvidia\.com/(gpu|mig-([1-7]g\.[0-9]+gb))$")
+# The plugin's MIG resource names: "mig-" + the GPU-instance profile with `+` written as `.`
+# (internal/rm/rm.go), e.g. nvidia.com/mig-1g.10gb.me for 1g.10gb+me.
+RESOURCE_NAME = re.compile(r"^nvidia\.com/(gpu|mig-([1-8]g\.[0-9]+gb)(\.me\.all|\.me|\.gfx|-me)?)$")
+# A layout whose name holds this puts MIG devices on GPU 0 alone (the cluster backend trusts it:
+# crates/cluster/src/mig_node.rs, SINGLE_GPU_LAYOUT).
+SINGLE_GPU_LAYOUT = "-gpu0-"
 
 
 class CheckError(Exception):
@@ -229,6 +234,14 @@ def check_mig_parted(path):
                 memory += m * n
             if compute > 7 or memory > 8:
                 fail(f"{where}: needs {compute}/7 compute and {memory}/8 memory slices of {gpu}")
+        if SINGLE_GPU_LAYOUT in name:
+            enabled = [e for e in entries if e.get("mig-enabled")]
+            if len(enabled) != 1 or enabled[0].get("devices") != [0]:
+                fail(f"{where}: a `{SINGLE_GPU_LAYOUT}` layout must enable MIG on GPU 0 alone "
+                     f"(one mig-enabled entry with devices: [0])")
+            for e in entries:
+                if not e.get("mig-enabled") and (e.get("devices") == "all" or 0 in e.get("devices", [])):
+                    fail(f"{where}: a `{SINGLE_GPU_LAYOUT}` layout must not disable MIG on GPU 0")
 
 
 def check_job(path):

@@ -137,6 +137,11 @@ name = "mig-ts"
 mode = "mig-timeslice"
 node = "gpu-mig-2"
 resource = "nvidia.com/mig-2g.35gb.shared"
+[[policy]]
+name = "mig-me"
+mode = "mig"
+node = "gpu-mig-3"
+mig_profile = "1g.10gb+me"
 [[cohort]]
 workers = "serve=1,train=6"
 policies = ["timeslice", "mps-plugin"]
@@ -148,7 +153,7 @@ policies = ["mps-explicit"]
 flags = { arrivals_file = "$work/trace.txt", arrivals = "uniform" }
 [[cohort]]
 workers = "hog=1,train=6"
-policies = ["timeslice", "mps-plugin", "mig"]
+policies = ["timeslice", "mps-plugin", "mig", "mig-me"]
 flags = { hog_bytes = "20GiB" }
 [[cohort]]
 name = "model-file"
@@ -156,10 +161,18 @@ workers = "infer=1,train=2"
 policies = ["mig-ts", "timeslice"]
 flags = { model_file = "$work/model.pt", input_shape = "3,224,224", num_classes = 1000 }
 TOML
+# The article plan names no MIG resource: a MIG policy's key is never guessed (issue 25).
+article_mig=(--resource mig=nvidia.com/mig-1g.18gb --resource mig-timeslice=nvidia.com/mig-1g.18gb)
+if out=$("$bc" study article --backend kubernetes --emit "$work/emit-article-nokey" 2>&1); then
+  bad "a MIG policy without a resource key is refused, even with --emit (was accepted)" "$out"
+elif grep -q "names no \`resource\` or \`mig_profile\`" <<<"$out"; then ok "a MIG policy without a resource key is refused, even with --emit"
+else bad "a MIG policy without a resource key is refused, even with --emit" "$out"; fi
 for plan in article "$work/wide.toml"; do
   label=$(basename "$plan" .toml)
+  extra=()
+  [[ $label != article ]] || extra=("${article_mig[@]}")
   out="$work/emit-$label-k8s"
-  if "$bc" study "$plan" --backend kubernetes --emit "$out" >"$out.log" 2>&1; then
+  if "$bc" study "$plan" --backend kubernetes --emit "$out" "${extra[@]}" >"$out.log" 2>&1; then
     files=("$out"/*.yaml)
     ok "study $label --backend kubernetes --emit writes ${#files[@]} Jobs"
     for v in "${k8s_versions[@]}"; do
@@ -168,7 +181,7 @@ for plan in article "$work/wide.toml"; do
     expect_pass "every rendered Job of $label keeps the cohort invariants" "$py" "$check" job "${files[@]}"
   else bad "study $label --backend kubernetes --emit" "$(cat "$out.log")"; files=(); fi
   pout="$work/emit-$label-polyaxon"
-  if "$bc" study "$plan" --backend polyaxon --emit "$pout" >"$pout.log" 2>&1; then
+  if "$bc" study "$plan" --backend polyaxon --emit "$pout" "${extra[@]}" >"$pout.log" 2>&1; then
     ops=("$pout"/*/replica-*.yaml)
     ok "study $label --backend polyaxon --emit writes ${#ops[@]} operations"
     expect_pass "every rendered operation of $label passes Polyaxon's check (check_polyaxonfile)" \
@@ -200,17 +213,31 @@ sha=$(sha256sum "$work/model.pt" | cut -d' ' -f1)
 if grep -q "coload-files/$sha-model.pt" "$mf" && grep -q "sha256sum -c --status" "$mf"; then
   ok "a model-file cohort's Job reads the file from the claim by its SHA-256 and checks it"
 else bad "a model-file cohort's Job reads the file from the claim by its SHA-256" "$(grep -n 'model' "$mf")"; fi
-if out=$("$bc" study article --backend kubernetes --emit "$work/emit-article-k8s" 2>&1); then
+if out=$("$bc" study article --backend kubernetes --emit "$work/emit-article-k8s" "${article_mig[@]}" 2>&1); then
   bad "--emit into a folder holding earlier manifests is refused (was accepted)"
 elif grep -q "already exists; nothing is overwritten" <<<"$out"; then ok "--emit never overwrites an earlier manifest"
 else bad "--emit never overwrites an earlier manifest" "$out"; fi
-for bad_args in "--resource nvidia.com/tpu|is not one the NVIDIA device plugin advertises" \
+# MIG keys as the device plugin writes them: 1g.10gb+me is nvidia.com/mig-1g.10gb.me (issue 25).
+me_jobs=("$work"/emit-wide-k8s/mig-me-*.yaml)
+me_job=${me_jobs[0]}
+if [[ -f "$me_job" ]] && grep -q '^ *nvidia.com/mig-1g.10gb.me: 1$' "$me_job" && ! grep -q '^ *nvidia.com/gpu: ' "$me_job"; then
+  ok "a policy's mig_profile 1g.10gb+me requests nvidia.com/mig-1g.10gb.me, never nvidia.com/gpu"
+else bad "a policy's mig_profile 1g.10gb+me requests nvidia.com/mig-1g.10gb.me" "$(grep -n 'nvidia.com/' "${me_job:-/dev/null}")"; fi
+mig_ops=("$work"/emit-wide-polyaxon/mig-*/replica-*.yaml)
+if [[ ${#mig_ops[@]} -gt 0 && -f "${mig_ops[0]}" ]] && ! grep -q '^ *nvidia.com/gpu: ' "${mig_ops[@]}" \
+  && [[ $(grep -l '^ *nvidia.com/mig-[^:]*: 1$' "${mig_ops[@]}" | wc -l) -eq ${#mig_ops[@]} ]]; then
+  ok "every Polyaxon operation of a MIG policy (${#mig_ops[@]}) requests its MIG key, none nvidia.com/gpu"
+else bad "every Polyaxon operation of a MIG policy requests its MIG key" "$(grep -n 'nvidia.com/' "${mig_ops[@]}" 2>&1 | head)"; fi
+for bad_args in "--mode mig --resource nvidia.com/tpu|is not one the NVIDIA device plugin advertises" \
   "--resource nvidia.com/mig-1g.18gb --mode timeslice|is a MIG slice, but the policy's mode is timeslice" \
-  "--node Bad_Node|is not a valid node name" \
+  "--mode mig --resource nvidia.com/mig-1g.10gb+me|is not one the NVIDIA device plugin advertises" \
+  "--mode mig --resource nvidia.com/mig-1g.18gb.shared|two workers of a mig cohort could get one device" \
+  "--mode mig|--mode mig needs --resource" \
+  "--mode mig --resource nvidia.com/mig-1g.18gb --node Bad_Node|is not a valid node name" \
   "--mode mps|--mode mps needs the share"; do
   args=${bad_args%%|*} want=${bad_args#*|}
   # shellcheck disable=SC2086 # the arguments are split on purpose
-  if out=$("$bc" render kubernetes --node n1 --workers train=2 --mode mig $args 2>&1); then
+  if out=$("$bc" render kubernetes --node n1 --workers train=2 $args 2>&1); then
     bad "render refuses: $args (was accepted)" "$out"
   elif grep -qF -- "$want" <<<"$out"; then ok "render refuses: $args"
   else bad "render refuses: $args (message lacks '$want')" "$out"; fi
@@ -269,7 +296,10 @@ done
 for e in 's/"1g.18gb": 7/"1g.10gb": 11/' \
   's/"1g.5gb": 7/"1g.5gb": 8/' \
   's/"2g.20gb": 1/"2g.20gb": 2/' \
-  's/^      h100-80gb-all-1g.10gb:/      all-1g.10gb:/'; do
+  's/^      h100-80gb-all-1g.10gb:/      all-1g.10gb:/' \
+  '/^      h200-141gb-gpu0-7x1g.18gb:/,/mig-enabled: false/s/devices: \[0\]/devices: all/' \
+  '/^      h100-80gb-gpu0-hybrid:/,/mig-enabled: false/s/devices: \[1, 2,/devices: [0, 1, 2,/' \
+  '/^      a100-80gb-gpu0-7x1g.10gb:/,/mig-enabled: false/s/mig-enabled: false/mig-enabled: true\n          mig-devices:\n            "1g.10gb": 7/'; do
   f=$(break_copy "$mp" "mp-$passed" "$e")
   expect_fail "broken MIG layout ($e) is rejected" "$py" "$check" mig-parted "$f"
 done

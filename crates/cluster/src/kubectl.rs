@@ -105,23 +105,7 @@ impl Kubectl {
         let v = self
             .json(&["get", "node", name, "-o", "json"])?
             .unwrap_or(Value::Null);
-        let strings = |v: &Value| -> BTreeMap<String, String> {
-            v.as_object()
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| {
-                            let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-                            (k.clone(), text)
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        Ok(NodeOffer {
-            name: name.to_owned(),
-            labels: strings(&v["metadata"]["labels"]),
-            allocatable: strings(&v["status"]["allocatable"]),
-        })
+        Ok(NodeOffer::from_json(name, &v))
     }
 
     /// `kubectl create -f FILE`.
@@ -197,6 +181,29 @@ impl Kubectl {
 }
 
 impl NodeOffer {
+    /// The offer in a node object as `kubectl get node NAME -o json` prints it: its labels and
+    /// allocatable resources (quantities kept as text).
+    #[must_use]
+    pub fn from_json(name: &str, node: &Value) -> NodeOffer {
+        let strings = |v: &Value| -> BTreeMap<String, String> {
+            v.as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| {
+                            let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+                            (k.clone(), text)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        NodeOffer {
+            name: name.to_owned(),
+            labels: strings(&node["metadata"]["labels"]),
+            allocatable: strings(&node["status"]["allocatable"]),
+        }
+    }
+
     /// Units of `key` the node can allocate (0 when it advertises none).
     #[must_use]
     pub fn units(&self, key: &str) -> u64 {

@@ -27,6 +27,7 @@
 mod error;
 pub mod kubectl;
 pub mod kubernetes;
+mod mig_node;
 pub mod polyaxon;
 mod render;
 mod resource;

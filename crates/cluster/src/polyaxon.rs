@@ -174,3 +174,44 @@ fn launch_script(experiment: &str, count: u32, staged: &[Staged]) -> String {
     );
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use coload_cohort_schema::Mode;
+    use coload_spec::Mix;
+
+    use super::*;
+    use crate::kubernetes::DEFAULT_IMAGE;
+    use crate::resource::ResourceKey;
+
+    /// Issue 25: the plugin advertises no `nvidia.com/gpu` for MIG devices under the mixed
+    /// strategy; each operation must request the policy's own key, as the Job does.
+    #[test]
+    fn mig_operations_request_the_policys_key_and_no_whole_gpu() {
+        let spec = CohortSpec::new(&Mix::parse("infer=1,train=2").unwrap(), Mode::Mig);
+        let site = Site {
+            node: "gpu-mig-1".into(),
+            resource: ResourceKey::for_mig_profile("1g.10gb+me").unwrap(),
+            image: DEFAULT_IMAGE.into(),
+            namespace: None,
+        };
+        let ops = render_operations(&spec, &site, "mig-infer1-train2-x-0123abcd").unwrap();
+        assert_eq!(ops.values.len(), 3);
+        for op in &ops.values {
+            let resources = &op["component"]["run"]["container"]["resources"];
+            for kind in ["requests", "limits"] {
+                let r = resources[kind].as_object().unwrap();
+                assert_eq!(r["nvidia.com/mig-1g.10gb.me"], 1, "{kind}: {r:?}");
+                assert!(!r.contains_key("nvidia.com/gpu"), "{kind}: {r:?}");
+                let gpu_keys = r.keys().filter(|k| k.starts_with("nvidia.com/")).count();
+                assert_eq!(gpu_keys, 1, "{kind}: {r:?}");
+            }
+        }
+        assert!(
+            ops.operations
+                .iter()
+                .all(|(_, text)| text.contains("nvidia.com/mig-1g.10gb.me")
+                    && !text.contains("\"nvidia.com/gpu\""))
+        );
+    }
+}

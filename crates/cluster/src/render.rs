@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use coload_cohort_schema::Mode;
 use coload_launch::Console;
 use coload_spec::CohortSpec;
 
@@ -38,9 +39,11 @@ pub struct RenderArgs {
     pub node: String,
 
     /// What each worker requests: nvidia.com/gpu, nvidia.com/gpu.shared or
-    /// nvidia.com/mig-<profile> (e.g. nvidia.com/mig-1g.18gb)
-    #[arg(long, default_value = "nvidia.com/gpu")]
-    pub resource: String,
+    /// nvidia.com/mig-<profile> as the device plugin names it (e.g. nvidia.com/mig-1g.18gb,
+    /// nvidia.com/mig-1g.10gb.me) [default: nvidia.com/gpu; required with --mode mig and
+    /// mig-timeslice]
+    #[arg(long)]
+    pub resource: Option<String>,
 
     /// The worker image
     #[arg(long, default_value = DEFAULT_IMAGE)]
@@ -62,9 +65,20 @@ pub struct RenderArgs {
 
 /// Renders as `args` asks; the manifest goes to the console's output or to `--out`.
 pub fn render(args: &RenderArgs, console: &dyn Console) -> Result<u8, ClusterError> {
+    let resource = match (&args.resource, args.spec.flags.mode) {
+        (Some(key), _) => ResourceKey::parse(key)?,
+        (None, mode @ (Mode::Mig | Mode::MigTimeslice)) => {
+            return Err(ClusterError::Usage(format!(
+                "--mode {mode} needs --resource: the MIG resource each worker requests \
+                 (nvidia.com/mig-<profile> under the device plugin's mixed strategy, e.g. \
+                 nvidia.com/mig-1g.18gb; nvidia.com/gpu under single)"
+            )));
+        }
+        (None, _) => ResourceKey::parse("nvidia.com/gpu")?,
+    };
     let site = Site {
         node: args.node.clone(),
-        resource: ResourceKey::parse(&args.resource)?,
+        resource,
         image: args.image.clone(),
         namespace: args.namespace.clone(),
     };

@@ -138,9 +138,10 @@ fn pairs(
     Ok(out)
 }
 
-/// Each policy's site: the plan's `node` and `resource`, or the command line's over them. With
-/// `emit`, a policy without a node gets the placeholder `node-for-<policy>` and one without a
-/// key `nvidia.com/gpu`, each with a warning; to run, both are required.
+/// Each policy's site: the plan's `node` and `resource`, or the command line's over them. A MIG
+/// policy without a key requests its `mig_profile`'s mixed-strategy resource, or is refused.
+/// With `emit`, a policy without a node gets the placeholder `node-for-<policy>` (with a
+/// warning) and a non-MIG one without a key `nvidia.com/gpu`; to run, both are required.
 fn sites(
     plan: &Plan,
     cluster: &ClusterArgs,
@@ -182,8 +183,28 @@ fn sites(
                 ));
             }
         };
+        let mig = matches!(p.mode, Mode::Mig | Mode::MigTimeslice);
         let text = match (keys.get(&p.name).or(p.resource.as_ref()), emit) {
             (Some(k), _) => k.clone(),
+            // A MIG policy's key is never guessed: nvidia.com/gpu is a whole GPU under the mixed
+            // strategy, and which MIG resource to request depends on the node's layout.
+            (None, _) if mig => match &p.mig_profile {
+                Some(profile) => ResourceKey::for_mig_profile(profile)
+                    .map_err(|e| err(p.line, format!("policy `{}`: {e}", p.name)))?
+                    .to_string(),
+                None => {
+                    return Err(err(
+                        p.line,
+                        format!(
+                            "policy `{}` is {} and names no `resource` or `mig_profile`: say \
+                             which MIG resource each worker requests (resource = \
+                             \"nvidia.com/mig-1g.18gb\" under the mixed strategy, \
+                             \"nvidia.com/gpu\" under single; or --resource {}=KEY)",
+                            p.name, p.mode, p.name
+                        ),
+                    ));
+                }
+            },
             (None, true) => "nvidia.com/gpu".to_owned(),
             (None, false) => {
                 return Err(err(
@@ -251,6 +272,12 @@ pub fn check_offers(
                  label it with a MIG layout first (docs/deploy.md)",
                 p.line, p.name, p.mode, offer.name
             ));
+            continue;
+        }
+        if matches!(p.mode, Mode::Mig | Mode::MigTimeslice)
+            && let Err(why) = crate::mig_node::check(p.mode, &site.resource, offer)
+        {
+            problems.push(format!("line {}: policy `{}`: {why}", p.line, p.name));
             continue;
         }
         let have = offer.units(key);
@@ -917,6 +944,73 @@ mod tests {
             e.contains("a cohort of 3 workers, but node `n1` allocates 2"),
             "{e}"
         );
+    }
+
+    fn fixture_node(name: &str) -> NodeOffer {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/mig/k8s-nodes")
+            .join(format!("{name}.json"));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        NodeOffer::from_json("n1", &v)
+    }
+
+    fn cluster_args() -> ClusterArgs {
+        ClusterArgs {
+            backend: Backend::Kubernetes,
+            kubectl: None,
+            volume_dir: None,
+            image: DEFAULT_IMAGE.into(),
+            namespace: None,
+            job_timeout_s: None,
+            nodes: Vec::new(),
+            resources: Vec::new(),
+        }
+    }
+
+    /// Issue 25: a `mig` cohort on a node of 8 GPUs partitioned alike could get slices of 8
+    /// GPUs; it is refused before anything is created, and runs on a one-GPU node or a
+    /// single-GPU layout.
+    #[test]
+    fn a_mig_cohort_that_could_spread_over_gpus_is_refused() {
+        let plan = Plan::parse(
+            "t",
+            &MIG_PLAN.replace("nvidia.com/gpu", "nvidia.com/mig-1g.18gb"),
+        )
+        .unwrap();
+        let sites = sites(&plan, &cluster_args(), false, &coload_launch::QuietConsole).unwrap();
+        let run = |fixture: &str| {
+            let offers = [("n1".to_owned(), fixture_node(fixture))].into();
+            check_offers(&plan, &sites, &offers)
+        };
+        let e = run("h200-8gpu-mixed-all-1g.18gb").unwrap_err().to_string();
+        assert!(e.contains("nothing was created"), "{e}");
+        assert!(e.contains("holds 56 1g.18gb devices"), "{e}");
+        assert!(run("h200-1gpu-mixed-7x1g.18gb").is_ok());
+        assert!(run("h200-8gpu-mixed-gpu0-7x1g.18gb").is_ok());
+    }
+
+    #[test]
+    fn a_mig_policy_never_gets_a_guessed_key() {
+        let plan_text = MIG_PLAN.replace("resource = \"nvidia.com/gpu\"\n", "");
+        let plan = Plan::parse("t", &plan_text).unwrap();
+        for emit in [false, true] {
+            let e = sites(&plan, &cluster_args(), emit, &coload_launch::QuietConsole)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("names no `resource` or `mig_profile`"), "{e}");
+        }
+        // The policy's profile gives the mixed strategy's key, `+` as `.`.
+        let plan = Plan::parse(
+            "t",
+            &plan_text.replace(
+                "mode = \"mig\"\n",
+                "mode = \"mig\"\nmig_profile = \"1g.10gb+me\"\n",
+            ),
+        )
+        .unwrap();
+        let s = sites(&plan, &cluster_args(), true, &coload_launch::QuietConsole).unwrap();
+        assert_eq!(s["mig"].resource.as_str(), "nvidia.com/mig-1g.10gb.me");
     }
 
     #[test]

@@ -296,6 +296,20 @@ fn bad_plans_are_refused_before_anything_is_created() {
     let c = Cluster::new(None);
     two_nodes(&c);
     c.node("cpu-node-3", &[("nvidia.com/gpu", "1")], &[]);
+    // Issue 25: 8 GPUs partitioned alike; the plugin may give a cohort slices of 8 GPUs.
+    c.node(
+        "mig-node-8",
+        &[("nvidia.com/mig-1g.18gb", "56")],
+        &[
+            ("nvidia.com/mig.strategy", "mixed"),
+            ("nvidia.com/gpu.count", "8"),
+            ("nvidia.com/mig-1g.18gb.count", "56"),
+            ("nvidia.com/mig.config", "h200-141gb-all-1g.18gb"),
+            ("nvidia.com/mig.config.state", "success"),
+        ],
+    );
+    let mig8 = "\n[[policy]]\nname = \"mig\"\nmode = \"mig\"\nnode = \"mig-node-8\"\n\
+                resource = \"nvidia.com/mig-1g.18gb\"\n";
     let mig = "\n[[policy]]\nname = \"mig\"\nmode = \"mig\"\nnode = \"cpu-node-3\"\n\
                resource = \"nvidia.com/gpu\"\n";
     for (plan, want) in [
@@ -310,6 +324,10 @@ fn bad_plans_are_refused_before_anything_is_created() {
         (
             PLAN.replace("[[cohort]]\nworkers = \"train=2\"", &format!("{mig}\n[[cohort]]\nworkers = \"train=2\"\npolicies = [\"timeslice\", \"mig\"]\n[[cohort]]\nworkers = \"train=3\"")),
             "policy `mig` is mig, but node `cpu-node-3` advertises no MIG resource",
+        ),
+        (
+            PLAN.replace("[[cohort]]\nworkers = \"train=2\"", &format!("{mig8}\n[[cohort]]\nworkers = \"train=2\"\npolicies = [\"timeslice\", \"mig\"]\n[[cohort]]\nworkers = \"train=3\"")),
+            "node `mig-node-8` holds 56 1g.18gb devices, more than one GPU can hold (7)",
         ),
         (
             PLAN.replace(
