@@ -278,9 +278,19 @@ pub(crate) fn colocation(mode: Mode, workers: &[Placement<'_>]) -> Colocation {
         Some(true) => format!("fits {mode} ({expected}): {seen}"),
         Some(false) => format!("mode {mode} expects {expected}; seen {seen}{profile_note}"),
     };
+    let mig_profiles: BTreeSet<String> = workers
+        .iter()
+        .filter_map(|w| cuda(w).filter(|d| d.mig_uuid.is_some()))
+        .filter_map(|d| {
+            d.mig_gpu_instance_profile
+                .clone()
+                .or_else(|| d.mig_profile.clone())
+        })
+        .collect();
     Colocation {
         physical_gpus: gpus.keys().map(|s| (*s).to_owned()).collect(),
         mig_devices: migs.keys().map(|s| (*s).to_owned()).collect(),
+        mig_profiles: mig_profiles.into_iter().collect(),
         fits_mode: fits,
         explanation,
         devices: device_memory(workers, &instances),

@@ -207,6 +207,7 @@ fn compare_cohort(
         experiment: c.experiment.clone(),
         mode: c.mode,
         share: c.share,
+        mig_profile: mig_profile(c),
         count: c.count,
         execution: c.config.execution,
         workload_mix: c.workload_mix.clone(),
@@ -248,12 +249,22 @@ fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
 }
 
-/// Same mode, MPS share, count, workload mix, configuration (execution included) and model per
+/// A MIG cohort's profile: the one its workers' GPU instances share, or `mixed: a, b`.
+fn mig_profile(c: &CohortSummary) -> Option<String> {
+    match c.colocation.mig_profiles.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        many => Some(format!("mixed: {}", many.join(", "))),
+    }
+}
+
+/// Same mode, MPS share, MIG profile, count, workload mix, configuration (execution included) and model per
 /// group. The share matters as much as the mode: plugin-style MPS and unlimited MPS are different
 /// policies (a `replicas: 7` client alone runs at about a quarter of an unlimited one).
 fn same_shape(a: &CohortSummary, b: &CohortSummary) -> bool {
     a.mode == b.mode
         && a.share == b.share
+        && mig_profile(a) == mig_profile(b)
         && a.count == b.count
         && a.workload_mix == b.workload_mix
         && a.config.differences(&b.config).is_empty()
@@ -317,6 +328,7 @@ fn repeats(cohorts: &[CohortSummary]) -> Vec<RepeatGroup> {
             RepeatGroup {
                 mode: first.mode,
                 share: first.share,
+                mig_profile: mig_profile(first),
                 count: first.count,
                 execution: first.config.execution,
                 models: group_models(first),

@@ -197,3 +197,31 @@ fn repeats_never_mix_mps_shares() {
     assert!(page.contains("mps (replicas 7)"), "{page}");
     assert!(page.contains("mps (unlimited)"), "{page}");
 }
+
+/// Issue 25: MIG cohorts of different profiles are different shapes (a 3g slice is not a 1g
+/// slice), so repeats never pool them, and reports label MIG rows by profile as they label MPS
+/// rows by share.
+#[test]
+fn repeats_never_mix_mig_profiles_and_rows_are_labelled_by_profile() {
+    let mig = |name: &str, profile: &str| {
+        let mut c = ok(name);
+        c.mode = Mode::Mig;
+        c.config.mode = Mode::Mig;
+        c.colocation.mig_profiles = vec![profile.to_owned()];
+        c
+    };
+    let cohorts = [
+        mig("repeat-a", "1g.18gb"),
+        mig("repeat-b", "3g.71gb"),
+        mig("repeat-c", "1g.18gb"),
+    ];
+    let cmp = compare(&cohorts, &[]).unwrap();
+    assert_eq!(cmp.repeats.len(), 2, "two profiles: {:?}", cmp.repeats);
+    assert_eq!(cmp.repeats[0].mig_profile.as_deref(), Some("1g.18gb"));
+    assert_eq!(cmp.repeats[0].experiments.len(), 2);
+    assert_eq!(cmp.repeats[1].mig_profile.as_deref(), Some("3g.71gb"));
+    assert_eq!(cmp.cohorts[1].mig_profile.as_deref(), Some("3g.71gb"));
+    let page = coload_analysis::render_comparison_markdown(&cmp);
+    assert!(page.contains("mig (1g.18gb)"), "{page}");
+    assert!(page.contains("mig (3g.71gb)"), "{page}");
+}

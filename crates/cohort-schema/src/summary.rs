@@ -336,6 +336,10 @@ pub struct Colocation {
     pub physical_gpus: Vec<String>,
     /// Distinct MIG instance UUIDs seen, sorted.
     pub mig_devices: Vec<String>,
+    /// Distinct MIG profiles of the workers' GPU instances (`1g.18gb`), sorted; empty without
+    /// MIG (issue 25: a MIG cohort is labelled, compared and pooled by its profile).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mig_profiles: Vec<String>,
     /// Whether the placement fits the declared mode; `null` when it cannot be checked (no GPU
     /// identity was recorded, as on a CPU run).
     pub fits_mode: Option<bool>,
@@ -407,6 +411,10 @@ pub struct CohortComparison {
     /// The MPS share the cohort declared (mode `mps`; absent otherwise and in older documents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share: Option<crate::DeclaredShare>,
+    /// Its MIG profile (MIG modes: the workers' GPU-instance profile, or `mixed: a, b` when
+    /// they differ; absent otherwise and in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_profile: Option<String>,
     /// Its number of workers.
     pub count: u32,
     /// How its workers issued their batches.
@@ -484,6 +492,9 @@ pub struct RepeatGroup {
     /// The shared MPS share (mode `mps`; absent otherwise and in older documents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share: Option<crate::DeclaredShare>,
+    /// The shared MIG profile (MIG modes; absent otherwise and in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_profile: Option<String>,
     /// The shared count.
     pub count: u32,
     /// The shared execution.

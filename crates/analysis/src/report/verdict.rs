@@ -164,10 +164,11 @@ pub(crate) struct Verdict {
 /// it declared one (`mps (replicas 7)`), so that two shares never pool into one policy.
 pub(crate) fn policy_label(ctx: &ReportContext, c: &CohortComparison) -> String {
     ctx.policies.get(&c.experiment).cloned().unwrap_or_else(|| {
-        c.share.map_or_else(
-            || c.mode.to_string(),
-            |s| format!("{} ({})", c.mode, s.label()),
-        )
+        match (&c.share, &c.mig_profile) {
+            (Some(s), _) => format!("{} ({})", c.mode, s.label()),
+            (None, Some(p)) => format!("{} ({p})", c.mode),
+            (None, None) => c.mode.to_string(),
+        }
     })
 }
 
