@@ -22,8 +22,8 @@ pub const DEFAULT_SLO_QUANTILE: f64 = 0.99;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
 pub struct CohortSpec {
     /// Workload mix in replica order, e.g. `infer=1,train=6` or `serve=1,train=6` (replica 0
-    /// infers or serves, 1-6 train), or `hog=1,train=6`: the hog takes device memory first, and
-    /// the others start once it holds it
+    /// infers or serves, 1-6 train), `hog=1,train=6` (the hog takes device memory first, and
+    /// the others start once it holds it), or `decode=3` (LLM decode workers)
     #[arg(long, conflicts_with_all = ["count", "workload"])]
     pub workers: Option<Mix>,
 
@@ -31,7 +31,7 @@ pub struct CohortSpec {
     #[arg(long, requires = "workload", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub count: Option<u32>,
 
-    /// The workload of every worker (with --count): train, infer or serve
+    /// The workload of every worker (with --count): train, infer, serve, hog or decode
     #[arg(long, requires = "count")]
     pub workload: Option<Workload>,
 

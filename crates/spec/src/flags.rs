@@ -441,7 +441,8 @@ pub struct WorkerPlace {
     #[arg(long)]
     pub count: u32,
 
-    /// What this worker runs: train, infer, or hog (takes device memory and holds it)
+    /// What this worker runs: train, infer, serve, hog (takes device memory and holds it) or
+    /// decode (a built-in LLM prefilling and generating tokens in a closed loop)
     #[arg(long)]
     pub workload: Workload,
 
