@@ -250,15 +250,12 @@ impl LlmModel {
     /// Prefills slots `first..first + b` with `tokens` (`[b, P]`); the other slots keep their
     /// sequences.
     pub fn prefill_slots(&mut self, first: i64, tokens: &Tensor) -> Result<Tensor, LlmError> {
-        let (b, p) = match tokens.size()[..] {
-            [b, p] => (b, p),
-            ref other => {
-                return Err(LlmError::Shape {
-                    what: "prefill tokens",
-                    expected: "[batch, prompt]".into(),
-                    got: other.to_vec(),
-                });
-            }
+        let Some([b, p]) = crate::shim::shape2(tokens) else {
+            return Err(LlmError::Shape {
+                what: "prefill tokens",
+                expected: "[batch, prompt]".into(),
+                got: tokens.size(),
+            });
         };
         at_least_one("the prefill's batch", b)?;
         at_least_one("prompt tokens", p)?;
@@ -315,15 +312,13 @@ impl LlmModel {
 
     /// Checks a decode step's tokens and slots on the host; returns the batch.
     pub(crate) fn check_decode(&self, tokens: &Tensor) -> Result<i64, LlmError> {
-        let b = match tokens.size()[..] {
-            [b, 1] => b,
-            ref other => {
-                return Err(LlmError::Shape {
-                    what: "decode tokens",
-                    expected: "[batch, 1]".into(),
-                    got: other.to_vec(),
-                });
-            }
+        // Read without allocating: this runs in the timed window.
+        let Some([b, 1]) = crate::shim::shape2(tokens) else {
+            return Err(LlmError::Shape {
+                what: "decode tokens",
+                expected: "[batch, 1]".into(),
+                got: tokens.size(),
+            });
         };
         at_least_one("the decode's batch", b)?;
         if b > self.slots {
