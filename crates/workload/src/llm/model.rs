@@ -124,7 +124,8 @@ pub struct LlmModel {
     layers: Vec<Layer>,
     final_norm: Norm,
     head: Tensor,
-    /// Rotary tables `[context, head_dim]` (Llama).
+    /// Rotary tables `[context, head_dim]` (Llama): `cos`, and `sin` with the first half of
+    /// each row negated (see `rotate`).
     rope: Option<(Tensor, Tensor)>,
     cache: KvCache,
 }
@@ -651,18 +652,22 @@ fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor, tch::Tch
 }
 
 /// Rotary embedding, Hugging Face Llama's convention: `x * cos + rotate_half(x) * sin` with
-/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of the head (`head_dim` wide; given,
-/// not read from the tensor, whose shape would cost an allocation in the timed window).
-fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor, head_dim: i64) -> Result<Tensor, tch::TchError> {
-    let half = head_dim / 2;
-    let x1 = x.f_narrow(-1, 0, half)?;
-    let x2 = x.f_narrow(-1, half, half)?;
-    let rotated = Tensor::f_cat(&[x2.f_neg()?, x1], -1)?;
-    x.f_mul(cos)?.f_add(&rotated.f_mul(sin)?)
+/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of the head (`head_dim` wide). Computed
+/// as `x * cos + roll(x, head_dim / 2) * signed_sin`, where `signed_sin` is `sin` with its first
+/// half negated ([`rope_tables`]): the same products (a negation is exact), without the `cat`
+/// of the two halves, which builds a list on the host and so allocates in the timed window.
+fn rotate(
+    x: &Tensor,
+    cos: &Tensor,
+    signed_sin: &Tensor,
+    head_dim: i64,
+) -> Result<Tensor, tch::TchError> {
+    let rolled = x.f_roll([head_dim / 2].as_slice(), [-1i64].as_slice())?;
+    x.f_mul(cos)?.f_add(&rolled.f_mul(signed_sin)?)
 }
 
 /// `cos` and `sin` of `position * theta^(-2i/d)`, each frequency twice (`[context, d]`),
-/// computed in fp32 and cast to the model's kind.
+/// computed in fp32 and cast to the model's kind; the first half of `sin` negated for `rotate`.
 fn rope_tables(config: &LlmConfig, placement: LlmPlacement) -> Result<(Tensor, Tensor), LlmError> {
     let d = i64::from(config.head_dim());
     let opts = (Kind::Float, placement.device);
@@ -673,9 +678,18 @@ fn rope_tables(config: &LlmConfig, placement: LlmPlacement) -> Result<(Tensor, T
     let t = Tensor::f_arange(i64::from(config.context), opts)?;
     let freqs = t.f_outer(&inv_freq)?;
     let emb = Tensor::f_cat(&[&freqs, &freqs], -1)?;
+    // `rotate` multiplies `sin` by the head rolled by half its width: negating the first half
+    // of `sin` makes that `rotate_half(x) * sin`.
+    let sign = Tensor::f_cat(
+        &[
+            Tensor::f_full([d / 2], -1.0, opts)?,
+            Tensor::f_ones([d / 2], opts)?,
+        ],
+        0,
+    )?;
     Ok((
         emb.f_cos()?.f_to_kind(placement.kind())?,
-        emb.f_sin()?.f_to_kind(placement.kind())?,
+        emb.f_sin()?.f_mul(&sign)?.f_to_kind(placement.kind())?,
     ))
 }
 
