@@ -21,6 +21,10 @@ demo:
 demo-serve:
     scripts/demo-serve.sh
 
+# Run co-located LLM decode workers (GPU when present, else CPU) and print their tokens/s and TPOT
+demo-llm:
+    scripts/demo-llm.sh
+
 # Run every test of the workspace (provisions libtorch first), deploy/ and the dist tarball
 test:
     # coload-cluster's end-to-end and YAML tests read manifests with .venv-tools' Python (PyYAML)

@@ -4,7 +4,7 @@
 use clap::{Parser, ValueEnum};
 use coload_cohort_schema::{InputShape, TORCHSCRIPT_MODEL, Workload};
 use coload_spec::{ServeFlags, WorkerFlags, WorkerPlace};
-use coload_workload::{ModelSource, TorchScriptSpec, ZooModel};
+use coload_workload::{LlmPreset, ModelSource, TorchScriptSpec, ZooModel};
 
 /// Run one coload worker: warm up, meet the cohort at the barrier, time a window of batches of a
 /// model (ResNet18 by default), and write worker.json, batches.jsonl, telemetry.jsonl and
@@ -65,18 +65,29 @@ impl Args {
             .map_err(|e| e.to_string())?;
         if self.flags.model_file.is_none() {
             // Every model the declaration names, not only this worker's: a typo in another
-            // workload's entry is caught by every worker, before anything starts.
+            // workload's entry is caught by every worker, before anything starts. An LLM
+            // workload names a built-in LLM (issue 24), the others a vision model.
             let declaration = self.flags.model_declaration();
-            let names: Vec<&str> = match declaration.per_workload() {
-                Some(map) => map.values().map(String::as_str).collect(),
-                None => vec![declaration.model_for(self.place.workload)?],
+            let entries: Vec<(Workload, String)> = match declaration.per_workload() {
+                Some(map) => map.iter().map(|(w, m)| (*w, m.clone())).collect(),
+                None => vec![(
+                    self.place.workload,
+                    self.flags
+                        .model_for(self.place.workload)
+                        .map_err(|e| e.to_string())?,
+                )],
             };
-            for name in names {
-                name.parse::<ZooModel>()
-                    .map_err(|e| format!("--model: {e}"))?;
+            for (workload, name) in entries {
+                if workload.is_llm() {
+                    name.parse::<LlmPreset>()
+                        .map_err(|e| format!("--model: {e}"))?;
+                } else if workload != Workload::Hog || declaration.per_workload().is_some() {
+                    name.parse::<ZooModel>()
+                        .map_err(|e| format!("--model: {e}"))?;
+                }
             }
-            // A hog runs no model (issue 12).
-            if self.place.workload != Workload::Hog {
+            // A hog runs no model (issue 12), an LLM no images.
+            if self.place.workload != Workload::Hog && !self.place.workload.is_llm() {
                 let own: ZooModel = declaration
                     .model_for(self.place.workload)?
                     .parse()
@@ -114,10 +125,9 @@ impl Args {
         if self.flags.model_file.is_some() {
             return TORCHSCRIPT_MODEL.to_owned();
         }
-        let declaration = self.flags.model_declaration();
-        declaration
+        self.flags
             .model_for(self.place.workload)
-            .map_or_else(|_| declaration.to_string(), str::to_owned)
+            .unwrap_or_else(|_| self.flags.model_declaration().to_string())
     }
 
     /// `config.image_size`: `--image-size`, or the height of a TorchScript model's input.
@@ -135,5 +145,25 @@ mod tests {
     #[test]
     fn the_spec_and_the_batcher_agree_on_the_largest_batch() {
         assert_eq!(coload_spec::MAX_BATCH, coload_timing::MAX_BATCH_LIMIT);
+    }
+
+    /// The spec refuses a prompt longer than the model's context at the door: its list of LLMs
+    /// and their contexts must be the workload crate's.
+    #[test]
+    fn the_spec_and_the_workload_agree_on_the_llms() {
+        let spec: Vec<(String, u32)> = coload_spec::LLM_MODELS
+            .iter()
+            .map(|(n, c)| ((*n).to_owned(), *c))
+            .collect();
+        let workload: Vec<(String, u32)> = coload_workload::LlmPreset::ALL
+            .iter()
+            .map(|p| (p.as_str().to_owned(), p.config().context))
+            .collect();
+        assert_eq!(spec, workload);
+        assert!(
+            coload_spec::DEFAULT_LLM_MODEL
+                .parse::<coload_workload::LlmPreset>()
+                .is_ok()
+        );
     }
 }

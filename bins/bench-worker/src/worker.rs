@@ -27,6 +27,7 @@ use crate::progress::Progress;
 use crate::serve_args::ServePlan;
 use crate::termination::Termination;
 
+mod decode;
 mod serve;
 
 /// Everything measured so far; written whatever happens.
@@ -133,7 +134,7 @@ fn initial_report(args: &Args) -> WorkerReport {
             model: args.model_name(),
             batch_size: args.flags.batch_size,
             image_size: args.recorded_image_size(),
-            precision: args.flags.precision,
+            precision: args.flags.vision_precision(),
             warmup_batches: args.flags.warmup_batches,
             window_s: args.flags.window_s.get(),
             start_lead_s: args.flags.start_lead_s.get(),
@@ -149,6 +150,7 @@ fn initial_report(args: &Args) -> WorkerReport {
                 .flatten(),
             model_file: None,
             serve: None,
+            llm: None,
         },
         identity: coload_device::scheduler_identity(args.node_name.clone()),
         device: None,
@@ -320,6 +322,11 @@ impl Run {
         // Host facts and the telemetry sampler, both before the start.
         let host_start = coload_device::host_snapshot();
         let sampler = self.start_sampler(args, clock, progress);
+        // A decode cycle starts with the window, so a record's index says its phase.
+        let cycle = step.as_decode_mut().map(|d| {
+            d.restart();
+            d.cycle()
+        });
 
         // The timed window: nothing else happens in this thread until it returns.
         self.termination.enter_window();
@@ -342,6 +349,9 @@ impl Run {
         );
         self.report.memory = step.peak_memory();
         self.batches = buffer.records(clock);
+        if let Some(cycle) = cycle {
+            decode::tag_phases(&mut self.batches, cycle);
+        }
         let timing = self
             .report
             .barrier
@@ -394,7 +404,8 @@ impl Run {
             progress.phase("preflight", &crate::share::describe(share));
         }
         // A hog runs no model: a per-workload --model need not name one for it.
-        let model = if args.place.workload == Workload::Hog {
+        // A hog runs no model, and an LLM worker a built-in LLM (`decode::build`).
+        let model = if args.place.workload == Workload::Hog || args.place.workload.is_llm() {
             coload_workload::ModelSource::default()
         } else {
             args.model_source()
@@ -405,13 +416,15 @@ impl Run {
             device: f.device,
             batch_size: f.batch_size,
             image_size: f.image_size,
-            precision: f.precision,
+            precision: f.vision_precision(),
             seed: f.seed,
             model,
             execution: f.execution,
         };
         let mut step = if args.place.workload == Workload::Hog {
             Load::Hog(crate::hog::allocate(args, clock).map_err(in_warmup)?)
+        } else if args.place.workload.is_llm() {
+            Load::Decode(Box::new(decode::build(args).map_err(in_warmup)?))
         } else {
             Load::Model(ModelStep::new(&options).map_err(in_warmup)?)
         };
@@ -424,6 +437,14 @@ impl Run {
             self.report.config.parameter_count = Some(info.parameter_count);
             self.report.config.model_file.clone_from(&info.model_file);
         }
+        let mut total = f.warmup_batches;
+        if let Some(d) = step.as_decode_mut() {
+            let llm = decode::llm_config(d);
+            // The precision the LLM computes in (bf16 on CUDA unless --precision says not).
+            self.report.config.precision = llm.precision;
+            self.report.config.llm = Some(llm);
+            total = decode::warmup_iterations(total, d.cycle());
+        }
         self.record_device(args, &info, build_start, clock, progress)?;
         if let Some(hog) = step.as_hog() {
             // The hog holds its memory now: say so before the barrier, so that a launcher can
@@ -434,7 +455,6 @@ impl Run {
                 BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s.get(), interval_s));
             return Ok((step, buffer));
         }
-        let total = f.warmup_batches;
         let stats = warmup_observed(&mut step, total, |done, d| {
             progress.live(&format!(
                 "warmup {done}/{total} ({:.1} ms)",

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use coload_cohort_schema::{BatchReader, SchemaError};
+use coload_cohort_schema::{BatchReader, Phase, SchemaError};
 
 use crate::interval::Span;
 
@@ -28,6 +28,18 @@ pub(crate) struct Scan {
     pub(crate) kept_samples: u64,
     /// Every record in the file.
     pub(crate) recorded_batches: u64,
+    /// The kept durations by phase, ascending, when the records carry one (an LLM worker's,
+    /// issue 24); `None` for records without a phase.
+    pub(crate) phases: Option<PhaseDurations>,
+}
+
+/// An LLM worker's kept durations by phase, nanoseconds, ascending.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct PhaseDurations {
+    /// Prefills.
+    pub(crate) prefill_ns: Vec<u64>,
+    /// Decode steps.
+    pub(crate) decode_ns: Vec<u64>,
 }
 
 /// Reads `path`, keeping the batches entirely inside `common`.
@@ -40,19 +52,32 @@ pub(crate) fn scan_file(
     let mut durations = Vec::with_capacity(declared_batches.min(MAX_RESERVED_DURATIONS) as usize);
     let mut kept_samples = 0u64;
     let mut recorded = 0u64;
+    let mut phases: Option<PhaseDurations> = None;
     for record in reader {
         let record = record?;
         recorded += 1;
         if common.contains(record.start_unix_ns, record.end_unix_ns) {
             durations.push(record.duration_ns());
             kept_samples += u64::from(record.samples);
+            if let Some(phase) = record.phase {
+                let by_phase = phases.get_or_insert_with(PhaseDurations::default);
+                match phase {
+                    Phase::Prefill => by_phase.prefill_ns.push(record.duration_ns()),
+                    Phase::Decode => by_phase.decode_ns.push(record.duration_ns()),
+                }
+            }
         }
     }
     durations.sort_unstable();
+    if let Some(p) = &mut phases {
+        p.prefill_ns.sort_unstable();
+        p.decode_ns.sort_unstable();
+    }
     Ok(Scan {
         sorted_durations_ns: durations,
         kept_samples,
         recorded_batches: recorded,
+        phases,
     })
 }
 

@@ -5,15 +5,15 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use coload_cohort_schema::{
-    CohortSummary, CommonInterval, GroupSummary, MinMeanMax, Mode, SCHEMA_VERSION, Status,
-    SummaryWarning, WorkerSummary, Workload, files,
+    CohortSummary, CommonInterval, DecodeSummary, GroupSummary, MinMeanMax, Mode, SCHEMA_VERSION,
+    Status, SummaryWarning, WorkerSummary, Workload, files,
 };
 
 use crate::colocation::{Placement, colocation};
 use crate::error::{AnalysisError, CohortProblem, IntervalCut};
 use crate::inputs::{WorkerInput, discover, read_reports};
 use crate::interval::{MIN_OVERLAP_FRACTION, Span, common_interval, cuts, overlap_fraction};
-use crate::scan::{Scan, scan_all};
+use crate::scan::{PhaseDurations, Scan, scan_all};
 use crate::serve::{ServeScan, Slo, scan_requests, serve_summary};
 use crate::stats::{self, P90, P99, P999};
 
@@ -557,7 +557,27 @@ fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> 
         share: r.share.clone(),
         hog: r.hog.clone(),
         serve: None,
+        decode: decode_summary(w, scan, common_s),
     }
+}
+
+/// A decode worker's figures by phase (issue 24): tokens/s, prefill latency and time per
+/// output token, nearest-rank as every other latency here.
+fn decode_summary(w: &WorkerInput, scan: &Scan, common_s: f64) -> Option<DecodeSummary> {
+    let llm = w.report.config.llm.as_ref()?;
+    let empty = PhaseDurations::default();
+    let phases = scan.phases.as_ref().unwrap_or(&empty);
+    Some(DecodeSummary {
+        batch_size: llm.batch_size,
+        prompt_tokens: llm.prompt_tokens,
+        output_tokens: llm.output_tokens,
+        tokens_per_s: scan.kept_samples as f64 / common_s,
+        prefills: phases.prefill_ns.len() as u64,
+        decode_steps: phases.decode_ns.len() as u64,
+        prefill_ms: stats::latency_ms(&[&phases.prefill_ns]),
+        tpot_ms: stats::latency_ms(&[&phases.decode_ns]),
+        kv_cache_bytes: llm.kv_cache_bytes,
+    })
 }
 
 const ZERO_LATENCY: coload_cohort_schema::LatencyMs = coload_cohort_schema::LatencyMs {

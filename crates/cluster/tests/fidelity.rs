@@ -162,7 +162,7 @@ prop_compose! {
         f.warmup_batches = warmup;
         f.batch_size = batch;
         f.image_size = image;
-        f.precision = [Precision::Fp32, Precision::Bf16][precision];
+        f.precision = Some([Precision::Fp32, Precision::Bf16][precision]);
         f.seed = seed;
         let file = model >= MODELS.len();
         if model < MODELS.len() {

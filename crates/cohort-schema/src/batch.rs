@@ -14,8 +14,33 @@ pub struct BatchRecord {
     pub start_unix_ns: u64,
     /// When its device work had completed, unix nanoseconds.
     pub end_unix_ns: u64,
-    /// Samples (images) in the batch.
+    /// Samples (images) in the batch; for an LLM worker, the tokens it generated.
     pub samples: u32,
+    /// An LLM worker's iteration kind (issue 24); absent for other workloads, and in documents
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+}
+
+/// What an LLM iteration did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Processed the prompts and produced each sequence's first token.
+    Prefill,
+    /// Produced one more token per running sequence from the KV cache.
+    Decode,
+}
+
+impl Phase {
+    /// The name in documents.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Prefill => "prefill",
+            Phase::Decode => "decode",
+        }
+    }
 }
 
 impl BatchRecord {

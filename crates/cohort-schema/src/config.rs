@@ -81,6 +81,10 @@ pub enum Workload {
     /// Takes device memory up to `--hog-bytes` (or until CUDA refuses) and holds it through the
     /// window; no samples. Shows whether a sharing mode keeps one tenant's memory from the others.
     Hog,
+    /// A built-in decoder-only LLM in a closed loop (issue 24): a batch of sequences prefills
+    /// its prompt, then generates one token per step with the KV cache, then starts again. Each
+    /// prefill and each decode step is one record; samples are generated tokens.
+    Decode,
 }
 
 impl Workload {
@@ -91,6 +95,12 @@ impl Workload {
         self == Workload::Train
     }
 
+    /// Whether the workload runs a built-in LLM (`config.llm`, `--prompt-tokens`, ...).
+    #[must_use]
+    pub fn is_llm(self) -> bool {
+        self == Workload::Decode
+    }
+
     /// The name used on the command line and in documents.
     #[must_use]
     pub fn as_str(self) -> &'static str {
@@ -99,6 +109,7 @@ impl Workload {
             Workload::Infer => "infer",
             Workload::Serve => "serve",
             Workload::Hog => "hog",
+            Workload::Decode => "decode",
         }
     }
 }
@@ -118,9 +129,11 @@ impl std::str::FromStr for Workload {
             "infer" => Ok(Workload::Infer),
             "serve" => Ok(Workload::Serve),
             "hog" => Ok(Workload::Hog),
-            _ => {
-                Err(format!("unknown workload `{s}` (expected train, infer, serve or hog)").into())
-            }
+            "decode" => Ok(Workload::Decode),
+            _ => Err(format!(
+                "unknown workload `{s}` (expected train, infer, serve, hog or decode)"
+            )
+            .into()),
         }
     }
 }
@@ -438,6 +451,9 @@ impl<'de> Deserialize<'de> for InputShape {
     }
 }
 
+/// One field of a [`ModelFile`] as text, for [`WorkerConfig::differences`].
+type FileText = fn(&ModelFile) -> String;
+
 /// `train=resnet50,infer=resnet18`.
 fn per_workload_text(map: &BTreeMap<Workload, String>) -> String {
     map.iter()
@@ -494,6 +510,31 @@ pub struct WorkerConfig {
     /// `workload`, it belongs to the worker and is not compared across the cohort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve: Option<ServeConfig>,
+    /// An LLM worker's model, batch and token counts (issue 24); absent for other workloads.
+    /// It belongs to the worker, like `serve`, and is not compared across the cohort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmConfig>,
+}
+
+/// What an LLM worker (`decode`) runs: the built-in model, its batch and its token counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmConfig {
+    /// The built-in preset (`gpt2-small`, `tinyllama-1.1b`, `gpt2-tiny`, `llama-tiny`).
+    pub model: String,
+    /// Sequences decoded together.
+    pub batch_size: u32,
+    /// Prompt length of every sequence, tokens.
+    pub prompt_tokens: u32,
+    /// Tokens each sequence generates per cycle (the first by the prefill).
+    pub output_tokens: u32,
+    /// The precision of the weights, activations and KV cache (bf16 on CUDA and fp32 on the
+    /// CPU unless `--precision` says otherwise).
+    pub precision: Precision,
+    /// The model's context, tokens (the most positions a sequence's cache holds).
+    pub context_tokens: u32,
+    /// Bytes of the preallocated KV cache; `null` before the model was built.
+    #[serde(default)]
+    pub kv_cache_bytes: Option<u64>,
 }
 
 /// How a serve worker's requests arrive and are batched.
@@ -559,6 +600,7 @@ impl WorkerConfig {
             model_by_workload: None,
             model_file: None,
             serve: None,
+            llm: None,
         }
     }
 
@@ -613,7 +655,10 @@ impl WorkerConfig {
                 .map_or_else(|| "none".to_owned(), per_workload_text),
         );
         let mut model_checked = false;
-        // A hog runs no model: its `model` and `parameter_count` say nothing to compare.
+        // A hog runs no model: its `model` and `parameter_count` say nothing to compare. An LLM
+        // worker and a vision worker run models of different kinds (issue 24): the LLM's name,
+        // size and precision follow from its own flags and device, not from the vision model's.
+        let llm_and_vision = self.workload.is_llm() != reference.workload.is_llm();
         let hog = self.workload == Workload::Hog || reference.workload == Workload::Hog;
         if let Some(declared) = &self.model_by_workload
             && !hog
@@ -628,7 +673,7 @@ impl WorkerConfig {
         }
         let per_workload =
             self.model_by_workload.is_some() || reference.model_by_workload.is_some();
-        if !hog && (!per_workload || self.workload == reference.workload) {
+        if !hog && !llm_and_vision && (!per_workload || self.workload == reference.workload) {
             if !model_checked {
                 check("model", self.model.clone(), reference.model.clone());
             }
@@ -639,21 +684,14 @@ impl WorkerConfig {
         let file = |c: &WorkerConfig, f: fn(&ModelFile) -> String| {
             c.model_file.as_ref().map_or_else(|| "none".to_owned(), f)
         };
-        check(
-            "model_file.sha256",
-            file(self, |m| m.sha256.clone()),
-            file(reference, |m| m.sha256.clone()),
-        );
-        check(
-            "model_file.input_shape",
-            file(self, ModelFile::input_shape_text),
-            file(reference, ModelFile::input_shape_text),
-        );
-        check(
-            "model_file.num_classes",
-            file(self, |m| m.num_classes.to_string()),
-            file(reference, |m| m.num_classes.to_string()),
-        );
+        let file_fields: [(&'static str, FileText); 3] = [
+            ("model_file.sha256", |m| m.sha256.clone()),
+            ("model_file.input_shape", ModelFile::input_shape_text),
+            ("model_file.num_classes", |m| m.num_classes.to_string()),
+        ];
+        for (field, text) in file_fields {
+            check(field, file(self, text), file(reference, text));
+        }
         check(
             "execution",
             self.execution.to_string(),
@@ -669,11 +707,13 @@ impl WorkerConfig {
             self.image_size.to_string(),
             reference.image_size.to_string(),
         );
-        check(
-            "precision",
-            self.precision.to_string(),
-            reference.precision.to_string(),
-        );
+        if !llm_and_vision {
+            check(
+                "precision",
+                self.precision.to_string(),
+                reference.precision.to_string(),
+            );
+        }
         check(
             "warmup_batches",
             self.warmup_batches.to_string(),

@@ -46,11 +46,11 @@ pub use activity::{
     mig_energy_readings,
 };
 pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
-pub use batch::BatchRecord;
+pub use batch::{BatchRecord, Phase};
 pub use cohort_failure::{CohortFailure, WorkerOutcome};
 pub use config::{
-    ConfigDifference, DeviceChoice, Execution, InputShape, Mode, ModelDeclaration, ModelFile,
-    Precision, ServeConfig, TORCHSCRIPT_MODEL, WorkerConfig, Workload,
+    ConfigDifference, DeviceChoice, Execution, InputShape, LlmConfig, Mode, ModelDeclaration,
+    ModelFile, Precision, ServeConfig, TORCHSCRIPT_MODEL, WorkerConfig, Workload,
 };
 pub use error::{SchemaError, ValueError};
 pub use failure::{FailureKind, Stage, Status};

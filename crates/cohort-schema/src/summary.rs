@@ -196,6 +196,37 @@ pub struct WorkerSummary {
     /// A serve worker's request-level figures (absent for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve: Option<ServeSummary>,
+    /// A decode worker's token figures by phase (issue 24; absent for other workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode: Option<DecodeSummary>,
+}
+
+/// A decode worker's kept iterations split by phase (issue 24). Every iteration generates one
+/// token per sequence, so the worker's `samples_per_s` is its generated tokens/s, and a decode
+/// step's latency is the time per output token (TPOT) of the batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecodeSummary {
+    /// Sequences decoded together.
+    pub batch_size: u32,
+    /// Prompt length, tokens.
+    pub prompt_tokens: u32,
+    /// Tokens generated per sequence and cycle.
+    pub output_tokens: u32,
+    /// Tokens generated in the kept iterations / common interval seconds (prefills and decode
+    /// steps alike: each produces one token per sequence).
+    pub tokens_per_s: f64,
+    /// Kept prefills.
+    pub prefills: u64,
+    /// Kept decode steps.
+    pub decode_steps: u64,
+    /// Latency of the kept prefills (the batch's time to first token, without queueing);
+    /// `null` when none was kept.
+    pub prefill_ms: Option<LatencyMs>,
+    /// Time per output token: latency of the kept decode steps; `null` when none was kept.
+    pub tpot_ms: Option<LatencyMs>,
+    /// Bytes of the worker's preallocated KV cache, where recorded.
+    #[serde(default)]
+    pub kv_cache_bytes: Option<u64>,
 }
 
 /// A serve worker's requests over the common interval: those whose scheduled arrival lies in it.

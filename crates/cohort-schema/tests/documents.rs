@@ -324,6 +324,7 @@ fn lines_are_pinned_and_round_trip() {
         start_unix_ns: 5_000_001_800,
         end_unix_ns: 5_008_871_800,
         samples: 32,
+        phase: None,
     };
     let sample = TelemetrySample {
         t_unix_ns: 5_000_100_000,
@@ -433,4 +434,65 @@ fn a_torchscript_config_is_pinned_and_round_trips() {
     let back: WorkerConfig =
         serde_json::from_str(&serde_json::to_string(&config).unwrap()).unwrap();
     assert_eq!(back, config);
+}
+
+/// Issue 24: a decode worker's `config.llm` and its records' `phase` are pinned; a line
+/// without `phase` (every other workload's, and every document written before) reads as none.
+#[test]
+fn a_decode_config_and_phased_lines_are_pinned_and_round_trip() {
+    let config = WorkerConfig {
+        model: "gpt2-small".into(),
+        batch_size: 8,
+        precision: coload_cohort_schema::Precision::Bf16,
+        parameter_count: Some(124_439_808),
+        llm: Some(coload_cohort_schema::LlmConfig {
+            model: "gpt2-small".into(),
+            batch_size: 8,
+            prompt_tokens: 128,
+            output_tokens: 128,
+            precision: coload_cohort_schema::Precision::Bf16,
+            context_tokens: 1024,
+            kv_cache_bytes: Some(301_989_888),
+        }),
+        ..WorkerConfig::article(Mode::Timeslice, Workload::Decode, 2)
+    };
+    insta::assert_json_snapshot!("decode_config", config);
+    let back: WorkerConfig =
+        serde_json::from_str(&serde_json::to_string(&config).unwrap()).unwrap();
+    assert_eq!(back, config);
+    assert_eq!("decode".parse::<Workload>().unwrap(), Workload::Decode);
+    assert!(Workload::Decode.is_llm() && !Workload::Infer.is_llm());
+
+    let line = r#"{"index":1,"start_unix_ns":10,"end_unix_ns":20,"samples":8,"phase":"decode"}"#;
+    let batch: BatchRecord = serde_json::from_str(line).unwrap();
+    assert_eq!(batch.phase, Some(coload_cohort_schema::Phase::Decode));
+    assert_eq!(serde_json::to_string(&batch).unwrap(), line);
+    let old = r#"{"index":1,"start_unix_ns":10,"end_unix_ns":20,"samples":8}"#;
+    let batch: BatchRecord = serde_json::from_str(old).unwrap();
+    assert_eq!(batch.phase, None);
+    assert_eq!(serde_json::to_string(&batch).unwrap(), old);
+    assert!(
+        serde_json::from_str::<BatchRecord>(&old.replace('}', r#","phase":"warmup"}"#)).is_err()
+    );
+}
+
+/// A decode worker beside trainers runs another kind of model at its own precision: not a
+/// difference. Two decode workers running different presets are one.
+#[test]
+fn llm_and_vision_workers_differ_only_in_their_models() {
+    let train = WorkerConfig::article(Mode::Timeslice, Workload::Train, 3);
+    let decode = WorkerConfig {
+        model: "gpt2-tiny".into(),
+        precision: coload_cohort_schema::Precision::Bf16,
+        parameter_count: Some(136_960),
+        ..WorkerConfig::article(Mode::Timeslice, Workload::Decode, 3)
+    };
+    assert!(decode.differences(&train).is_empty());
+    assert!(train.differences(&decode).is_empty());
+    let other = WorkerConfig {
+        model: "llama-tiny".into(),
+        ..decode.clone()
+    };
+    let fields: Vec<&str> = other.differences(&decode).iter().map(|d| d.field).collect();
+    assert_eq!(fields, ["model"]);
 }

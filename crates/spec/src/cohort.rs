@@ -22,8 +22,8 @@ pub const DEFAULT_SLO_QUANTILE: f64 = 0.99;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
 pub struct CohortSpec {
     /// Workload mix in replica order, e.g. `infer=1,train=6` or `serve=1,train=6` (replica 0
-    /// infers or serves, 1-6 train), or `hog=1,train=6`: the hog takes device memory first, and
-    /// the others start once it holds it
+    /// infers or serves, 1-6 train), `hog=1,train=6` (the hog takes device memory first, and
+    /// the others start once it holds it), or `decode=3` (LLM decode workers)
     #[arg(long, conflicts_with_all = ["count", "workload"])]
     pub workers: Option<Mix>,
 
@@ -31,7 +31,7 @@ pub struct CohortSpec {
     #[arg(long, requires = "workload", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub count: Option<u32>,
 
-    /// The workload of every worker (with --count): train, infer or serve
+    /// The workload of every worker (with --count): train, infer, serve, hog or decode
     #[arg(long, requires = "count")]
     pub workload: Option<Workload>,
 
@@ -158,7 +158,7 @@ impl CohortSpec {
             (None, Some(n), Some(w)) => Ok(Mix::uniform(w, n)),
             _ => Err(SpecError::Mix(
                 "say which workers to run: --workers infer=1,train=6, or --count N --workload \
-                 train|infer"
+                 train|infer|serve|decode"
                     .to_owned(),
             )),
         }
@@ -175,7 +175,31 @@ impl CohortSpec {
         self.validate_serve(&mix)?;
         self.capacity.validate(self.serve.rate)?;
         self.validate_hog(&mix)?;
+        self.validate_llm(&mix)?;
         Ok(mix)
+    }
+
+    /// The LLM flags size an LLM worker's prompt and output (issue 24): a cohort without one
+    /// would carry them to no effect.
+    fn validate_llm(&self, mix: &Mix) -> Result<(), SpecError> {
+        if mix.workloads().iter().any(|w| w.is_llm()) {
+            return Ok(());
+        }
+        for (given, flag) in [
+            (self.flags.prompt_tokens.is_some(), "--prompt-tokens"),
+            (self.flags.output_tokens.is_some(), "--output-tokens"),
+        ] {
+            if given {
+                return Err(SpecError::flag(
+                    flag,
+                    format!(
+                        "{flag} sizes an LLM worker, but the mix has none (e.g. --workers \
+                         decode=2, or decode=1,train=6)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Serve flags need a serve worker; a serve worker needs a rate (or a trace, or a search).
@@ -379,6 +403,82 @@ mod tests {
             assert_eq!(e.flag_name(), Some(flag), "{args:?}: {e}");
         }
         assert!(spec(&["--mode", "timeslice"]).unwrap().validate().is_err());
+    }
+
+    /// Issue 24: the decode workload's flags and model, refused at the door with the flag at
+    /// fault.
+    #[test]
+    fn decode_rules() {
+        let check = |extra: &str| {
+            let mut args = vec!["--mode", "timeslice", "--device", "cpu"];
+            args.extend(extra.split_whitespace());
+            spec(&args).and_then(|s| {
+                s.validate()
+                    .map_err(|e| format!("{}|{e}", e.flag_name().unwrap_or("-")))
+            })
+        };
+        // Accepted: the default model, a tiny preset, a mix with one model per workload.
+        assert!(check("--workers decode=2").is_ok());
+        assert!(
+            check("--workers decode=2 --model gpt2-tiny --prompt-tokens 32 --output-tokens 33")
+                .is_ok()
+        );
+        let mix = check(
+            "--workers decode=1,train=2 --model decode=llama-tiny,train=resnet18 --precision \
+             bf16 --prompt-tokens 16 --output-tokens 16",
+        )
+        .unwrap();
+        assert_eq!(mix.label(), "decode1-train2");
+        for (extra, flag, says) in [
+            ("--prompt-tokens 0", "--prompt-tokens", "at least 1 token"),
+            ("--output-tokens 0", "--output-tokens", "at least 1 token"),
+            // 33 + 33 - 1 = 65 positions in a context of 64.
+            (
+                "--model gpt2-tiny --prompt-tokens 33 --output-tokens 33",
+                "--prompt-tokens",
+                "context of 64",
+            ),
+            (
+                "--model gpt2-tiny --output-tokens 200",
+                "--output-tokens",
+                "context of 64",
+            ),
+            (
+                "--prompt-tokens 2000",
+                "--prompt-tokens",
+                "gpt2-small has a context of 1024",
+            ),
+            ("--model resnet18", "--model", "built-in LLM"),
+        ] {
+            let e = check(&format!("--workers decode=1 {extra}")).unwrap_err();
+            let (got, message) = e.split_once('|').unwrap();
+            assert_eq!(got, flag, "{extra}: {message}");
+            assert!(message.contains(says), "{extra}: {message}");
+        }
+        for (extra, flag, says) in [
+            (
+                "--workers decode=1,train=1 --model gpt2-tiny --prompt-tokens 8 --output-tokens 8",
+                "--model",
+                "is an LLM",
+            ),
+            (
+                "--workers train=2 --prompt-tokens 8",
+                "--prompt-tokens",
+                "the mix has none",
+            ),
+            (
+                "--workers infer=2 --output-tokens 8",
+                "--output-tokens",
+                "the mix has none",
+            ),
+        ] {
+            let e = check(extra).unwrap_err();
+            let (got, message) = e.split_once('|').unwrap();
+            assert_eq!(got, flag, "{extra}: {message}");
+            assert!(message.contains(says), "{extra}: {message}");
+        }
+        // clap refuses a negative count before validation.
+        assert!(check("--workers decode=1 --prompt-tokens=-1").is_err());
     }
 
     #[test]

@@ -16,6 +16,10 @@ use coload_cohort_schema::{
 };
 
 use crate::error::SpecError;
+use crate::llm::{
+    DEFAULT_LLM_MODEL, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, llm_context_tokens,
+    llm_model_names,
+};
 use crate::seconds::Seconds;
 
 /// The largest `--max-batch` a serve worker takes (the batcher's limit in `coload-timing`,
@@ -53,7 +57,7 @@ pub struct WorkerFlags {
     #[arg(long, default_value_t = DeviceChoice::Auto)]
     pub device: DeviceChoice,
 
-    /// Images per batch
+    /// Images per batch (decode: sequences decoded together)
     #[arg(long, default_value_t = 32)]
     pub batch_size: u32,
 
@@ -61,18 +65,20 @@ pub struct WorkerFlags {
     #[arg(long, default_value_t = 224)]
     pub image_size: u32,
 
-    /// Numeric precision (fp32 is the article's protocol)
-    #[arg(long, default_value_t = Precision::Fp32)]
-    pub precision: Precision,
+    /// Numeric precision: fp32 or bf16 (default fp32, the article's protocol; decode: bf16 on
+    /// CUDA, fp32 on the CPU)
+    #[arg(long)]
+    pub precision: Option<Precision>,
 
     /// Seed for weights and synthetic inputs
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 
     /// Model (default resnet18): resnet18, resnet34, resnet50, resnet101, resnet152,
-    /// mobilenet_v2, efficientnet_b0..b3, densenet121, inception_v3 or squeezenet1_1; in a mixed
-    /// cohort one per workload, e.g. train=resnet50,infer=resnet18 (every worker gets the same
-    /// value)
+    /// mobilenet_v2, efficientnet_b0..b3, densenet121, inception_v3 or squeezenet1_1; decode
+    /// (default gpt2-small): gpt2-small, tinyllama-1.1b, gpt2-tiny or llama-tiny; in a mixed
+    /// cohort one per workload, e.g. train=resnet50,infer=resnet18 or decode=gpt2-tiny,train=resnet18
+    /// (every worker gets the same value)
     #[arg(long, conflicts_with = "model_file")]
     pub model: Option<ModelDeclaration>,
 
@@ -139,6 +145,15 @@ pub struct WorkerFlags {
     /// off; GPM needs a Hopper or later GPU, and where it is unsupported worker.json says why)
     #[arg(long, default_value_t = DEFAULT_GPM_INTERVAL_S)]
     pub gpm_interval_s: f64,
+
+    /// decode: prompt length of every sequence, tokens (default 128; with --output-tokens, at
+    /// most the model's context plus one)
+    #[arg(long, value_name = "TOKENS")]
+    pub prompt_tokens: Option<u32>,
+
+    /// decode: tokens each sequence generates per cycle, the first by the prefill (default 128)
+    #[arg(long, value_name = "TOKENS")]
+    pub output_tokens: Option<u32>,
 }
 
 impl WorkerFlags {
@@ -150,8 +165,48 @@ impl WorkerFlags {
             .unwrap_or_else(|| ModelDeclaration::One(DEFAULT_MODEL.to_owned()))
     }
 
+    /// The model a worker of `workload` runs: the declaration's entry for it, or the default
+    /// (`resnet18`, or `gpt2-small` for an LLM workload) when `--model` is not given.
+    pub fn model_for(&self, workload: Workload) -> Result<String, SpecError> {
+        match &self.model {
+            None if workload.is_llm() => Ok(DEFAULT_LLM_MODEL.to_owned()),
+            None => Ok(DEFAULT_MODEL.to_owned()),
+            Some(declaration) => declaration
+                .model_for(workload)
+                .map(str::to_owned)
+                .map_err(|e| SpecError::flag("--model", e)),
+        }
+    }
+
+    /// The precision a vision worker runs: `--precision`, fp32 when not given. An LLM worker
+    /// takes `--precision` as it is (none: bf16 on CUDA, fp32 on the CPU).
+    #[must_use]
+    pub fn vision_precision(&self) -> Precision {
+        self.precision.unwrap_or(Precision::Fp32)
+    }
+
+    /// An LLM worker's prompt and output lengths, tokens, with their defaults.
+    #[must_use]
+    pub fn llm_tokens(&self) -> (u32, u32) {
+        (
+            self.prompt_tokens.unwrap_or(DEFAULT_PROMPT_TOKENS),
+            self.output_tokens.unwrap_or(DEFAULT_OUTPUT_TOKENS),
+        )
+    }
+
     /// Checks what clap cannot: ranges of the values, and the MPS share against the mode.
     pub fn validate(&self) -> Result<(), SpecError> {
+        for (value, flag) in [
+            (self.prompt_tokens, "--prompt-tokens"),
+            (self.output_tokens, "--output-tokens"),
+        ] {
+            if value == Some(0) {
+                return Err(SpecError::flag(
+                    flag,
+                    format!("{flag} must be at least 1 token, got 0"),
+                ));
+            }
+        }
         if !self.telemetry_hz.is_finite() || self.telemetry_hz < 0.0 || self.telemetry_hz > 1000.0 {
             return Err(SpecError::flag(
                 "--telemetry-hz",
@@ -210,6 +265,65 @@ impl WorkerFlags {
             model
                 .model_for(workload)
                 .map_err(|e| SpecError::flag("--model", e))?;
+        }
+        if workload.is_llm() {
+            self.validate_llm(workload)?;
+        } else if workload != Workload::Hog
+            && self.model_file.is_none()
+            && let Ok(model) = self.model_for(workload)
+            && llm_context_tokens(&model).is_some()
+        {
+            return Err(SpecError::flag(
+                "--model",
+                format!(
+                    "{model} is an LLM, for --workload decode, not {workload}; in a mixed cohort \
+                     give one model per workload (e.g. decode={model},train=resnet18)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// An LLM worker runs a built-in LLM whose context holds its prompt and output (issue 24).
+    fn validate_llm(&self, workload: Workload) -> Result<(), SpecError> {
+        if self.model_file.is_some() {
+            return Err(SpecError::flag(
+                "--model-file",
+                format!(
+                    "--workload {workload} runs a built-in LLM ({}); --model-file is for train, \
+                     infer and serve",
+                    llm_model_names()
+                ),
+            ));
+        }
+        let model = self.model_for(workload)?;
+        let Some(context) = llm_context_tokens(&model) else {
+            return Err(SpecError::flag(
+                "--model",
+                format!(
+                    "--workload {workload} runs a built-in LLM ({}), not `{model}`; in a mixed \
+                     cohort give one model per workload (e.g. {workload}=gpt2-small,train={model})",
+                    llm_model_names()
+                ),
+            ));
+        };
+        let (prompt, output) = self.llm_tokens();
+        // The cache holds the prompt and every output token but the last (never fed back).
+        if u64::from(prompt) + u64::from(output) - 1 > u64::from(context) {
+            let flag = if self.prompt_tokens.is_some() || self.output_tokens.is_none() {
+                "--prompt-tokens"
+            } else {
+                "--output-tokens"
+            };
+            return Err(SpecError::flag(
+                flag,
+                format!(
+                    "--prompt-tokens {prompt} with --output-tokens {output} needs {} positions, \
+                     but {model} has a context of {context} tokens; shorten the prompt or the \
+                     output",
+                    u64::from(prompt) + u64::from(output) - 1
+                ),
+            ));
         }
         Ok(())
     }
@@ -327,7 +441,8 @@ pub struct WorkerPlace {
     #[arg(long)]
     pub count: u32,
 
-    /// What this worker runs: train, infer, or hog (takes device memory and holds it)
+    /// What this worker runs: train, infer, serve, hog (takes device memory and holds it) or
+    /// decode (a built-in LLM prefilling and generating tokens in a closed loop)
     #[arg(long)]
     pub workload: Workload,
 
@@ -470,7 +585,7 @@ mod tests {
                 device: DeviceChoice::Cuda(1),
                 batch_size: 4,
                 image_size: 64,
-                precision: Precision::Bf16,
+                precision: Some(Precision::Bf16),
                 seed: 17,
                 model: Some("train=resnet50,infer=mobilenet_v2".parse().unwrap()),
                 model_file: None,
@@ -485,6 +600,8 @@ mod tests {
                 hog_bytes: Some(ByteSize(120 << 30)),
                 telemetry_hz: 0.0,
                 gpm_interval_s: 2.5,
+                prompt_tokens: Some(48),
+                output_tokens: Some(16),
             },
         )
     }

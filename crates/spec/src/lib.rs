@@ -35,6 +35,7 @@ mod cohort;
 mod error;
 mod flags;
 pub mod generate;
+mod llm;
 mod mix;
 pub mod plan;
 mod seconds;
@@ -43,5 +44,8 @@ pub use argv::{RenderError, error_chain, to_argv};
 pub use cohort::{CapacityFlags, CohortSpec, DEFAULT_SLO_QUANTILE};
 pub use error::SpecError;
 pub use flags::{Arrivals, DEFAULT_MODEL, MAX_BATCH, ServeFlags, WorkerFlags, WorkerPlace};
+pub use llm::{
+    DEFAULT_LLM_MODEL, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, LLM_MODELS, llm_context_tokens,
+};
 pub use mix::Mix;
 pub use seconds::{Seconds, SecondsError};

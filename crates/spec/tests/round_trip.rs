@@ -43,7 +43,7 @@ fn positive() -> impl Strategy<Value = f64> {
 
 fn mix() -> impl Strategy<Value = Mix> {
     (
-        0usize..4,
+        0usize..5,
         1u32..4,
         prop::sample::select(vec![Workload::Train, Workload::Infer]),
     )
@@ -52,6 +52,7 @@ fn mix() -> impl Strategy<Value = Mix> {
                 0 => format!("{other}={n}"),
                 1 => format!("serve=1,{other}={n}"),
                 2 => format!("hog=1,{other}={n}"),
+                3 => format!("decode={n},{other}=1"),
                 _ => format!("infer={n},train=2"),
             };
             Mix::parse(&text).unwrap()
@@ -85,6 +86,10 @@ fn model() -> impl Strategy<Value = (Option<ModelDeclaration>, Option<ModelFileF
         prop::sample::select(vec!["resnet18", "resnet50", "mobilenet_v2"])
             .prop_map(|m| (Some(m.parse().unwrap()), None)),
         Just((Some("train=resnet50,infer=resnet18".parse().unwrap()), None)),
+        Just((
+            Some("decode=gpt2-tiny,train=resnet50".parse().unwrap()),
+            None
+        )),
         (1u32..4, 8u32..300, 1u32..1000)
             .prop_map(|(c, hw, k)| (None, Some((format!("models dir/m{k}.pt"), [c, hw, hw], k)))),
     ]
@@ -104,7 +109,7 @@ prop_compose! {
             Just(DeviceChoice::Auto), Just(DeviceChoice::Cpu), (0usize..8).prop_map(DeviceChoice::Cuda)
         ],
         (batch_size, image_size) in (1u32..512, 32u32..512),
-        bf16 in any::<bool>(),
+        precision in prop::option::of(prop::sample::select(vec![Precision::Fp32, Precision::Bf16])),
         seed in 0u64..(i64::MAX as u64),
         (model, file) in model(),
         graph in any::<bool>(),
@@ -112,6 +117,8 @@ prop_compose! {
         hog_bytes in prop::option::of((1u64..1024).prop_map(|g| ByteSize(g << 30))),
         telemetry_hz in prop_oneof![Just(0.0), 0.1f64..1000.0],
         gpm_interval_s in prop_oneof![Just(0.0), 0.1f64..60.0],
+        prompt_tokens in prop::option::of(1u32..4096),
+        output_tokens in prop::option::of(1u32..4096),
     ) -> WorkerFlags {
         let share = if mode == Mode::Mps { share } else { Share::None };
         let share = if matches!((mode, share), (Mode::Mps, Share::None)) {
@@ -128,7 +135,7 @@ prop_compose! {
             device,
             batch_size,
             image_size,
-            precision: if bf16 { Precision::Bf16 } else { Precision::Fp32 },
+            precision,
             seed,
             model,
             model_file: file.as_ref().map(|f| f.0.clone().into()),
@@ -143,6 +150,8 @@ prop_compose! {
             hog_bytes,
             telemetry_hz,
             gpm_interval_s,
+            prompt_tokens,
+            output_tokens,
         }
     }
 }

@@ -842,7 +842,10 @@ flags = { window_s = 40 }
     fn the_decision_plan_covers_every_need_per_policy() {
         let jobs = Plan::load("decision").unwrap().jobs(false);
         assert_eq!(jobs.iter().filter(|j| j.baseline).count(), 2);
-        assert!(jobs.iter().all(|j| j.spec.flags.window_s.get() == 45.0));
+        assert!(
+            jobs.iter()
+                .all(|j| j.spec.flags.window_s == Seconds::whole(45))
+        );
         for policy in ["timeslice", "mps-plugin", "mps-unlimited", "mig"] {
             for name in [
                 "train7-r3",

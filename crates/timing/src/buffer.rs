@@ -104,6 +104,7 @@ impl BatchBuffer {
                 start_unix_ns: clock.to_unix_ns(r.start),
                 end_unix_ns: clock.to_unix_ns(r.end),
                 samples: r.samples,
+                phase: None,
             })
             .collect()
     }

@@ -476,6 +476,7 @@ pub fn serve_batch_records(
             start_unix_ns: start_unix_ns + b.dispatch_ns,
             end_unix_ns: start_unix_ns + b.complete_ns,
             samples: b.requests,
+            phase: None,
         })
         .collect()
 }

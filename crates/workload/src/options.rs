@@ -138,7 +138,9 @@ pub(crate) fn validate(options: &WorkloadOptions) -> Result<(), WorkloadError> {
 /// The hog holds memory and runs no model: it is built with [`crate::Hog::allocate`].
 pub(crate) fn not_a_model_step() -> WorkloadError {
     WorkloadError::InvalidOption(
-        "the hog workload runs no model step; build it with Hog::allocate".into(),
+        "the hog and decode workloads run no vision model step; build them with Hog::allocate \
+         and DecodeStep::new"
+            .into(),
     )
 }
 

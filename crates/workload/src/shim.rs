@@ -13,6 +13,21 @@ use std::ptr::NonNull;
 
 use crate::error::WorkloadError;
 
+/// A two-dimensional tensor's shape, read without allocating (tch's `Tensor::size` returns a
+/// `Vec`, and the decode step checks its tokens' shape inside the timed window); `None` for a
+/// tensor of another rank.
+pub(crate) fn shape2(tensor: &tch::Tensor) -> Option<[i64; 2]> {
+    if tensor.dim() != 2 {
+        return None;
+    }
+    let mut shape = [0i64; 2];
+    // SAFETY: `tensor` is borrowed, so its C tensor lives through the call; it has exactly two
+    // dimensions, which `at_shape` writes into the two slots of `shape`. `at_shape` only reads
+    // the tensor (the pointer is mutable in the C signature alone).
+    unsafe { torch_sys::at_shape(tensor.as_ptr().cast_mut(), shape.as_mut_ptr()) };
+    Some(shape)
+}
+
 const OK: c_int = 0;
 const OUT_OF_MEMORY: c_int = 2;
 /// A Rust callback of `coload_graph_capture` failed; its error is on the Rust side.

@@ -72,7 +72,7 @@ impl Run {
             device: f.device,
             batch_size: plan.policy.max_batch(),
             image_size: f.image_size,
-            precision: f.precision,
+            precision: f.vision_precision(),
             seed: f.seed,
             model,
             execution: f.execution,

@@ -16,6 +16,7 @@
 
 mod charts;
 mod comparison;
+mod decode;
 mod document;
 mod html;
 mod isolation;

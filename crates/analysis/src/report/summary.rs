@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use coload_cohort_schema::{CohortSummary, LatencyMs, Workload};
 
+use super::decode::{DECODE_NOTE, decode_table};
 use super::document::{Document, Table, f2, f3, gib, group_label, mix};
 use super::markdown::markdown;
 use super::serve::{SERVE_NOTE, overload_lines, serve_table};
@@ -221,6 +222,11 @@ pub fn render_table(s: &CohortSummary) -> String {
             let _ = writeln!(out, "{line}");
         }
     }
+    if let Some(decode) = decode_table(s) {
+        out.push_str("\ntokens (decode workers):\n");
+        out.push_str(&columns(&decode));
+        let _ = writeln!(out, "{DECODE_NOTE}");
+    }
     out.push('\n');
     out.push_str(&columns(&t.groups));
     if !s.colocation.devices.is_empty() {
@@ -287,6 +293,11 @@ fn document(s: &CohortSummary) -> Document {
         if !lines.is_empty() {
             doc.list(lines);
         }
+    }
+    if let Some(decode) = decode_table(s) {
+        doc.heading(2, "Tokens (decode workers)");
+        doc.table(decode);
+        doc.para(format!("{DECODE_NOTE}."));
     }
     doc.heading(2, "Groups");
     doc.para("Training and inference are never added together.");

@@ -124,7 +124,8 @@ pub struct LlmModel {
     layers: Vec<Layer>,
     final_norm: Norm,
     head: Tensor,
-    /// Rotary tables `[context, head_dim]` (Llama).
+    /// Rotary tables `[context, head_dim]` (Llama): `cos`, and `sin` with the first half of
+    /// each row negated (see `rotate`).
     rope: Option<(Tensor, Tensor)>,
     cache: KvCache,
 }
@@ -250,15 +251,12 @@ impl LlmModel {
     /// Prefills slots `first..first + b` with `tokens` (`[b, P]`); the other slots keep their
     /// sequences.
     pub fn prefill_slots(&mut self, first: i64, tokens: &Tensor) -> Result<Tensor, LlmError> {
-        let (b, p) = match tokens.size()[..] {
-            [b, p] => (b, p),
-            ref other => {
-                return Err(LlmError::Shape {
-                    what: "prefill tokens",
-                    expected: "[batch, prompt]".into(),
-                    got: other.to_vec(),
-                });
-            }
+        let Some([b, p]) = crate::shim::shape2(tokens) else {
+            return Err(LlmError::Shape {
+                what: "prefill tokens",
+                expected: "[batch, prompt]".into(),
+                got: tokens.size(),
+            });
         };
         at_least_one("the prefill's batch", b)?;
         at_least_one("prompt tokens", p)?;
@@ -315,15 +313,13 @@ impl LlmModel {
 
     /// Checks a decode step's tokens and slots on the host; returns the batch.
     pub(crate) fn check_decode(&self, tokens: &Tensor) -> Result<i64, LlmError> {
-        let b = match tokens.size()[..] {
-            [b, 1] => b,
-            ref other => {
-                return Err(LlmError::Shape {
-                    what: "decode tokens",
-                    expected: "[batch, 1]".into(),
-                    got: other.to_vec(),
-                });
-            }
+        // Read without allocating: this runs in the timed window.
+        let Some([b, 1]) = crate::shim::shape2(tokens) else {
+            return Err(LlmError::Shape {
+                what: "decode tokens",
+                expected: "[batch, 1]".into(),
+                got: tokens.size(),
+            });
         };
         at_least_one("the decode's batch", b)?;
         if b > self.slots {
@@ -494,9 +490,9 @@ impl LlmModel {
         match &self.rope {
             Some((cos, sin)) => {
                 let d = i64::from(self.config.head_dim());
-                let cos = cos.f_narrow(0, 0, p)?.f_view([1, p, 1, d])?;
-                let sin = sin.f_narrow(0, 0, p)?.f_view([1, p, 1, d])?;
-                Ok((rotate(&q, &cos, &sin)?, rotate(&k, &cos, &sin)?, v))
+                let cos = cos.f_narrow(0, 0, p)?.f_view_([1, p, 1, d].as_slice())?;
+                let sin = sin.f_narrow(0, 0, p)?.f_view_([1, p, 1, d].as_slice())?;
+                Ok((rotate(&q, &cos, &sin, d)?, rotate(&k, &cos, &sin, d)?, v))
             }
             None => Ok((q, k, v)),
         }
@@ -515,13 +511,13 @@ impl LlmModel {
         let qkv = linear(h, &layer.qkv_w, layer.qkv_b.as_ref())?;
         let q = qkv
             .f_narrow(-1, 0, hd)?
-            .f_view([b, p, i64::from(c.heads), d])?;
+            .f_view_([b, p, i64::from(c.heads), d].as_slice())?;
         let k = qkv
             .f_narrow(-1, hd, kv)?
-            .f_view([b, p, i64::from(c.kv_heads), d])?;
+            .f_view_([b, p, i64::from(c.kv_heads), d].as_slice())?;
         let v = qkv
             .f_narrow(-1, hd + kv, kv)?
-            .f_view([b, p, i64::from(c.kv_heads), d])?;
+            .f_view_([b, p, i64::from(c.kv_heads), d].as_slice())?;
         Ok((q, k, v))
     }
 
@@ -562,8 +558,10 @@ impl LlmModel {
         }
         let rope = match &self.rope {
             Some((cos, sin)) => Some((
-                cos.f_index_select(0, &positions)?.f_view([b, 1, 1, d])?,
-                sin.f_index_select(0, &positions)?.f_view([b, 1, 1, d])?,
+                cos.f_index_select(0, &positions)?
+                    .f_view_([b, 1, 1, d].as_slice())?,
+                sin.f_index_select(0, &positions)?
+                    .f_view_([b, 1, 1, d].as_slice())?,
             )),
             None => None,
         };
@@ -575,24 +573,24 @@ impl LlmModel {
             .f_narrow(0, 0, attend)?
             .f_unsqueeze(0)?
             .f_le_tensor(&positions.f_unsqueeze(1)?)?
-            .f_view([b, 1, 1, attend])?;
+            .f_view_([b, 1, 1, attend].as_slice())?;
         let write_at = self.cache.slot_base.f_narrow(0, 0, b)?.f_add(&positions)?;
         for (i, layer) in self.layers.iter().enumerate() {
             let h = self.norm(&layer.attn_norm, &x)?;
             let (mut q, mut k, v) = self.qkv(layer, &h, b, 1)?;
             if let Some((cos, sin)) = &rope {
-                q = rotate(&q, cos, sin)?;
-                k = rotate(&k, cos, sin)?;
+                q = rotate(&q, cos, sin, d)?;
+                k = rotate(&k, cos, sin, d)?;
             }
             let _ = self.cache.keys_flat[i].f_index_copy_(
                 0,
                 &write_at,
-                &k.f_view([b, kv_heads, d])?,
+                &k.f_view_([b, kv_heads, d].as_slice())?,
             )?;
             let _ = self.cache.values_flat[i].f_index_copy_(
                 0,
                 &write_at,
-                &v.f_view([b, kv_heads, d])?,
+                &v.f_view_([b, kv_heads, d].as_slice())?,
             )?;
             let keys = self.cache.keys[i]
                 .f_narrow(0, 0, b)?
@@ -603,7 +601,7 @@ impl LlmModel {
                 .f_narrow(1, 0, attend)?
                 .f_transpose(1, 2)?;
             // The query heads of one KV head as that head's query length (see the module doc).
-            let q = q.f_view([b, kv_heads, heads / kv_heads, d])?;
+            let q = q.f_view_([b, kv_heads, heads / kv_heads, d].as_slice())?;
             let attn = Tensor::f_scaled_dot_product_attention(
                 &q,
                 &keys,
@@ -654,17 +652,22 @@ fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor, tch::Tch
 }
 
 /// Rotary embedding, Hugging Face Llama's convention: `x * cos + rotate_half(x) * sin` with
-/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of the head.
-fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor, tch::TchError> {
-    let half = x.size().last().copied().unwrap_or(0) / 2;
-    let x1 = x.f_narrow(-1, 0, half)?;
-    let x2 = x.f_narrow(-1, half, half)?;
-    let rotated = Tensor::f_cat(&[x2.f_neg()?, x1], -1)?;
-    x.f_mul(cos)?.f_add(&rotated.f_mul(sin)?)
+/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of the head (`head_dim` wide). Computed
+/// as `x * cos + roll(x, head_dim / 2) * signed_sin`, where `signed_sin` is `sin` with its first
+/// half negated ([`rope_tables`]): the same products (a negation is exact), without the `cat`
+/// of the two halves, which builds a list on the host and so allocates in the timed window.
+fn rotate(
+    x: &Tensor,
+    cos: &Tensor,
+    signed_sin: &Tensor,
+    head_dim: i64,
+) -> Result<Tensor, tch::TchError> {
+    let rolled = x.f_roll([head_dim / 2].as_slice(), [-1i64].as_slice())?;
+    x.f_mul(cos)?.f_add(&rolled.f_mul(signed_sin)?)
 }
 
 /// `cos` and `sin` of `position * theta^(-2i/d)`, each frequency twice (`[context, d]`),
-/// computed in fp32 and cast to the model's kind.
+/// computed in fp32 and cast to the model's kind; the first half of `sin` negated for `rotate`.
 fn rope_tables(config: &LlmConfig, placement: LlmPlacement) -> Result<(Tensor, Tensor), LlmError> {
     let d = i64::from(config.head_dim());
     let opts = (Kind::Float, placement.device);
@@ -675,9 +678,18 @@ fn rope_tables(config: &LlmConfig, placement: LlmPlacement) -> Result<(Tensor, T
     let t = Tensor::f_arange(i64::from(config.context), opts)?;
     let freqs = t.f_outer(&inv_freq)?;
     let emb = Tensor::f_cat(&[&freqs, &freqs], -1)?;
+    // `rotate` multiplies `sin` by the head rolled by half its width: negating the first half
+    // of `sin` makes that `rotate_half(x) * sin`.
+    let sign = Tensor::f_cat(
+        &[
+            Tensor::f_full([d / 2], -1.0, opts)?,
+            Tensor::f_ones([d / 2], opts)?,
+        ],
+        0,
+    )?;
     Ok((
         emb.f_cos()?.f_to_kind(placement.kind())?,
-        emb.f_sin()?.f_to_kind(placement.kind())?,
+        emb.f_sin()?.f_mul(&sign)?.f_to_kind(placement.kind())?,
     ))
 }
 
@@ -768,8 +780,8 @@ impl KvCache {
         for _ in 0..c.layers {
             let k = Tensor::f_zeros(shape, opts)?;
             let v = Tensor::f_zeros(shape, opts)?;
-            keys_flat.push(k.f_view([slots * context, kv_heads, d])?);
-            values_flat.push(v.f_view([slots * context, kv_heads, d])?);
+            keys_flat.push(k.f_view_([slots * context, kv_heads, d].as_slice())?);
+            values_flat.push(v.f_view_([slots * context, kv_heads, d].as_slice())?);
             keys.push(k);
             values.push(v);
         }

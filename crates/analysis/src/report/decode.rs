@@ -1,0 +1,57 @@
+//! The decode workers' token figures (issue 24), for both summary outputs.
+
+use coload_cohort_schema::{CohortSummary, LatencyMs};
+
+use super::document::{Table, f2, f3};
+
+/// What the decode columns mean, printed under the table.
+pub(crate) const DECODE_NOTE: &str = "TPOT = time per output token: one decode step of the \
+     batch (every sequence gets one token); prefill = the batch's prompt pass, which yields the \
+     first token; nearest-rank percentiles over the common interval";
+
+fn ms(x: Option<&LatencyMs>, pick: fn(&LatencyMs) -> f64) -> String {
+    x.map_or_else(|| "-".to_owned(), |l| f3(pick(l)))
+}
+
+/// The decode workers' figures, when the cohort has any.
+pub(crate) fn decode_table(s: &CohortSummary) -> Option<Table> {
+    let mut t = Table::new(&[
+        "replica",
+        "model",
+        "batch",
+        "prompt",
+        "output",
+        "tokens/s",
+        "prefills",
+        "prefill p50 ms",
+        "prefill p99 ms",
+        "TPOT p50 ms",
+        "TPOT p90 ms",
+        "TPOT p99 ms",
+        "TPOT p99.9 ms",
+        "KV cache MiB",
+    ]);
+    let mut any = false;
+    for w in &s.workers {
+        let Some(d) = &w.decode else { continue };
+        any = true;
+        t.row(vec![
+            w.replica.to_string(),
+            w.model.clone().unwrap_or_else(|| "-".to_owned()),
+            d.batch_size.to_string(),
+            d.prompt_tokens.to_string(),
+            d.output_tokens.to_string(),
+            f2(d.tokens_per_s),
+            d.prefills.to_string(),
+            ms(d.prefill_ms.as_ref(), |l| l.p50),
+            ms(d.prefill_ms.as_ref(), |l| l.p99),
+            ms(d.tpot_ms.as_ref(), |l| l.p50),
+            ms(d.tpot_ms.as_ref(), |l| l.p90),
+            ms(d.tpot_ms.as_ref(), |l| l.p99),
+            ms(d.tpot_ms.as_ref(), |l| l.p999),
+            d.kv_cache_bytes
+                .map_or_else(|| "-".to_owned(), |b| f2(b as f64 / (1u64 << 20) as f64)),
+        ]);
+    }
+    any.then_some(t)
+}
