@@ -128,7 +128,10 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
         "6 cohorts, 4 shapes of repeats and the cohort list"
     );
     let md = std::fs::read_to_string(out.join("report/comparison.md")).unwrap();
-    assert!(md.contains("## Verdict") && md.contains("not offered"), "{md}");
+    assert!(
+        md.contains("## Verdict") && md.contains("not offered"),
+        "{md}"
+    );
 
     // Again: everything is complete, nothing runs.
     let begin = std::time::Instant::now();

@@ -163,13 +163,14 @@ pub(crate) struct Verdict {
 /// The policy label of a cohort: the study's name for it, else its mode, with its MPS share when
 /// it declared one (`mps (replicas 7)`), so that two shares never pool into one policy.
 pub(crate) fn policy_label(ctx: &ReportContext, c: &CohortComparison) -> String {
-    ctx.policies.get(&c.experiment).cloned().unwrap_or_else(|| {
-        match (&c.share, &c.mig_profile) {
+    ctx.policies
+        .get(&c.experiment)
+        .cloned()
+        .unwrap_or_else(|| match (&c.share, &c.mig_profile) {
             (Some(s), _) => format!("{} ({})", c.mode, s.label()),
             (None, Some(p)) => format!("{} ({p})", c.mode),
             (None, None) => c.mode.to_string(),
-        }
-    })
+        })
 }
 
 /// The policies of `c`, coloured, in mode order then first appearance.
