@@ -4,13 +4,18 @@
 # least MIN_BATCHES (default 20) batches in its window. Prints one line per run and the smallest
 # count seen.
 #   scripts/check-quick.sh [N] [MIN_BATCHES]
+# COLOAD_BIN=DIR uses the binaries in DIR instead of building the release ones.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 runs=${1:-10}
 min_batches=${2:-20}
-scripts/with-libtorch cargo build --release -q -p bench-worker -p bench-cohort
-bin="$(scripts/target-dir)/release"
+if [[ -n "${COLOAD_BIN:-}" ]]; then
+  bin=$COLOAD_BIN
+else
+  scripts/with-libtorch cargo build --release -q -p bench-worker -p bench-cohort
+  bin="$(scripts/target-dir)/release"
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 : > "$work/empty-listing"
