@@ -20,10 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # Layer of every member: a member imports only members of lower layers.
 LAYERS = {
     "coload-cohort-schema": 0,
+    "coload-measure": 1,
     "coload-timing": 1,
-    "coload-spec": 1,
-    "coload-device": 1,
-    "coload-analysis": 1,
+    "coload-spec": 2,
+    "coload-device": 2,
+    "coload-analysis": 2,
     "coload-barrier": 2,
     "coload-workload": 2,
     "coload-launch": 3,

@@ -7,9 +7,9 @@
 //!   on (scope `mig`; once per GPU instance, however many of its compute instances the workers
 //!   used, named as in [`crate::colocation`]), the mean (interval-weighted) and maximum of each metric over the readings
 //!   lying entirely inside the common interval, the same rule as for batches
-//!   ([`GpmStats::over`]).
+//!   ([`coload_measure::gpm_window`]).
 //! - Energy (`telemetry.jsonl`, the counter read with every telemetry sample): per physical GPU,
-//!   the counter interpolated at both ends of the common interval ([`EnergySpan::between`]),
+//!   the counter interpolated at both ends of the common interval ([`coload_measure::energy_between`]),
 //!   exact to within the interpolation inside one sampling period; summed over the cohort's
 //!   GPUs. Samples per joule divide a workload group's kept samples by those device-wide joules,
 //!   which every group of a mixed cohort shares (and, under MIG, instances outside the cohort
@@ -24,7 +24,7 @@ use std::path::Path;
 
 use coload_cohort_schema::{
     ActivityScope, DeviceEnergy, EnergySpan, EnergySummary, GpmDeviceSummary, GpmRecord, GpmStats,
-    SummaryWarning, TelemetrySample, device_energy_readings, files, read_lines,
+    SummaryWarning, TelemetrySample, files, read_lines,
 };
 
 use crate::colocation::gpu_instances;
@@ -118,7 +118,7 @@ fn gpm_summary(
             continue;
         };
         let (metrics, samples) =
-            GpmStats::over(records, scope, common.start_unix_ns, common.end_unix_ns);
+            coload_measure::gpm_window(records, scope, common.start_unix_ns, common.end_unix_ns);
         if samples > 0 {
             return GpmDeviceSummary {
                 device: device.to_owned(),
@@ -258,8 +258,9 @@ fn gpu_energy(
         let Some(samples) = f.telemetry(warnings) else {
             continue;
         };
-        let readings = device_energy_readings(samples);
-        if let Some(span) = EnergySpan::between(&readings, common.start_unix_ns, common.end_unix_ns)
+        let readings = coload_measure::device_energy_readings(samples);
+        if let Some(span) =
+            coload_measure::energy_between(&readings, common.start_unix_ns, common.end_unix_ns)
         {
             return Some((f.replica(), span));
         }

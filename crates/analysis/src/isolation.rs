@@ -268,7 +268,7 @@ pub(crate) fn isolation(reports: &[&WorkerReport], missing: usize) -> IsolationR
 #[cfg(test)]
 mod tests {
     use coload_cohort_schema::{
-        DeclaredShare, Failure, Identity, ObservedShare, ShareReport, Stage, WorkerConfig,
+        Failure, Identity, ObservedShare, ShareReport, Stage, WorkerConfig,
     };
 
     use super::*;
@@ -363,7 +363,7 @@ mod tests {
     fn a_hog_stopped_at_its_share_while_the_others_run_is_contained() {
         let mut h = hog(Mode::Mps, 20 << 30, HogStop::Refused);
         h.share = Some(ShareReport {
-            declared: Some(DeclaredShare::replicas(7, Some(143_771 << 20))),
+            declared: Some(coload_measure::plugin_share(7, Some(143_771 << 20))),
             ..ShareReport::default()
         });
         let a = worker(1, Workload::Train, Mode::Mps);

@@ -28,7 +28,7 @@ pub const MIN_GPM_INTERVAL_S: f64 = 0.1;
 /// The longest GPM interval accepted, seconds.
 pub const MAX_GPM_INTERVAL_S: f64 = 3600.0;
 
-use crate::telemetry::{MeanMax, TelemetrySample};
+use crate::telemetry::MeanMax;
 
 /// Bytes in a MiB: NVML reports PCIe and NVLink GPM rates in MiB/s; coload records bytes/s.
 pub const BYTES_PER_MIB: f64 = 1024.0 * 1024.0;
@@ -219,49 +219,6 @@ pub struct GpmRecord {
     pub metrics: GpmValues,
 }
 
-impl GpmStats {
-    /// Mean and maximum of each metric over the `records` of `scope` lying entirely inside
-    /// `[start_unix_ns, end_unix_ns]`, and how many there were.
-    ///
-    /// The mean weights each reading by its interval's length (a GPM reading is a rate over its
-    /// interval, and intervals stretch when the sampling thread is late), so it is the metric over
-    /// the time the readings cover. A metric missing from a reading is left out of that metric
-    /// only. A reading that crosses either end is left out, as batches are.
-    #[must_use]
-    pub fn over(
-        records: &[GpmRecord],
-        scope: ActivityScope,
-        start_unix_ns: u64,
-        end_unix_ns: u64,
-    ) -> (GpmStats, u64) {
-        let inside: Vec<&GpmRecord> = records
-            .iter()
-            .filter(|r| {
-                r.scope == scope
-                    && r.start_unix_ns >= start_unix_ns
-                    && r.end_unix_ns <= end_unix_ns
-                    && r.end_unix_ns > r.start_unix_ns
-            })
-            .collect();
-        let stats = GpmMetrics::from_fn(|i| {
-            let (mut weight, mut sum, mut max) = (0.0, 0.0, f64::NEG_INFINITY);
-            for r in &inside {
-                if let (_, Some(v)) = r.metrics.fields()[i] {
-                    let w = (r.end_unix_ns - r.start_unix_ns) as f64;
-                    weight += w;
-                    sum += w * v;
-                    max = max.max(*v);
-                }
-            }
-            (weight > 0.0).then(|| MeanMax {
-                mean: sum / weight,
-                max,
-            })
-        });
-        (stats, inside.len() as u64)
-    }
-}
-
 /// GPM in `worker.json`: whether it could be sampled, and each scope's figures over the window.
 ///
 /// An unsupported GPU (before Hopper), a driver without the calls, or a process not permitted to
@@ -316,65 +273,6 @@ pub struct EnergySpan {
     pub mean_power_w: f64,
 }
 
-impl EnergySpan {
-    /// The energy between `start_unix_ns` and `end_unix_ns` from counter readings `(t, mJ)` in
-    /// time order (see [`energy_mj_at`]); `None` unless readings surround both ends.
-    #[must_use]
-    pub fn between(readings: &[(u64, u64)], start_unix_ns: u64, end_unix_ns: u64) -> Option<Self> {
-        if end_unix_ns <= start_unix_ns {
-            return None;
-        }
-        let start_mj = energy_mj_at(readings, start_unix_ns)?;
-        let end_mj = energy_mj_at(readings, end_unix_ns)?;
-        let joules = (end_mj - start_mj) / 1000.0;
-        Some(EnergySpan {
-            start_mj,
-            end_mj,
-            joules,
-            mean_power_w: joules / ((end_unix_ns - start_unix_ns) as f64 / 1e9),
-        })
-    }
-}
-
-/// The energy counter at `t_unix_ns`, millijoules, linearly interpolated between the last reading
-/// at or before it and the first at or after it; `None` when no reading lies on one side, or the
-/// counter went backwards (a driver reload resets it).
-///
-/// Readings are `(t_unix_ns, energy_mj)` in time order. The counter is sampled with every
-/// telemetry sample (10 Hz by default), so the interpolation spans at most one sampling period.
-#[must_use]
-pub fn energy_mj_at(readings: &[(u64, u64)], t_unix_ns: u64) -> Option<f64> {
-    let after = readings.partition_point(|(t, _)| *t < t_unix_ns);
-    let (t1, e1) = *readings.get(after)?;
-    if t1 == t_unix_ns {
-        return Some(e1 as f64);
-    }
-    let (t0, e0) = *readings.get(after.checked_sub(1)?)?;
-    if e1 < e0 || t1 <= t0 {
-        return None;
-    }
-    let f = (t_unix_ns - t0) as f64 / (t1 - t0) as f64;
-    Some(e0 as f64 + f * (e1 - e0) as f64)
-}
-
-/// The device-wide energy readings `(t_unix_ns, energy_mj)` of telemetry samples that have one.
-#[must_use]
-pub fn device_energy_readings(samples: &[TelemetrySample]) -> Vec<(u64, u64)> {
-    samples
-        .iter()
-        .filter_map(|s| s.energy_mj.map(|e| (s.t_unix_ns, e)))
-        .collect()
-}
-
-/// The MIG-instance energy readings of telemetry samples that have one.
-#[must_use]
-pub fn mig_energy_readings(samples: &[TelemetrySample]) -> Vec<(u64, u64)> {
-    samples
-        .iter()
-        .filter_map(|s| s.mig_energy_mj.map(|e| (s.t_unix_ns, e)))
-        .collect()
-}
-
 /// Energy in `worker.json`, over the worker's window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnergyReport {
@@ -397,56 +295,6 @@ pub struct EnergyScopeReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rec(scope: ActivityScope, s: u64, e: u64, occ: f64) -> GpmRecord {
-        GpmRecord {
-            scope,
-            gpu_instance_id: None,
-            start_unix_ns: s,
-            end_unix_ns: e,
-            metrics: GpmValues {
-                sm_occupancy_pct: Some(occ),
-                ..GpmValues::default()
-            },
-        }
-    }
-
-    #[test]
-    fn gpm_stats_keep_whole_readings_of_one_scope_and_weight_by_interval() {
-        let records = [
-            rec(ActivityScope::Device, 0, 10, 99.0), // crosses the start
-            rec(ActivityScope::Device, 10, 20, 10.0),
-            rec(ActivityScope::Device, 20, 50, 30.0), // three times as long
-            rec(ActivityScope::Mig, 20, 30, 77.0),    // another scope
-            rec(ActivityScope::Device, 50, 61, 99.0), // crosses the end
-        ];
-        let (stats, n) = GpmStats::over(&records, ActivityScope::Device, 5, 60);
-        assert_eq!(n, 2);
-        let occ = stats.sm_occupancy_pct.unwrap();
-        assert!((occ.mean - 25.0).abs() < 1e-12, "{occ:?}");
-        assert!((occ.max - 30.0).abs() < 1e-12);
-        assert!(stats.dram_bw_util_pct.is_none());
-        let (none, n) = GpmStats::over(&records, ActivityScope::Device, 21, 49);
-        assert_eq!(n, 0);
-        assert_eq!(none, GpmStats::default());
-    }
-
-    #[test]
-    fn energy_is_interpolated_between_the_readings_around_each_end() {
-        let readings = [(100, 1_000), (200, 2_000), (300, 4_000)];
-        assert_eq!(energy_mj_at(&readings, 150), Some(1_500.0));
-        assert_eq!(energy_mj_at(&readings, 200), Some(2_000.0));
-        assert_eq!(energy_mj_at(&readings, 250), Some(3_000.0));
-        assert_eq!(energy_mj_at(&readings, 99), None);
-        assert_eq!(energy_mj_at(&readings, 301), None);
-        assert_eq!(energy_mj_at(&[(1, 5), (2, 4)], 1), Some(5.0));
-        assert_eq!(energy_mj_at(&[(1, 5), (3, 4)], 2), None, "a reset counter");
-        let span = EnergySpan::between(&readings, 150, 250).unwrap();
-        assert!((span.joules - 1.5).abs() < 1e-12);
-        // 1.5 J over 100 ns.
-        assert!((span.mean_power_w - 1.5e7).abs() < 1e-3);
-        assert!(EnergySpan::between(&readings, 250, 150).is_none());
-    }
 
     #[test]
     fn metric_names_match_the_json_keys() {

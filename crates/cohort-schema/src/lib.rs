@@ -42,8 +42,7 @@ mod worker;
 pub use activity::{
     ActivityScope, BYTES_PER_MIB, DEFAULT_GPM_INTERVAL_S, EnergyReport, EnergyScopeReport,
     EnergySpan, GPM_METRIC_NAMES, GpmMetrics, GpmRecord, GpmReport, GpmScopeReport, GpmStats,
-    GpmValues, MAX_GPM_INTERVAL_S, MIN_GPM_INTERVAL_S, device_energy_readings, energy_mj_at,
-    mig_energy_readings,
+    GpmValues, MAX_GPM_INTERVAL_S, MIN_GPM_INTERVAL_S,
 };
 pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::{BatchRecord, Phase};

@@ -168,23 +168,6 @@ impl DeclaredShare {
         }
     }
 
-    /// The device plugin's share for `replicas: N` on a GPU of `memory_total_bytes` (NVML's
-    /// total, as the plugin reads it): `100 / N` percent of the threads and `total / N` of the
-    /// memory in whole MiB, both rounded down, exactly as `daemon.go` computes them
-    /// (`fmt.Sprintf("%d", 100/replicas)`, `fmt.Sprintf("%vM", total/replicas/1024/1024)`).
-    /// `replicas` must be at least 1.
-    #[must_use]
-    pub fn replicas(replicas: u32, memory_total_bytes: Option<u64>) -> Self {
-        let n = replicas.max(1);
-        DeclaredShare {
-            policy: SharePolicy::Replicas,
-            replicas: Some(n),
-            active_thread_percentage: Some(100 / n),
-            pinned_memory_limit_bytes: memory_total_bytes
-                .map(|total| total / u64::from(n) / MIB * MIB),
-        }
-    }
-
     /// An explicit thread percentage and memory limit.
     #[must_use]
     pub fn explicit(active_thread_percentage: u32, pinned_memory_limit_bytes: u64) -> Self {
@@ -333,38 +316,6 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&ByteSize(20 << 30)).unwrap(),
             "\"20GiB\""
-        );
-    }
-
-    /// The device plugin's arithmetic (cmd/mps-control-daemon/mps/daemon.go): integer division
-    /// throughout, memory in whole MiB.
-    #[test]
-    fn replicas_give_the_device_plugins_share() {
-        // An H200 as NVML reports it: 143,771 MiB.
-        let h200 = 143_771 * MIB;
-        let s = DeclaredShare::replicas(7, Some(h200));
-        assert_eq!(s.active_thread_percentage, Some(14));
-        assert_eq!(s.pinned_memory_limit_bytes, Some(20_538 * MIB));
-        assert_eq!(
-            s.describe(),
-            "device-plugin replicas 7: 14 % of the threads, 20538 MiB of memory per client"
-        );
-        // 100/3 = 33, and a total that is not a whole number of MiB per replica rounds down.
-        let s = DeclaredShare::replicas(3, Some(10 * MIB + 5));
-        assert_eq!(s.active_thread_percentage, Some(33));
-        assert_eq!(s.pinned_memory_limit_bytes, Some(3 * MIB));
-        let s = DeclaredShare::replicas(1, Some(h200));
-        assert_eq!(
-            (s.active_thread_percentage, s.pinned_memory_limit_bytes),
-            (Some(100), Some(h200))
-        );
-        assert_eq!(
-            DeclaredShare::replicas(7, None).pinned_memory_limit_bytes,
-            None
-        );
-        assert_eq!(
-            DeclaredShare::unlimited().describe(),
-            "unlimited: all threads, all memory per client"
         );
     }
 }

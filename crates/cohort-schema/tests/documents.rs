@@ -6,9 +6,9 @@ use coload_cohort_schema::{
     DeviceInfo, DeviceKind, EnergyReport, EnergyScopeReport, EnergySpan, Failure, FailureKind,
     GpmRecord, GpmReport, GpmScopeReport, GpmStats, GpmValues, HogReport, HogStop, HoldMarker,
     HostInfo, Identity, MIB, Max, MeanMax, MemoryInfo, MemorySource, MinMean, Mode, ObservedShare,
-    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, SchemaError, ShareReport, Stage, StartRecord, Status,
-    TelemetrySample, TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport, WorkerWarning,
-    Workload, read_worker_report, write_json_atomic,
+    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, SchemaError, SharePolicy, ShareReport, Stage,
+    StartRecord, Status, TelemetrySample, TelemetrySummary, WindowInfo, WorkerConfig, WorkerReport,
+    WorkerWarning, Workload, read_worker_report, write_json_atomic,
 };
 use std::collections::BTreeMap;
 
@@ -206,7 +206,12 @@ fn hog_report() -> WorkerReport {
     r.config.mode = Mode::Mps;
     r.config.workload = Workload::Hog;
     r.share = Some(ShareReport {
-        declared: Some(DeclaredShare::replicas(7, Some(143_771 * MIB))),
+        declared: Some(DeclaredShare {
+            policy: SharePolicy::Replicas,
+            replicas: Some(7),
+            active_thread_percentage: Some(14),
+            pinned_memory_limit_bytes: Some(143_771 * MIB / 7 / MIB * MIB),
+        }),
         mps_environment: [(
             "CUDA_MPS_PIPE_DIRECTORY".to_owned(),
             "/tmp/mps/pipe".to_owned(),

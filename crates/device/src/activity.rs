@@ -20,8 +20,8 @@
 use std::time::Duration;
 
 use coload_cohort_schema::{
-    ActivityScope, EnergyReport, EnergyScopeReport, EnergySpan, GpmRecord, GpmReport,
-    GpmScopeReport, GpmStats, TelemetrySample, device_energy_readings, mig_energy_readings,
+    ActivityScope, EnergyReport, EnergyScopeReport, GpmRecord, GpmReport, GpmScopeReport,
+    TelemetrySample,
 };
 
 use crate::error::{DeviceError, NvmlError};
@@ -161,7 +161,7 @@ pub fn gpm_not_sampled(gpm_interval_s: Option<f64>, reason: impl Into<String>) -
 
 impl Activity {
     /// `worker.json`'s `gpm` over `[start_unix_ns, end_unix_ns]` (the window): each scope's
-    /// readings lying entirely inside it, summarized by [`GpmStats::over`].
+    /// readings lying entirely inside it, summarized by [`coload_measure::gpm_window`].
     #[must_use]
     pub fn gpm_report(&self, start_unix_ns: u64, end_unix_ns: u64) -> GpmReport {
         if self.gpm_interval_s.is_none() {
@@ -172,7 +172,7 @@ impl Activity {
             .iter()
             .map(|s| {
                 let (metrics, samples) =
-                    GpmStats::over(&self.gpm, s.scope, start_unix_ns, end_unix_ns);
+                    coload_measure::gpm_window(&self.gpm, s.scope, start_unix_ns, end_unix_ns);
                 GpmScopeReport {
                     scope: s.scope,
                     gpu_instance_id: s.gpu_instance_id,
@@ -208,7 +208,7 @@ impl Activity {
         end_unix_ns: u64,
     ) -> EnergyReport {
         let scope = |scope, readings: Vec<(u64, u64)>, unavailable: &Option<String>| {
-            let window = EnergySpan::between(&readings, start_unix_ns, end_unix_ns);
+            let window = coload_measure::energy_between(&readings, start_unix_ns, end_unix_ns);
             let reason = if window.is_some() {
                 None
             } else if !self.telemetry_on {
@@ -230,13 +230,13 @@ impl Activity {
         };
         let mut scopes = vec![scope(
             ActivityScope::Device,
-            device_energy_readings(samples),
+            coload_measure::device_energy_readings(samples),
             &self.energy_reason,
         )];
         if self.on_mig {
             scopes.push(scope(
                 ActivityScope::Mig,
-                mig_energy_readings(samples),
+                coload_measure::mig_energy_readings(samples),
                 &self.mig_energy_reason,
             ));
         }
@@ -631,7 +631,10 @@ mod tests {
         assert!(!report.supported);
         assert_eq!(report.reason.as_deref(), Some(reason));
         assert_eq!(report.scopes[0].samples, 0);
-        assert_eq!(report.scopes[0].metrics, GpmStats::default());
+        assert_eq!(
+            report.scopes[0].metrics,
+            coload_cohort_schema::GpmStats::default()
+        );
         assert!(out.samples.iter().all(|s| s.energy_mj.is_some()));
     }
 

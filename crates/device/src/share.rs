@@ -251,7 +251,7 @@ mod tests {
     }
 
     fn plugin7() -> DeclaredShare {
-        DeclaredShare::replicas(7, Some(H200_NVML_TOTAL))
+        coload_measure::plugin_share(7, Some(H200_NVML_TOTAL))
     }
 
     /// What the H200 showed under 14 % and 20 GiB (issue 12), for the plugin's 20538 MiB.

@@ -302,7 +302,7 @@ mod tests {
 
     fn plugin7() -> MpsPlan {
         MpsPlan {
-            declared: DeclaredShare::replicas(7, Some(143_771 << 20)),
+            declared: coload_measure::plugin_share(7, Some(143_771 << 20)),
             active_thread_percentage: Some(14),
             limits: vec![
                 DeviceLimit {

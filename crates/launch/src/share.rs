@@ -122,7 +122,7 @@ pub(crate) fn plan(
                     index,
                     reason,
                 })?;
-                let share = DeclaredShare::replicas(replicas, Some(total));
+                let share = coload_measure::plugin_share(replicas, Some(total));
                 if i == 0 {
                     declared = share;
                 }

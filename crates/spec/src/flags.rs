@@ -375,7 +375,7 @@ impl WorkerFlags {
             return None;
         }
         match (self.mps_replicas, self.mps_threads, self.mps_memory) {
-            (Some(n), _, _) => Some(DeclaredShare::replicas(n, memory_total_bytes)),
+            (Some(n), _, _) => Some(coload_measure::plugin_share(n, memory_total_bytes)),
             (None, Some(p), Some(m)) => Some(DeclaredShare::explicit(p, m.bytes())),
             _ if self.mps_unlimited => Some(DeclaredShare::unlimited()),
             _ => None,
