@@ -33,6 +33,10 @@ k8s_versions=(1.31.0 1.37.0)
 # Polyaxon must not try to reach a server or write into the user's home during checks.
 export POLYAXON_NO_OP=true
 work=$(mktemp -d)
+# The toolchain stays where it is when HOME moves (rustup and cargo find it through HOME
+# otherwise: building bench-cohort below would find no toolchain).
+export RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}"
+export CARGO_HOME="${CARGO_HOME:-$HOME/.cargo}"
 export HOME="$work/home"
 mkdir -p "$HOME"
 trap 'rm -rf "$work"' EXIT
@@ -75,7 +79,7 @@ kval() { "$bin/kubernetes-validate" --strict --quiet -k "$1" "${@:2}"; }
 if [[ -n "${BENCH_COHORT:-}" ]]; then
   bc=$BENCH_COHORT
 else
-  target_dir=${CARGO_TARGET_DIR:-$root/target}
+  target_dir=$("$root/scripts/target-dir")
   (cd "$root" && cargo build --quiet -p bench-cohort) || { echo "error: cannot build bench-cohort" >&2; exit 1; }
   bc="$target_dir/debug/bench-cohort"
 fi
