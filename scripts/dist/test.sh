@@ -56,7 +56,7 @@ clean() { env -i HOME="$work/home" PATH=/usr/local/bin:/usr/bin:/bin TMPDIR="$wo
 # --- layout
 expected=(bin/bench-worker bin/bench-cohort bin/bench-summarize libexec/bench-worker
   libexec/bench-worker.libs env.sh VERSION README.md LICENSE-MIT LICENSE-APACHE
-  deploy/k8s/cohort-job.yaml deploy/polyaxon/polyaxonfile.yaml deploy/docker/Dockerfile)
+  deploy/k8s/launch-job.sh deploy/k8s/pvc.yaml deploy/polyaxon/launch-cohort.sh deploy/docker/Dockerfile)
 for b in bench-worker bench-cohort bench-summarize; do
   expected+=("share/man/man1/$b.1" "share/bash-completion/completions/$b"
     "share/zsh/site-functions/_$b" "share/fish/vendor_completions.d/$b.fish")
