@@ -417,30 +417,38 @@ fn provenance(
         })
     }));
     let gib = memory.iter().copied().max().unwrap_or(0) as f64 / f64::from(1u32 << 30);
-    rows.push((
-        "GPUs".to_owned(),
-        format!(
-            "{} physical GPU{} ({}), {} GiB each; {}; {}",
-            gpus.len(),
-            if gpus.len() == 1 { "" } else { "s" },
-            gpus.iter()
-                .map(|g| g.chars().take(12).collect::<String>() + "…")
-                .collect::<Vec<_>>()
-                .join(", "),
-            crate::report::number(gib),
-            if names.is_empty() {
-                "names in the node line".to_owned()
-            } else {
-                names
-            },
-            if drivers.is_empty() {
-                "driver, CUDA version and hosts not kept with these data (summaries only)"
-                    .to_owned()
-            } else {
-                drivers
-            }
-        ),
-    ));
+    if gpus.is_empty() {
+        // A CPU study: no GPU to describe.
+        rows.push((
+            "GPUs".to_owned(),
+            "none: the workers ran on the CPU".to_owned(),
+        ));
+    } else {
+        rows.push((
+            "GPUs".to_owned(),
+            format!(
+                "{} physical GPU{} ({}), {} GiB each; {}; {}",
+                gpus.len(),
+                if gpus.len() == 1 { "" } else { "s" },
+                gpus.iter()
+                    .map(|g| g.chars().take(12).collect::<String>() + "…")
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                crate::report::number(gib),
+                if names.is_empty() {
+                    "names in the node line".to_owned()
+                } else {
+                    names
+                },
+                if drivers.is_empty() {
+                    "driver, CUDA version and hosts not kept with these data (summaries only)"
+                        .to_owned()
+                } else {
+                    drivers
+                }
+            ),
+        ));
+    }
     let hosts = distinct(workers.iter().map(|w| w.identity.hostname.clone()));
     if !hosts.is_empty() {
         rows.push(("hosts".to_owned(), hosts));
