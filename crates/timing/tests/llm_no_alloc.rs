@@ -6,8 +6,6 @@
 //! harness's other threads (and by the test whose step allocates on purpose) never count. Before trusting a zero, the test proves the counter works: a deliberate
 //! allocation on the watched thread must count.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -16,81 +14,9 @@ use coload_timing::{
     MonotonicClock, ServeClock, SimulatedClock, run_llm_serve,
 };
 
-struct Counting;
+mod common;
 
-thread_local! {
-    // Const-initialized, so reading them never allocates. The count is per thread too, so the
-    // test whose step allocates on purpose never leaks into another test's watched thread.
-    static WATCHED: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count() {
-    if WATCHED.try_with(Cell::get).unwrap_or(false) {
-        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-    }
-}
-
-#[expect(unsafe_code, reason = "a global allocator is unsafe by definition")]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Runs `f` on a fresh thread with the allocation counter watching that thread only; returns
-/// the allocations it made and its result.
-fn watched<T: Send>(f: impl FnOnce() -> T + Send) -> (usize, T) {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            ALLOCATIONS.with(|n| n.set(0));
-            WATCHED.with(|w| w.set(true));
-            let out = f();
-            WATCHED.with(|w| w.set(false));
-            (ALLOCATIONS.with(Cell::get), out)
-        })
-        .join()
-        .expect("the watched thread panicked")
-    })
-}
-
-#[test]
-fn the_counter_counts_a_deliberate_allocation() {
-    let (n, ()) = watched(|| {
-        let v: Vec<u64> = std::hint::black_box(Vec::with_capacity(16));
-        drop(std::hint::black_box(v));
-    });
-    assert_eq!(
-        n, 1,
-        "the counter must see an allocation on the watched thread"
-    );
-    // And nothing when the thread is not watched.
-    let before = ALLOCATIONS.with(Cell::get);
-    drop(std::hint::black_box(Box::new(7u64)));
-    assert_eq!(ALLOCATIONS.with(Cell::get), before);
-}
+use common::watched;
 
 /// An iteration step that allocates in every iteration, to show the counter sees the window.
 struct Allocating(MockIterationStep);
