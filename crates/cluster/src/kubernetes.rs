@@ -114,23 +114,8 @@ pub struct RenderedJob {
 /// stamp>-<8 hex>`, at most 63 characters (it is also a label value).
 #[must_use]
 pub fn fresh_experiment(spec: &CohortSpec, mix: &Mix) -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let stamp = format!(
-        "{:04}{:02}{:02}t{:02}{:02}{:02}",
-        now.year(),
-        u8::from(now.month()),
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second()
-    );
-    let short = uuid::Uuid::new_v4().simple().to_string();
-    let mode = spec.flags.mode.to_string();
-    let fixed = mode.len() + stamp.len() + 8 + 3;
-    let mut label = mix.label();
-    label.truncate(63usize.saturating_sub(fixed));
-    let label = label.trim_end_matches('-');
-    format!("{mode}-{label}-{stamp}-{}", &short[..8])
+    // The launcher's one rule: the same ids on a node and on a cluster.
+    coload_launch::experiment_id(spec.flags.mode, mix)
 }
 
 /// The Job's name for an experiment: `coload-<experiment>` lowercased, cut to 52 characters

@@ -43,10 +43,15 @@ pub(crate) fn create_dir(path: &Path) -> Result<(), LauncherError> {
     })
 }
 
-fn experiment_id(mode: Mode, mix: &Mix) -> String {
+/// A fresh experiment id for a cohort of `mix` under `mode`: `<mode>-<mix>-<UTC stamp>-<8 hex>`,
+/// at most 63 characters of `[a-z0-9-]`, so that the one id also serves as a Kubernetes label
+/// value and Job name (coload-cluster uses it too). The mix part is cut to fit; the random end
+/// keeps two cohorts apart.
+#[must_use]
+pub fn experiment_id(mode: Mode, mix: &Mix) -> String {
     let now = time::OffsetDateTime::now_utc();
     let stamp = format!(
-        "{:04}{:02}{:02}T{:02}{:02}{:02}",
+        "{:04}{:02}{:02}t{:02}{:02}{:02}",
         now.year(),
         u8::from(now.month()),
         now.day(),
@@ -55,7 +60,12 @@ fn experiment_id(mode: Mode, mix: &Mix) -> String {
         now.second()
     );
     let short = uuid::Uuid::new_v4().simple().to_string();
-    format!("{mode}-{}-{stamp}-{}", mix.label(), &short[..8])
+    let mode = mode.to_string();
+    let fixed = mode.len() + stamp.len() + 8 + 3;
+    let mut label = mix.label();
+    label.truncate(63usize.saturating_sub(fixed));
+    let label = label.trim_end_matches('-');
+    format!("{mode}-{label}-{stamp}-{}", &short[..8])
 }
 
 /// A started worker process.

@@ -43,7 +43,7 @@ mod serve;
 mod share;
 
 pub use args::LaunchArgs;
-pub use cohort::INTERRUPTED;
+pub use cohort::{INTERRUPTED, experiment_id};
 pub use console::{Console, QuietConsole, StdConsole};
 pub use error::LauncherError;
 pub use launch::run;
