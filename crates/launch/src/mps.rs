@@ -1,7 +1,11 @@
 //! A private CUDA MPS control daemon for one cohort.
 //!
 //! The daemon gets its own pipe and log directories under the cohort's output folder, so it
-//! neither needs nor touches a system-wide MPS setup, and no GPU setting changes. It is stopped
+//! neither needs nor touches a system-wide MPS setup, and no GPU setting changes. The pipe
+//! directory holds Unix sockets, whose paths must fit 107 bytes: when the cohort's folder is too
+//! deep for that (a capacity probe inside a study inside a long `--out` easily is), the pipes go
+//! to a private folder of the system's temporary directory instead (`coload-mps-XXXXXX`, mode
+//! 0700, removed after the daemon quits), and `<cohort>/mps/pipe` is a symbolic link to it. It is stopped
 //! (`quit` on its control pipe) when the guard drops: after the cohort, on a worker failure and
 //! on Ctrl-C alike.
 //!
@@ -43,6 +47,16 @@ pub enum MpsError {
         dir: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    /// Even the private pipe folder is too deep for a Unix socket's path.
+    #[error(
+        "the MPS pipe folder {} is too long for a Unix socket's path ({SOCKET_PATH_MAX} bytes \
+         with the socket's name); set TMPDIR to a shorter folder",
+        .dir.display()
+    )]
+    PipePathTooLong {
+        /// The folder that was too long.
+        dir: PathBuf,
     },
     /// Running the control program failed.
     #[error("cannot run {CONTROL}")]
@@ -105,6 +119,38 @@ fn parse_limit_with_unit(reply: &str) -> Option<(u64, u64)> {
     (value >= 0.0).then(|| ((value * factor as f64).round() as u64, factor))
 }
 
+/// The longest path a Unix socket address holds (`sun_path` is 108 bytes with its NUL).
+const SOCKET_PATH_MAX: usize = 107;
+
+/// Room left for the names of the sockets the daemon makes in its pipe directory
+/// (`control_privileged` is the longest seen, 18 bytes; the rest is margin).
+const SOCKET_NAME_ROOM: usize = 32;
+
+/// A pipe directory whose sockets' paths fit, and the private folder that holds it when the
+/// cohort's own folder is too deep (kept so that it is removed after the daemon quits).
+fn pipe_directory(root: &Path) -> Result<(PathBuf, Option<tempfile::TempDir>), MpsError> {
+    let fits = |dir: &Path| dir.as_os_str().len() + 1 + SOCKET_NAME_ROOM <= SOCKET_PATH_MAX;
+    let in_cohort = root.join("pipe");
+    if fits(&in_cohort) {
+        return Ok((in_cohort, None));
+    }
+    let private = tempfile::Builder::new()
+        .prefix("coload-mps-")
+        .tempdir()
+        .map_err(|source| MpsError::Directories {
+            dir: std::env::temp_dir(),
+            source,
+        })?;
+    if !fits(private.path()) {
+        return Err(MpsError::PipePathTooLong {
+            dir: private.path().to_owned(),
+        });
+    }
+    // A pointer from the cohort's folder, for whoever looks there; the daemon does not need it.
+    let _ = std::os::unix::fs::symlink(private.path(), &in_cohort);
+    Ok((private.path().to_owned(), Some(private)))
+}
+
 /// A running MPS control daemon; stopped on drop.
 #[derive(Debug)]
 pub(crate) struct MpsDaemon {
@@ -112,6 +158,9 @@ pub(crate) struct MpsDaemon {
     pipe_dir: PathBuf,
     log_dir: PathBuf,
     stopped: bool,
+    /// The private pipe folder when the cohort's was too deep; dropped (removed) after
+    /// [`Drop::drop`] has stopped the daemon.
+    _private_pipes: Option<tempfile::TempDir>,
 }
 
 impl MpsDaemon {
@@ -134,14 +183,16 @@ impl MpsDaemon {
     }
 
     fn launch(control: &Path, root: &Path) -> Result<Self, MpsError> {
-        let pipe_dir = root.join("pipe");
         let log_dir = root.join("log");
-        std::fs::create_dir_all(&pipe_dir)
-            .and_then(|()| std::fs::create_dir_all(&log_dir))
-            .map_err(|source| MpsError::Directories {
-                dir: root.to_owned(),
-                source,
-            })?;
+        std::fs::create_dir_all(&log_dir).map_err(|source| MpsError::Directories {
+            dir: root.to_owned(),
+            source,
+        })?;
+        let (pipe_dir, private) = pipe_directory(root)?;
+        std::fs::create_dir_all(&pipe_dir).map_err(|source| MpsError::Directories {
+            dir: root.to_owned(),
+            source,
+        })?;
         let status = Command::new(control)
             .arg("-d")
             .env_remove("CUDA_VISIBLE_DEVICES")
@@ -154,6 +205,7 @@ impl MpsDaemon {
                 pipe_dir,
                 log_dir,
                 stopped: false,
+                _private_pipes: private,
             }),
             Ok(status) => Err(MpsError::Failed {
                 what: "-d".to_owned(),
@@ -323,6 +375,44 @@ mod tests {
             .lines()
             .map(str::to_owned)
             .collect()
+    }
+
+    /// A cohort folder too deep for a socket's path (a capacity probe of a study under a long
+    /// `--out`, as on the H200 in round 4: 109 bytes) still gets a daemon: its pipes go to a
+    /// short private folder, which the clients are pointed at, which `<cohort>/mps/pipe` links
+    /// to, and which is gone after the daemon quits. The stand-in fails `-d` as the real daemon
+    /// does when the socket's path is too long.
+    #[test]
+    fn a_deep_cohort_folder_gets_short_private_pipes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let deep = "decision/cohorts/mps-plugin-serve1-train6-capacity-10ms-r1/probe-1-300";
+        let root = tmp.path().join(deep).join("mps");
+        assert!(root.join("pipe/control_privileged").as_os_str().len() > SOCKET_PATH_MAX);
+        let mut daemon = MpsDaemon::start_with(&fake(), &root, &plugin7()).unwrap();
+        let pipes = daemon.client_env()[0].1.to_owned();
+        assert!(!pipes.starts_with(tmp.path()), "{}", pipes.display());
+        assert!(pipes.join("control_privileged").as_os_str().len() <= SOCKET_PATH_MAX);
+        assert_eq!(std::fs::read_link(root.join("pipe")).unwrap(), pipes);
+        assert_eq!(
+            std::fs::read_to_string(pipes.join("threads")).unwrap(),
+            "14\n"
+        );
+        daemon.stop().unwrap();
+        drop(daemon);
+        assert!(
+            !pipes.exists(),
+            "the private pipe folder outlived the daemon"
+        );
+        assert_eq!(control_log(&root).first().map(String::as_str), Some("-d"));
+    }
+
+    /// A shallow cohort folder keeps its pipes inside it.
+    #[test]
+    fn a_shallow_cohort_folder_keeps_its_pipes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("mps");
+        let daemon = MpsDaemon::start_with(&fake(), &root, &plugin7()).unwrap();
+        assert_eq!(daemon.client_env()[0].1, root.join("pipe"));
     }
 
     /// The commands go after `-d` and before anything else, in the plugin's order, one limit per
