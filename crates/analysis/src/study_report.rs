@@ -232,9 +232,15 @@ fn outcome_words(e: &Entry) -> String {
             format!("{head}: {why}")
         }
     };
+    // A hog cohort whose others ran out of memory: the measurement, not a failure.
+    let isolation = if e.isolation.is_some() {
+        ": the others ran out of memory beside the hog (isolation not contained)"
+    } else {
+        ""
+    };
     match e.outcome {
-        Outcome::Complete => "complete".to_owned(),
-        Outcome::AlreadyComplete => "complete (earlier run)".to_owned(),
+        Outcome::Complete => format!("complete{isolation}"),
+        Outcome::AlreadyComplete => format!("complete (earlier run){isolation}"),
         Outcome::Failed => with("failed"),
         Outcome::FailedEarlier => with("failed (earlier run)"),
         Outcome::NotOffered => with("not offered"),
@@ -528,7 +534,7 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
     for e in index
         .cohorts
         .iter()
-        .filter(|e| e.outcome.has_summary() && e.capacity.is_none())
+        .filter(|e| e.outcome.has_summary() && e.capacity.is_none() && e.isolation.is_none())
     {
         let path = out.join("cohorts").join(&e.name).join("summary.json");
         match crate::load_compare_input(&path, &crate::Options::default()) {

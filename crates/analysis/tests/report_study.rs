@@ -43,6 +43,7 @@ fn entry(name: &str, policy: &str, mode: &str, outcome: Outcome, reason: &str) -
         experiment: None,
         failed_dirs: Vec::new(),
         capacity: None,
+        isolation: None,
     }
 }
 

@@ -57,6 +57,13 @@ pub struct Entry {
     /// the figures. Absent for other cohorts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<String>,
+    /// A hog cohort's memory-isolation answer in words, where the others running out of memory
+    /// beside the hog was the measurement (`not contained: the hog held 139.25 GiB; 6 of the 6
+    /// other workers failed with out_of_memory ...`): the cohort is complete though it has no
+    /// `summary.json`; its folder's `isolation.json` has the figures. Absent for other cohorts,
+    /// and for a hog cohort that completed with a summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<String>,
 }
 
 /// What became of a cohort.

@@ -37,6 +37,18 @@ pub(crate) enum Found {
         /// Its answer in words (`848.5 requests/s at p99 <= 25 ms; stop: converged`).
         answer: String,
     },
+    /// A hog cohort whose other workers ran out of memory beside the hog, with its
+    /// `isolation.json` saying so: the measurement is done, nothing to run.
+    IsolationComplete {
+        /// Its experiment id.
+        experiment: String,
+        /// The answer in words.
+        answer: String,
+        /// The folders set aside as failed by a run that did not know this (the newest holds
+        /// the `isolation.json`), for the report to find it; empty when it is in the cohort's
+        /// own folder.
+        dirs: Vec<PathBuf>,
+    },
     /// Failed before; the folders it left and the last failure's record.
     Failed {
         dirs: Vec<PathBuf>,
@@ -142,6 +154,23 @@ pub(crate) fn inspect(cohorts: &Path, job: &Job) -> Result<Found, ResumeError> {
         }
     }
     let failed = set_aside_dirs(cohorts, &job.name, "failed");
+    if job.holds_a_hog() {
+        if let Some((experiment, answer)) = isolation_measured(&dir, job) {
+            return Ok(Found::IsolationComplete {
+                experiment,
+                answer,
+                dirs: Vec::new(),
+            });
+        }
+        // An earlier run (before hog cohorts counted as measured) set it aside as failed.
+        if let Some((experiment, answer)) = failed.last().and_then(|d| isolation_measured(d, job)) {
+            return Ok(Found::IsolationComplete {
+                experiment,
+                answer,
+                dirs: failed,
+            });
+        }
+    }
     if !failed.is_empty() {
         let last = failed.last().and_then(|d| {
             std::fs::read(d.join(FAILURE_FILE))
@@ -154,6 +183,44 @@ pub(crate) fn inspect(cohorts: &Path, job: &Job) -> Result<Found, ResumeError> {
         return Ok(Found::Partial);
     }
     Ok(Found::New)
+}
+
+/// A hog cohort folder's `isolation.json` when it shows the others running out of memory beside
+/// the hog under the job's mode (`not_contained`): its experiment and the answer in words. A
+/// contained or inconclusive result, or one of another mode, is `None`: such a cohort completes
+/// with a summary, or failed for another reason.
+pub(crate) fn isolation_measured(dir: &Path, job: &Job) -> Option<(String, String)> {
+    use coload_cohort_schema::{IsolationOutcome, IsolationResult};
+    let r: IsolationResult =
+        coload_cohort_schema::read_document(&dir.join(coload_cohort_schema::files::ISOLATION))
+            .ok()?;
+    if r.outcome != IsolationOutcome::NotContained || r.mode != job.mode {
+        return None;
+    }
+    let others: Vec<_> = r
+        .workers
+        .iter()
+        .filter(|w| w.workload != Workload::Hog)
+        .collect();
+    let oom = others
+        .iter()
+        .filter(|w| w.kind == Some(coload_cohort_schema::FailureKind::OutOfMemory))
+        .count();
+    let held = r
+        .workers
+        .iter()
+        .find_map(|w| w.hog.as_ref())
+        .map_or_else(String::new, |h| {
+            format!(
+                " holding {:.1} GiB",
+                h.granted_bytes as f64 / f64::from(1u32 << 30)
+            )
+        });
+    let answer = format!(
+        "not contained: {oom} of {} others ran out of memory beside the hog{held}",
+        others.len()
+    );
+    Some((r.experiment, answer))
 }
 
 fn read_summary(path: &Path) -> Result<CohortSummary, coload_analysis::AnalysisError> {
@@ -480,6 +547,80 @@ mod tests {
             inspect(tmp.path(), &j),
             Ok(Found::Complete { .. })
         ));
+    }
+
+    /// A hog cohort of the plan under time-slicing.
+    fn hog_job() -> Job {
+        Plan::parse(
+            "t",
+            "[flags]\nwindow_s = 45\n[[policy]]\nname = \"timeslice\"\nmode = \"timeslice\"\n\
+             [[cohort]]\nworkers = \"hog=1,train=6\"\n",
+        )
+        .unwrap()
+        .jobs(false)
+        .remove(0)
+    }
+
+    /// The `isolation.json` of the H200's time-sliced hog cohort (round 4): every trainer ran
+    /// out of memory beside the hog; `edit` changes it first.
+    fn write_isolation(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+        let text = include_str!("../tests/data/isolation-not-contained.json");
+        let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+        edit(&mut v);
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("isolation.json"), v.to_string()).unwrap();
+    }
+
+    /// Beside a hog, the others running out of memory is the measurement: a folder whose
+    /// `isolation.json` says `not_contained` under the job's mode is complete, also when an
+    /// earlier run set it aside as failed; a contained or inconclusive result, or one of
+    /// another mode, is not.
+    #[test]
+    fn a_hog_cohort_whose_others_ran_out_of_memory_is_measured() {
+        let tmp = tempfile::tempdir().unwrap();
+        let j = hog_job();
+        assert!(j.holds_a_hog() && !job().holds_a_hog());
+        let dir = tmp.path().join(&j.name);
+        write_isolation(&dir, |_| {});
+        match inspect(tmp.path(), &j).unwrap() {
+            Found::IsolationComplete {
+                experiment,
+                answer,
+                dirs,
+            } => {
+                assert!(
+                    experiment.starts_with("timeslice-hog1-train6"),
+                    "{experiment}"
+                );
+                assert_eq!(
+                    answer,
+                    "not contained: 6 of 6 others ran out of memory beside the hog holding 139.2 GiB"
+                );
+                assert!(dirs.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+        // Set aside as failed by an earlier run.
+        let aside = set_aside(tmp.path(), &j.name, "failed").unwrap();
+        match inspect(tmp.path(), &j).unwrap() {
+            Found::IsolationComplete { dirs, .. } => assert_eq!(dirs, std::slice::from_ref(&aside)),
+            other => panic!("{other:?}"),
+        }
+        // Inconclusive, or measured under another mode: a failure like any other.
+        for edit in [
+            |v: &mut serde_json::Value| v["outcome"] = "inconclusive".into(),
+            |v: &mut serde_json::Value| v["mode"] = "mps".into(),
+        ] {
+            write_isolation(&aside, edit);
+            assert!(matches!(
+                inspect(tmp.path(), &j).unwrap(),
+                Found::Failed { .. }
+            ));
+        }
+        // A cohort without a hog never reads one.
+        let plain = job();
+        write_isolation(&tmp.path().join(&plain.name), |_| {});
+        assert_eq!(inspect(tmp.path(), &plain).unwrap(), Found::Partial);
     }
 
     /// A capacity cohort of the plan: time-slicing, a server beside six trainers, p99 <= 25 ms.

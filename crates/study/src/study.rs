@@ -172,6 +172,7 @@ fn entry(job: &Job) -> Entry {
         experiment: None,
         failed_dirs: Vec::new(),
         capacity: None,
+        isolation: None,
     }
 }
 
@@ -323,6 +324,16 @@ pub fn run_with<L: Launcher>(
                 Found::CapacityComplete { answer } => {
                     e.outcome = Outcome::AlreadyComplete;
                     e.capacity = Some(answer);
+                }
+                Found::IsolationComplete {
+                    experiment,
+                    answer,
+                    dirs,
+                } => {
+                    e.outcome = Outcome::AlreadyComplete;
+                    e.experiment = Some(experiment);
+                    e.isolation = Some(answer);
+                    e.failed_dirs = dirs.iter().map(|d| relative(out, d)).collect();
                 }
                 Found::Failed { dirs, last } => {
                     e.failed_dirs = dirs.iter().map(|d| relative(out, d)).collect();
@@ -681,6 +692,10 @@ impl Events for StudyEvents<'_> {
                 let code = ended.code;
                 let interrupted =
                     self.interrupted.load(Ordering::SeqCst) || code == Some(i32::from(INTERRUPTED));
+                let measured_isolation = job
+                    .holds_a_hog()
+                    .then(|| resume::isolation_measured(&dir, job))
+                    .flatten();
                 match (code, interrupted) {
                     (Some(0), _) if job.finds_capacity() => match resume::capacity_of(&dir, job) {
                         Ok(r) => {
@@ -711,6 +726,13 @@ impl Events for StudyEvents<'_> {
                         ),
                     },
                     (_, true) => (Outcome::Interrupted, code, Some("interrupted".to_owned())),
+                    // Beside a hog, the others running out of memory is the measurement.
+                    (Some(_), false) if measured_isolation.is_some() => {
+                        let (experiment, answer) = measured_isolation.unwrap_or_default();
+                        e.experiment = Some(experiment);
+                        e.isolation = Some(answer);
+                        (Outcome::Complete, code, None)
+                    }
                     (Some(c), false) => {
                         let exit_words =
                             || format!("exit {c} ({})", u8::try_from(c).map_or("?", exit::name));
@@ -746,21 +768,11 @@ impl Events for StudyEvents<'_> {
                 exit_code: code,
                 reason: reason.unwrap_or_default(),
             };
-            if let Ok(bytes) = serde_json::to_vec_pretty(&record) {
-                let _ = std::fs::write(dir.join(FAILURE_FILE), bytes);
-            }
-            match resume::set_aside(self.cohorts, &job.name, kind) {
-                Ok(to) => {
-                    if outcome == Outcome::Failed {
-                        e.failed_dirs.push(relative(self.out, &to));
-                    }
-                    self.progress
-                        .line(&format!("  kept as {}", relative(self.out, &to)));
-                }
-                Err(err) => self.progress.line(&format!(
-                    "  warning: cannot rename {}: {err}",
-                    dir.display()
-                )),
+            if let Some(to) = self.set_aside(job, &dir, kind, &record)
+                && outcome == Outcome::Failed
+                && let Some(e) = self.index.cohorts.iter_mut().find(|e| e.name == job.name)
+            {
+                e.failed_dirs.push(to);
             }
         }
         if let Err(err) = write_index(self.out, self.index) {
@@ -770,6 +782,36 @@ impl Events for StudyEvents<'_> {
 
     fn tick(&mut self) {
         self.progress.tick();
+    }
+}
+
+impl StudyEvents<'_> {
+    /// Writes `record` into the ended cohort's folder `dir` and renames the folder
+    /// `<name>.<kind>-<k>`; returns the new name relative to the study.
+    fn set_aside(
+        &mut self,
+        job: &Job,
+        dir: &Path,
+        kind: &str,
+        record: &FailureRecord,
+    ) -> Option<String> {
+        if let Ok(bytes) = serde_json::to_vec_pretty(record) {
+            let _ = std::fs::write(dir.join(FAILURE_FILE), bytes);
+        }
+        match resume::set_aside(self.cohorts, &job.name, kind) {
+            Ok(to) => {
+                let to = relative(self.out, &to);
+                self.progress.line(&format!("  kept as {to}"));
+                Some(to)
+            }
+            Err(err) => {
+                self.progress.line(&format!(
+                    "  warning: cannot rename {}: {err}",
+                    dir.display()
+                ));
+                None
+            }
+        }
     }
 }
 

@@ -18,6 +18,7 @@ pub(crate) fn table(index: &Index) -> String {
                     .experiment
                     .clone()
                     .or_else(|| e.capacity.clone())
+                    .or_else(|| e.isolation.clone())
                     .unwrap_or_default(),
             };
             [
