@@ -19,7 +19,7 @@ for line in sys.stdin:
         continue
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") \
-            and m["target"]["name"] in ("gpu", "gpu_graph", "real_nvml"):
+            and m["target"]["name"] in ("gpu", "gpu_graph", "gpu_llm", "real_nvml"):
         print(m["target"]["name"], m["executable"])
 ' | while read -r name exe; do
   cp "$exe" ".gpu/tests/$name"
