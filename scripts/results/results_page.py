@@ -489,6 +489,126 @@ def hardware_words(data):
     return "; ".join(seen) or "-"
 
 
+# ---------------------------------------------------------------- the LLM round (issue 24)
+
+LLM = "2026-12-01-llm"
+LLM_PRESETS = ["gpt2-small", "tinyllama-1.1b"]
+LLM_BATCHES = [1, 8, 32]
+
+
+def decode_of(folder):
+    """(summary, its one decode worker's `decode` block) of a decode cohort folder, or None."""
+    path = folder / "summary.json"
+    if not path.is_file():
+        return None
+    s = read_json(path)
+    decode = [w["decode"] for w in s["workers"] if w.get("decode")]
+    return (s, decode[0]) if decode else None
+
+
+def ms_words(v):
+    return f"{num(v)} ms"
+
+
+def llm_solo_table(root):
+    rows = []
+    for model in LLM_PRESETS:
+        for b in LLM_BATCHES:
+            eager = decode_of(root / "solo" / f"{model}-b{b}-eager")
+            graph = decode_of(root / "solo" / f"{model}-b{b}-cuda-graph")
+            if not eager or not graph:
+                continue
+            e, g = eager[1], graph[1]
+            rows.append([
+                model, str(b),
+                num(e["tokens_per_s"]), num(g["tokens_per_s"]),
+                ratio(g["tokens_per_s"] / e["tokens_per_s"]),
+                f"{num(e['tpot_ms']['p50'])} / {num(e['tpot_ms']['p99'])}",
+                f"{num(g['tpot_ms']['p50'])} / {num(g['tpot_ms']['p99'])}",
+                num(g["prefill_ms"]["p50"]),
+            ])
+    return table(["preset", "batch", "tokens/s eager", "tokens/s CUDA graph", "graph ÷ eager",
+                  "TPOT p50 / p99 ms, eager", "TPOT p50 / p99 ms, graph", "prefill p50 ms"], rows)
+
+
+def llm_share_rows(root):
+    """(model, execution, exclusive decode, shared decode) for B = 8."""
+    out = []
+    for model in LLM_PRESETS:
+        for execution in ["cuda-graph", "eager"]:
+            alone = decode_of(root / "solo" / f"{model}-b8-{execution}")
+            shared = decode_of(root / "mps" / f"{model}-b8-{execution}")
+            if alone and shared:
+                out.append((model, execution, alone[1], shared[1], shared[0]))
+    return out
+
+
+def llm_share_table(root):
+    rows = []
+    for model, execution, a, s, _ in llm_share_rows(root):
+        rows.append([
+            model, execution,
+            f"{num(a['tpot_ms']['p50'])} → {num(s['tpot_ms']['p50'])}",
+            ratio(s["tpot_ms"]["p50"] / a["tpot_ms"]["p50"]),
+            f"{num(a['prefill_ms']['p50'])} → {num(s['prefill_ms']['p50'])}",
+            ratio(s["prefill_ms"]["p50"] / a["prefill_ms"]["p50"]),
+        ])
+    return table(["preset", "execution", "TPOT p50 ms, alone → MPS share", "TPOT × alone",
+                  "prefill p50 ms, alone → MPS share", "prefill × alone"], rows)
+
+
+def llm_share_verdict(root):
+    """MuxServe's claim against the graph-captured runs: decode's slowdown against prefill's."""
+    graph = [(m, a, s) for m, x, a, s, _ in llm_share_rows(root) if x == "cuda-graph"]
+    if not graph:
+        return "not measured"
+    parts = []
+    for m, a, s in graph:
+        d = s["tpot_ms"]["p50"] / a["tpot_ms"]["p50"]
+        p = s["prefill_ms"]["p50"] / a["prefill_ms"]["p50"]
+        parts.append(f"{m}: a decode step {ratio(d)}x as long, a prefill {ratio(p)}x")
+    return "; ".join(parts)
+
+
+def llm_pytorch_table(root):
+    rows = []
+    for model in LLM_PRESETS:
+        for b in LLM_BATCHES:
+            path = root / "pytorch" / f"{model}-b{b}.json"
+            ours = decode_of(root / "solo" / f"{model}-b{b}-eager")
+            if not path.is_file() or path.stat().st_size == 0 or not ours:
+                continue
+            ref = read_json(path)
+            c = ours[1]
+            warm = ref.get("warmup_iterations")
+            covered = warm is not None and warm >= ref["output_tokens"]
+            rows.append([
+                model, str(b),
+                num(c["tokens_per_s"]), num(ref["tokens_per_s"]),
+                f"{num(c['tpot_ms']['p50'])} / {num(c['tpot_ms']['p99'])}",
+                f"{num(ref['tpot_p50_ms'])} / {num(ref['tpot_p99_ms'])}",
+                "yes" if covered else "no (its first cycle is in the window)",
+            ])
+    return table(["preset", "batch", "coload eager tokens/s", "PyTorch eager tokens/s",
+                  "coload TPOT p50 / p99 ms", "PyTorch TPOT p50 / p99 ms",
+                  "PyTorch warmed a whole cycle"], rows)
+
+
+def llm_protocol(root):
+    any_summary = next(iter(sorted((root / "solo").glob("*/summary.json"))), None)
+    if any_summary is None:
+        return "-"
+    c = read_json(any_summary)["config"]
+    llm = c["llm"]
+    return (f"prompt {llm['prompt_tokens']} tokens, {llm['output_tokens']} generated per cycle, "
+            f"{llm['precision']}, {num_plain(c['warmup_batches'])} warmup iterations, "
+            f"{num_plain(c['window_s'])} s windows, one cohort per configuration")
+
+
+def llm_day(root):
+    return day([read_json(p) for p in sorted(root.glob("*/*/summary.json"))])
+
+
 def figures(data):
     article = Study(data / ROUND3 / "article")
     round2 = Study(data / ROUND2 / "study")
@@ -528,6 +648,12 @@ def figures(data):
         "round3_day": day(article.summaries()),
         "hardware": hardware_words(data),
         "mig": mig_words(data),
+        "llm_day": llm_day(data / LLM),
+        "llm_protocol": llm_protocol(data / LLM),
+        "llm_solo_table": llm_solo_table(data / LLM),
+        "llm_share_table": llm_share_table(data / LLM),
+        "llm_share_verdict": llm_share_verdict(data / LLM),
+        "llm_pytorch_table": llm_pytorch_table(data / LLM),
     }
 
 
