@@ -139,6 +139,43 @@ fn a_policy_the_node_did_not_offer_is_named_with_its_reason_and_failures_read_as
     assert!(html.contains("<dt>cohorts</dt><dd>42 planned: 39 complete, 1 failed, 2 not offered by this node, 0 not run yet"));
 }
 
+/// An unfinished study's verdict says which cohorts it has not run yet, by mix with their
+/// policies; a finished one says nothing of the kind (the article test above).
+#[test]
+fn an_unfinished_study_names_what_it_has_not_run_yet() {
+    let (tmp, mut index) = copy_of_article();
+    for (name, policy) in [
+        ("timeslice-train7-r4", "timeslice"),
+        ("mps-plugin-train7-r4", "mps-plugin"),
+    ] {
+        index.cohorts.push(entry(
+            name,
+            policy,
+            "timeslice",
+            Outcome::NotRun,
+            "the time budget (340 s) would run out before it ends",
+        ));
+    }
+    let mut hog = entry(
+        "mps-unlimited-hog1-train6-r1",
+        "mps-unlimited",
+        "mps",
+        Outcome::Interrupted,
+        "interrupted",
+    );
+    hog.workers = "hog=1,train=6".into();
+    index.cohorts.push(hog);
+    let (html, md) = report(tmp.path(), &index);
+    let line = "Not run yet:</strong> 3 cohorts of the plan: train=7 x2 (timeslice, mps-plugin); \
+                hog=1,train=6 (mps-unlimited). Run the study again to resume them";
+    assert!(
+        html.contains(line),
+        "{}",
+        &html[html.find("Not run yet").unwrap_or(0)..][..300]
+    );
+    assert!(md.contains("**Not run yet:** 3 cohorts of the plan"));
+}
+
 /// Copies every file of `from` into `to`, folders included.
 fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -950,6 +950,54 @@ fn not_measured(v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)
             format!("{}.", items.join("; ")),
         ));
     }
+    not_run_yet(ctx, out);
+}
+
+/// The cohorts a study has not run yet (a time budget ran out, or it was interrupted), by
+/// workload mix with their policies: a reader of an unfinished study sees what the verdict
+/// above does not include yet.
+fn not_run_yet(ctx: &ReportContext, out: &mut Vec<(String, String)>) {
+    let pending: Vec<&super::ContextCohort> = ctx
+        .cohorts
+        .iter()
+        .filter(|c| c.outcome.starts_with("not run") || c.outcome.starts_with("interrupted"))
+        .collect();
+    if pending.is_empty() {
+        return;
+    }
+    let mut mixes: Vec<(&str, usize, Vec<&str>)> = Vec::new();
+    for c in &pending {
+        match mixes.iter_mut().find(|(m, _, _)| *m == c.workers) {
+            Some((_, n, policies)) => {
+                *n += 1;
+                if !policies.contains(&c.policy.as_str()) {
+                    policies.push(&c.policy);
+                }
+            }
+            None => mixes.push((&c.workers, 1, vec![&c.policy])),
+        }
+    }
+    let groups: Vec<String> = mixes
+        .iter()
+        .map(|(mix, n, policies)| {
+            let times = if *n > 1 {
+                format!(" x{n}")
+            } else {
+                String::new()
+            };
+            format!("{mix}{times} ({})", policies.join(", "))
+        })
+        .collect();
+    out.push((
+        "Not run yet:".to_owned(),
+        format!(
+            "{} cohort{} of the plan: {}. Run the study again to resume them; the figures \
+             above are from the cohorts complete so far.",
+            pending.len(),
+            if pending.len() == 1 { "" } else { "s" },
+            groups.join("; ")
+        ),
+    ));
 }
 
 fn cap(s: &str) -> String {
