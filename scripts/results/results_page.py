@@ -609,6 +609,27 @@ def llm_day(root):
     return day([read_json(p) for p in sorted(root.glob("*/*/summary.json"))])
 
 
+ROUND4 = "2026-12-01-round4"
+
+
+def decision_progress(folder):
+    """How far the decision study has come, from its index: `33 of 49 offered cohorts ...`."""
+    index = read_json(folder / "index.json")
+    cohorts = index["cohorts"]
+    offered = [e for e in cohorts if e["outcome"] != "not_offered"]
+    done = [e for e in offered if e["outcome"] in ("complete", "already_complete")]
+    failed = [e for e in offered if e["outcome"] in ("failed", "failed_earlier")]
+    hogs = [e for e in failed if e["workers"].startswith("hog=")]
+    words = f"{len(done)} of {len(offered)} offered cohorts complete"
+    if hogs:
+        words += (f", {len(hogs)} hog cohort{'s' if len(hogs) > 1 else ''} whose trainers ran out of "
+                  f"memory beside the hog (the measurement; recorded as failed by the build that ran them)")
+    rest = len(offered) - len(done) - len(hogs)
+    if rest:
+        words += f", {rest} not run yet"
+    return words
+
+
 def figures(data):
     article = Study(data / ROUND3 / "article")
     round2 = Study(data / ROUND2 / "study")
@@ -648,6 +669,7 @@ def figures(data):
         "round3_day": day(article.summaries()),
         "hardware": hardware_words(data),
         "mig": mig_words(data),
+        "decision_progress": decision_progress(data / ROUND4 / "decision"),
         "llm_day": llm_day(data / LLM),
         "llm_protocol": llm_protocol(data / LLM),
         "llm_solo_table": llm_solo_table(data / LLM),
