@@ -307,7 +307,8 @@ fn repeats(cohorts: &[CohortSummary]) -> Vec<RepeatGroup> {
                     .collect();
                 let est = |f: fn(&RepeatPoint) -> f64| {
                     let v: Vec<f64> = points.iter().map(f).collect();
-                    stats::estimate(&v)
+                    // Rates and latencies: an interval never reaches below zero.
+                    stats::estimate_nonnegative(&v)
                 };
                 if let (Some(a), Some(p), Some(l)) = (
                     est(|p| p.aggregate_samples_per_s),

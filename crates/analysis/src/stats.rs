@@ -218,6 +218,17 @@ pub fn estimate(values: &[f64]) -> Option<Estimate> {
     })
 }
 
+/// [`estimate`] of a quantity that cannot be negative (a rate, a latency): the interval's low
+/// end is cut at zero. Two or three noisy repeats (CPU cohorts) can give a half-width above the
+/// mean, and `[-120 to 900] samples/s` says nothing a reader can use.
+#[must_use]
+pub fn estimate_nonnegative(values: &[f64]) -> Option<Estimate> {
+    estimate(values).map(|e| Estimate {
+        ci95_low: e.ci95_low.map(|l| l.max(0.0)),
+        ..e
+    })
+}
+
 #[cfg(test)]
 #[expect(
     clippy::float_cmp,
@@ -327,6 +338,16 @@ mod tests {
         assert_eq!((one.n, one.mean, one.stddev), (1, 5.0, 0.0));
         assert_eq!((one.ci95_low, one.ci95_high), (None, None));
         assert!(estimate(&[]).is_none());
+        // Wide noise: the plain interval goes below zero, the non-negative one stops there.
+        let wide = [10.0, 400.0];
+        assert!(estimate(&wide).unwrap().ci95_low.unwrap() < 0.0);
+        let cut = estimate_nonnegative(&wide).unwrap();
+        assert_eq!(cut.ci95_low, Some(0.0));
+        assert_eq!(cut.ci95_high, estimate(&wide).unwrap().ci95_high);
+        assert_eq!(
+            estimate_nonnegative(&[10.0, 11.0, 12.0]),
+            estimate(&[10.0, 11.0, 12.0])
+        );
     }
 
     #[test]
