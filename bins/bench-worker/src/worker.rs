@@ -151,6 +151,7 @@ fn initial_report(args: &Args) -> WorkerReport {
             model_file: None,
             serve: None,
             llm: None,
+            serve_llm: None,
         },
         identity: coload_device::scheduler_identity(args.node_name.clone()),
         device: None,
@@ -166,6 +167,7 @@ fn initial_report(args: &Args) -> WorkerReport {
         share: None,
         hog: None,
         serve: None,
+        serve_llm: None,
     }
 }
 
