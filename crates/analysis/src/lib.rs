@@ -54,6 +54,7 @@ mod isolation;
 mod report;
 mod scan;
 mod serve;
+mod serve_llm;
 pub mod stats;
 pub mod study_report;
 mod summarize;
@@ -73,6 +74,8 @@ pub use serve::{
     BACKLOG_BATCHES, BACKLOG_FRACTION, EARLY_STOPPING_CONFIDENCE, GROWTH_FLOOR_NS, GROWTH_RATIO,
     early_stopping_min_met, early_stopping_odds, request_latency_at,
 };
+pub use serve_llm::llm_latency_at;
 pub use summarize::{
-    CAVEATS, DEFAULT_SLO_QUANTILE, HOST_PRESSURE_PCT, Options, SERVE_CAVEAT, summarize_dirs,
+    CAVEATS, DEFAULT_SLO_QUANTILE, HOST_PRESSURE_PCT, Options, SERVE_CAVEAT, SERVE_LLM_CAVEAT,
+    summarize_dirs,
 };

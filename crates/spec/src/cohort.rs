@@ -625,8 +625,16 @@ mod tests {
                 "--execution",
                 "serve-llm runs eager only",
             ),
-            (&format!("{tiny} --ttft-slo-ms 0"), "--ttft-slo-ms", "positive"),
-            (&format!("{tiny} --tpot-slo-ms=-1"), "--tpot-slo-ms", "positive"),
+            (
+                &format!("{tiny} --ttft-slo-ms 0"),
+                "--ttft-slo-ms",
+                "positive",
+            ),
+            (
+                &format!("{tiny} --tpot-slo-ms=-1"),
+                "--tpot-slo-ms",
+                "positive",
+            ),
             (
                 &format!("{tiny} --slo-ms 10"),
                 "--slo-ms",

@@ -23,6 +23,7 @@ mod isolation;
 mod markdown;
 mod provenance;
 mod serve;
+mod serve_llm;
 mod summary;
 mod svg;
 mod text;
