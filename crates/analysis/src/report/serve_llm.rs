@@ -2,6 +2,7 @@
 
 use coload_cohort_schema::{CohortSummary, RequestLatencyMs};
 
+use super::LlmServeRow;
 use super::document::{Table, f2, f3};
 
 fn opt_ms(x: Option<f64>) -> String {
@@ -99,4 +100,48 @@ pub(crate) fn llm_overload_lines(s: &CohortSummary) -> Vec<String> {
                 .map(move |reason| format!("replica {r} overloaded: {reason}"))
         })
         .collect()
+}
+
+/// A study's `serve-llm` cohorts: TTFT and TPOT p99 against the offered rate per policy, the
+/// capacity at the objective of a search's probes, and each worker's KV cache (issue 24).
+#[must_use]
+pub(crate) fn llm_serve_table(rows: &[LlmServeRow]) -> Table {
+    let mut t = Table::new(&[
+        "policy",
+        "cohort",
+        "offered/s",
+        "TTFT p99 ms",
+        "TPOT p99 ms",
+        "tokens/s",
+        "SLO",
+        "verdict",
+        "KV cache MiB",
+        "capacity",
+    ]);
+    let mut sorted: Vec<&LlmServeRow> = rows.iter().collect();
+    sorted.sort_by(|a, b| {
+        a.policy
+            .cmp(&b.policy)
+            .then(a.offered_per_s.total_cmp(&b.offered_per_s))
+    });
+    for r in sorted {
+        let kv: Vec<String> = r
+            .kv_cache_bytes
+            .iter()
+            .map(|b| b.map_or_else(|| "-".to_owned(), |b| f2(b as f64 / (1u64 << 20) as f64)))
+            .collect();
+        t.row(vec![
+            format!("{} ({})", r.policy, r.mode),
+            r.cohort.clone(),
+            f2(r.offered_per_s),
+            opt_ms(r.ttft_p99_ms),
+            opt_ms(r.tpot_p99_ms),
+            f2(r.output_tokens_per_s),
+            r.slo.clone().unwrap_or_else(|| "-".to_owned()),
+            if r.overloaded { "overloaded" } else { "ok" }.to_owned(),
+            kv.join(", "),
+            r.capacity.clone().unwrap_or_else(|| "-".to_owned()),
+        ]);
+    }
+    t
 }
