@@ -158,23 +158,13 @@ pub fn summarize_dirs(
     let llm_scans = scan_serve_llm_workers(&inputs, common, options)?;
 
     let common_s = common.len_ns() as f64 / NS_PER_S;
-    let workers: Vec<WorkerSummary> = inputs
-        .iter()
-        .zip(&worker_scans)
-        .zip(&overlaps)
-        .zip(&serve_scans)
-        .zip(&llm_scans)
-        .map(|((((w, scan), (_, overlap)), serve), llm)| {
-            let mut summary = worker_summary(w, scan, *overlap, common_s);
-            summary.serve = serve
-                .as_ref()
-                .map(|(scan, max_batch, slo)| serve_summary(scan, common_s, *max_batch, *slo));
-            summary.serve_llm = llm
-                .as_ref()
-                .map(|(scan, shape, slo)| serve_llm_summary(scan, common_s, *shape, *slo));
-            summary
-        })
-        .collect();
+    let workers = worker_summaries(
+        &inputs,
+        &worker_scans,
+        &overlaps,
+        (&serve_scans, &llm_scans),
+        common_s,
+    );
     let mut groups = group_summaries(&workers, &worker_scans);
     let activity = crate::activity::cohort_activity(&inputs, common);
     if let Some(energy) = &activity.energy {
@@ -234,6 +224,33 @@ pub fn summarize_dirs(
     summary.warnings = warnings(&summary, &inputs);
     summary.warnings.extend(activity.warnings);
     Ok(summary)
+}
+
+/// Every worker's figures, with its request-level ones where it serves.
+fn worker_summaries(
+    inputs: &[WorkerInput],
+    scans: &[Scan],
+    overlaps: &[(u32, f64)],
+    (serve_scans, llm_scans): (&[Option<ServeResult>], &[Option<LlmResult>]),
+    common_s: f64,
+) -> Vec<WorkerSummary> {
+    inputs
+        .iter()
+        .zip(scans)
+        .zip(overlaps)
+        .zip(serve_scans)
+        .zip(llm_scans)
+        .map(|((((w, scan), (_, overlap)), serve), llm)| {
+            let mut summary = worker_summary(w, scan, *overlap, common_s);
+            summary.serve = serve
+                .as_ref()
+                .map(|(scan, max_batch, slo)| serve_summary(scan, common_s, *max_batch, *slo));
+            summary.serve_llm = llm
+                .as_ref()
+                .map(|(scan, shape, slo)| serve_llm_summary(scan, common_s, *shape, *slo));
+            summary
+        })
+        .collect()
 }
 
 /// An exclusive cohort whose workers shared a physical GPU is no baseline: refused whatever the

@@ -78,7 +78,14 @@ fn a_serve_llm_study_reports_ttft_and_tpot_against_the_rate_per_policy() {
             "0.262",
             "at least 20 requests/s at TTFT p99 <= 200 ms and TPOT p99 <= 20 ms",
         ],
-        &["timeslice (timeslice)", "5.75", "0.989", "0.362", "0.50", "| - |"],
+        &[
+            "timeslice (timeslice)",
+            "5.75",
+            "0.989",
+            "0.362",
+            "0.50",
+            "| - |",
+        ],
         &[
             "timeslice (timeslice)",
             "probe-2-20",

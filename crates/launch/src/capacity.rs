@@ -26,6 +26,10 @@ struct ProbeFailed(u8);
 
 /// The objectives of a search, milliseconds: the serve workers' and the `serve-llm` workers'.
 #[derive(Debug, Clone, Copy)]
+#[expect(
+    clippy::struct_field_names,
+    reason = "the fields are named as capacity.json's, which they fill"
+)]
 struct Objectives {
     /// `capacity.json`'s `slo_ms`: the serve workers' objective, or without serve workers the
     /// `serve-llm` workers' TTFT objective.

@@ -213,6 +213,11 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
         doc.heading(3, "Requests at a fixed rate");
         doc.table(t);
     }
+    llm_and_isolation(ctx, doc);
+}
+
+/// The LLM serving table and memory isolation, when the study measured them.
+fn llm_and_isolation(ctx: &ReportContext, doc: &mut Document) {
     if !ctx.llm_serve.is_empty() {
         doc.heading(3, "LLM serving (serve-llm workers)");
         doc.para(LLM_SERVE_NOTE);
