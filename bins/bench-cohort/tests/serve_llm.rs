@@ -143,6 +143,16 @@ fn a_serve_llm_cohort_on_the_cpu_records_every_request_and_summarizes_ttft_and_t
             .iter()
             .any(|c| c.starts_with("serve-llm workers"))
     );
+    // About 60 requests in 3 s: too few for a p99, and the summary says so.
+    assert!(s.requests < 100);
+    assert!(
+        summary
+            .warnings
+            .iter()
+            .any(|w| w.kind == "few_requests" && w.message.contains("p99 needs 100")),
+        "{:?}",
+        summary.warnings
+    );
 }
 
 #[test]

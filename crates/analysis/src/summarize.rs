@@ -852,6 +852,20 @@ fn warnings(s: &CohortSummary, inputs: &[WorkerInput]) -> Vec<SummaryWarning> {
             ));
         }
     }
+    for w in &s.workers {
+        let Some(v) = &w.serve_llm else { continue };
+        let needed = stats::min_count_for(P99);
+        if v.requests < needed {
+            out.push(warn(
+                "few_requests",
+                format!(
+                    "replica {}: {} serve-llm requests in the common interval (p99 needs \
+                     {needed}): its TTFT p99 is its slowest request's, or null",
+                    w.replica, v.requests
+                ),
+            ));
+        }
+    }
     for d in &s.colocation.devices {
         if let (Some(h), Some(sum), Some(total)) =
             (d.headroom_bytes, d.peak_sum_bytes, d.memory_total_bytes)
