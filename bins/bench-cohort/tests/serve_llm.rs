@@ -118,6 +118,12 @@ fn a_serve_llm_cohort_on_the_cpu_records_every_request_and_summarizes_ttft_and_t
         counts.completed
     );
 
+    check_summary(&out, llm.kv_cache_bytes);
+}
+
+/// The cohort's `summary.json`: the serve-llm worker's request figures, its SLO against the
+/// objectives it recorded, and the caveat and warning a short window earns.
+fn check_summary(out: &Path, kv_cache_bytes: Option<u64>) {
     let summary: CohortSummary = read_document(&out.join(files::SUMMARY)).unwrap();
     let s = summary.workers[0]
         .serve_llm
@@ -130,7 +136,7 @@ fn a_serve_llm_cohort_on_the_cpu_records_every_request_and_summarizes_ttft_and_t
     assert!(tpot.p50.unwrap() > 0.0 && tpot.p50 <= tpot.p99, "{tpot:?}");
     assert!(s.itl_ms.p50.unwrap() > 0.0);
     assert!(s.output_tokens_per_s > 0.0);
-    assert_eq!(s.kv_cache_bytes, llm.kv_cache_bytes);
+    assert_eq!(s.kv_cache_bytes, kv_cache_bytes);
     let slo = s.slo.expect("the objectives the worker recorded");
     assert_eq!(
         (slo.ttft_slo_ms, slo.tpot_slo_ms, slo.quantile),
