@@ -7,7 +7,7 @@
 # of GPT-2 small, 10 requests/s of 128 + 128 tokens, at most 16 running, TTFT <= 500 ms and
 # TPOT <= 50 ms, a 20 s window.
 # Without one: 2 decode workers of the tiny GPT-2 preset on the CPU (fp32), batch 4, 32-token
-# prompts, 32 tokens per cycle, a 10 s window; then serve-llm=1 of the tiny GPT-2, 10 requests/s
+# prompts, 32 tokens per cycle, a 10 s window; then serve-llm=1 of the tiny GPT-2, 15 requests/s
 # of 32 + 16 tokens, at most 8 running, TTFT <= 200 ms and TPOT <= 20 ms, a 10 s window.
 # COLOAD_DEMO_PROFILE=debug uses the debug build (faster to build, slower to run).
 set -euo pipefail
@@ -34,7 +34,7 @@ else
   set -- --workers decode=2 --device cpu --model gpt2-tiny --batch-size 4 \
     --prompt-tokens 32 --output-tokens 32 --window-s 10 --warmup-batches 32 --start-lead-s 3
   serve=(--workers serve-llm=1 --device cpu --model gpt2-tiny --prompt-tokens 32
-    --output-tokens 16 --max-batch 8 --rate 10 --window-s 10 --warmup-batches 8 --start-lead-s 3
+    --output-tokens 16 --max-batch 8 --rate 15 --window-s 10 --warmup-batches 8 --start-lead-s 3
     --ttft-slo-ms 200 --tpot-slo-ms 20)
 fi
 scripts/with-libtorch "$bin/bench-cohort" --mode timeslice --out "$out/decode" "$@"
