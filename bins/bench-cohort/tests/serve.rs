@@ -156,7 +156,7 @@ fn serve_flags_are_checked_against_the_mix() {
         ),
         (
             vec!["--workers", "train=1", "--rate", "10"],
-            "--rate needs a serve worker",
+            "--rate needs a serve or serve-llm worker",
         ),
         (vec!["--workers", "serve=1"], "give --rate R"),
         (

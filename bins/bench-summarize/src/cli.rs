@@ -78,9 +78,17 @@ struct SummarizeArgs {
     /// the one they recorded); refused when the cohort has no serve worker.
     #[arg(long, value_name = "MS")]
     slo_ms: Option<f64>,
-    /// The quantile that must meet --slo-ms (default 0.99: p99 <= the objective).
+    /// The quantile that must meet --slo-ms, --ttft-slo-ms and --tpot-slo-ms (default 0.99:
+    /// p99 <= the objective).
     #[arg(long, value_name = "Q")]
     slo_quantile: Option<f64>,
+    /// Judge serve-llm workers' time to first token against this objective, milliseconds
+    /// (overrides the one they recorded; with --tpot-slo-ms); refused without a serve-llm worker.
+    #[arg(long, value_name = "MS")]
+    ttft_slo_ms: Option<f64>,
+    /// Judge serve-llm workers' time per output token against this objective, milliseconds.
+    #[arg(long, value_name = "MS")]
+    tpot_slo_ms: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -169,6 +177,8 @@ fn summarize(args: &SummarizeArgs) -> anyhow::Result<ExitCode> {
         threads: args.threads,
         slo_ms: args.slo_ms,
         slo_quantile: args.slo_quantile,
+        ttft_slo_ms: args.ttft_slo_ms,
+        tpot_slo_ms: args.tpot_slo_ms,
     };
     let summary = summarize_dirs(&args.dirs, &options)?;
     if let Some(out) = &args.out {

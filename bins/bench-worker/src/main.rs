@@ -28,7 +28,7 @@ fn main() -> ExitCode {
         eprintln!("error: {message}");
         return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
     }
-    let serve = match serve_args::plan(&args) {
+    let serve = match serve_args::open_loop(&args) {
         Ok(plan) => plan,
         Err(message) => {
             eprintln!("error: {message}");

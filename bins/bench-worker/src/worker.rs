@@ -24,11 +24,12 @@ use crate::cli::Args;
 use crate::error::{WorkerError, chain};
 use crate::load::Load;
 use crate::progress::Progress;
-use crate::serve_args::ServePlan;
+use crate::serve_args::OpenLoop;
 use crate::termination::Termination;
 
 mod decode;
 mod serve;
+mod serve_llm;
 
 /// Everything measured so far; written whatever happens.
 struct Run {
@@ -46,10 +47,12 @@ struct Run {
     gpm: Vec<GpmRecord>,
     /// A serve worker's batches and schedule, written as `requests.jsonl`.
     serve_records: Option<serve::ServeRecords>,
+    /// A `serve-llm` worker's requests and iterations, written as `llm_requests.jsonl`.
+    llm_records: Option<serve_llm::LlmRecords>,
 }
 
 /// Runs the worker and returns the process exit code.
-pub(crate) fn execute(args: &Args, serve: Option<ServePlan>) -> u8 {
+pub(crate) fn execute(args: &Args, serve: Option<OpenLoop>) -> u8 {
     let progress = Progress::new(args.log_format, args.quiet, args.place.replica);
     if let Err(e) = prepare_out(&args.place.out) {
         progress.error("setup", &chain(&e));
@@ -58,7 +61,11 @@ pub(crate) fn execute(args: &Args, serve: Option<ServePlan>) -> u8 {
     let clock = Clock::anchor();
     let termination = Termination::install();
     let mut report = initial_report(args);
-    report.config.serve = serve.as_ref().map(|p| p.config.clone());
+    match &serve {
+        Some(OpenLoop::Serve(p)) => report.config.serve = Some(p.config.clone()),
+        Some(OpenLoop::Llm(p)) => report.config.serve_llm = Some(p.config.clone()),
+        None => {}
+    }
     termination.checkpoint(&report, Stage::Preflight, &args.place.out);
     let mut run = Run {
         report,
@@ -70,6 +77,7 @@ pub(crate) fn execute(args: &Args, serve: Option<ServePlan>) -> u8 {
         mig: None,
         gpm: Vec::new(),
         serve_records: None,
+        llm_records: None,
     };
     let result = run.measure(args, &clock, &progress, serve);
     let mut code = match &result {
@@ -151,6 +159,7 @@ fn initial_report(args: &Args) -> WorkerReport {
             model_file: None,
             serve: None,
             llm: None,
+            serve_llm: None,
         },
         identity: coload_device::scheduler_identity(args.node_name.clone()),
         device: None,
@@ -166,6 +175,7 @@ fn initial_report(args: &Args) -> WorkerReport {
         share: None,
         hog: None,
         serve: None,
+        serve_llm: None,
     }
 }
 
@@ -175,12 +185,18 @@ impl Run {
         args: &Args,
         clock: &Clock,
         progress: &Progress,
-        serve: Option<ServePlan>,
+        serve: Option<OpenLoop>,
     ) -> Result<(), WorkerError> {
         let mut barrier = self.preflight(args, clock, progress)?;
         self.checkpoint(Stage::Warmup);
-        if let Some(plan) = serve {
-            return self.measure_serve(barrier, plan, args, clock, progress);
+        match serve {
+            Some(OpenLoop::Serve(plan)) => {
+                return self.measure_serve(barrier, plan, args, clock, progress);
+            }
+            Some(OpenLoop::Llm(plan)) => {
+                return self.measure_serve_llm(barrier, plan, args, clock, progress);
+            }
+            None => {}
         }
         let (step, buffer) = match self.build_and_warm(args, clock, progress) {
             Ok(v) => v,
@@ -644,6 +660,9 @@ impl Run {
                 coload_timing::request_lines(&r.buffer, &r.plan.schedule, r.start_unix_ns),
             )
             .map_err(WorkerError::Write)?;
+        }
+        if let Some(r) = &self.llm_records {
+            write_lines(&out.join(files::LLM_REQUESTS), r.lines()).map_err(WorkerError::Write)?;
         }
         if !self.telemetry.is_empty() {
             write_lines(&out.join(files::TELEMETRY), &self.telemetry)

@@ -145,7 +145,43 @@ fn bad_serve_arguments_are_refused_before_anything_runs() {
         (
             "train",
             vec!["--rate".into(), "10".into()],
-            "--rate applies to --workload serve, not train".into(),
+            "--rate applies to --workload serve and serve-llm, not train".into(),
+        ),
+        // Issue 24: the serve-llm flags at the worker's own door.
+        (
+            "train",
+            vec!["--ttft-slo-ms".into(), "5".into()],
+            "--ttft-slo-ms applies to --workload serve-llm, not train".into(),
+        ),
+        (
+            "serve-llm",
+            vec![
+                "--rate".into(),
+                "5".into(),
+                "--model".into(),
+                "gpt2-tiny".into(),
+                "--prompt-tokens".into(),
+                "8".into(),
+                "--output-tokens".into(),
+                "8".into(),
+                "--kv-budget-tokens".into(),
+                "10".into(),
+            ],
+            "--kv-budget-tokens 10 cannot hold one request".into(),
+        ),
+        (
+            "serve-llm",
+            vec![
+                "--rate".into(),
+                "5".into(),
+                "--model".into(),
+                "gpt2-tiny".into(),
+                "--prompt-tokens".into(),
+                "60".into(),
+                "--output-tokens".into(),
+                "5".into(),
+            ],
+            "needs 65 positions, but gpt2-tiny has a context of 64".into(),
         ),
         (
             "serve",

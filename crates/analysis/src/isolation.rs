@@ -295,6 +295,7 @@ mod tests {
             share: None,
             hog: None,
             serve: None,
+            serve_llm: None,
         }
     }
 

@@ -54,6 +54,7 @@ mod isolation;
 mod report;
 mod scan;
 mod serve;
+mod serve_llm;
 pub mod stats;
 pub mod study_report;
 mod summarize;
@@ -64,15 +65,18 @@ pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
 pub use isolation::isolation_dirs;
 pub use report::{
-    CapacityPoint, CapacityRow, ContextCohort, IsolationRow, ReportContext, ServePoint, ServeSlo,
-    objective_words, quantile_words, render_comparison_markdown, render_comparison_markdown_with,
-    render_isolation_markdown, render_isolation_table, render_markdown, render_report_html,
-    render_report_html_with, render_table, write_report, write_report_with,
+    CapacityPoint, CapacityRow, ContextCohort, IsolationRow, LlmServeRow, ReportContext,
+    ServePoint, ServeSlo, llm_objective_words, objective_words, quantile_words,
+    render_comparison_markdown, render_comparison_markdown_with, render_isolation_markdown,
+    render_isolation_table, render_markdown, render_report_html, render_report_html_with,
+    render_table, write_report, write_report_with,
 };
 pub use serve::{
     BACKLOG_BATCHES, BACKLOG_FRACTION, EARLY_STOPPING_CONFIDENCE, GROWTH_FLOOR_NS, GROWTH_RATIO,
     early_stopping_min_met, early_stopping_odds, request_latency_at,
 };
+pub use serve_llm::llm_latency_at;
 pub use summarize::{
-    CAVEATS, DEFAULT_SLO_QUANTILE, HOST_PRESSURE_PCT, Options, SERVE_CAVEAT, summarize_dirs,
+    CAVEATS, DEFAULT_SLO_QUANTILE, HOST_PRESSURE_PCT, Options, SERVE_CAVEAT, SERVE_LLM_CAVEAT,
+    summarize_dirs,
 };

@@ -119,7 +119,7 @@ fn capacity_rows(out: &Path, index: &Index, warnings: &mut Vec<String>) -> Vec<c
                 name: e.name.clone(),
                 policy: e.policy.clone(),
                 mode: r.mode,
-                objective: crate::objective_words(r.slo_ms, r.quantile),
+                objective: capacity_objective(&r),
                 slo_ms: r.slo_ms,
                 quantile: r.quantile,
                 capacity_per_s: r.capacity_per_s,
@@ -133,6 +133,108 @@ fn capacity_rows(out: &Path, index: &Index, warnings: &mut Vec<String>) -> Vec<c
                 note: e.workers.clone(),
             }),
             Err(err) => warnings.push(format!("{}: {err}", path.display())),
+        }
+    }
+    rows
+}
+
+/// A search's objective in words: the serve workers' latency, or the `serve-llm` workers' TTFT
+/// and TPOT, or both.
+fn capacity_objective(r: &coload_cohort_schema::CapacityReport) -> String {
+    let serve = r
+        .workload_mix
+        .contains_key(&coload_cohort_schema::Workload::Serve);
+    match (r.ttft_slo_ms, r.tpot_slo_ms) {
+        (Some(ttft), Some(tpot)) => {
+            let llm = crate::llm_objective_words(ttft, tpot, r.quantile);
+            if serve {
+                format!("{} and {llm}", crate::objective_words(r.slo_ms, r.quantile))
+            } else {
+                llm
+            }
+        }
+        _ => crate::objective_words(r.slo_ms, r.quantile),
+    }
+}
+
+/// A cohort with `serve-llm` workers as a row of the LLM serving table (issue 24): their mean
+/// offered rate, the slowest one's TTFT and TPOT p99, their tokens/s and KV caches.
+fn llm_serve_row(
+    s: &CohortSummary,
+    policy: &str,
+    cohort: String,
+    capacity: Option<String>,
+) -> Option<crate::LlmServeRow> {
+    let llm: Vec<&coload_cohort_schema::ServeLlmSummary> = s
+        .workers
+        .iter()
+        .filter_map(|w| w.serve_llm.as_ref())
+        .collect();
+    if llm.is_empty() {
+        return None;
+    }
+    let slowest = |pick: fn(&coload_cohort_schema::ServeLlmSummary) -> Option<f64>| {
+        llm.iter()
+            .map(|v| pick(v))
+            .collect::<Option<Vec<f64>>>()
+            .map(|v| v.into_iter().fold(0.0, f64::max))
+    };
+    let slos: Vec<&coload_cohort_schema::LlmSloAttainment> =
+        llm.iter().filter_map(|v| v.slo.as_ref()).collect();
+    let slo = slos.first().map(|first| {
+        format!(
+            "{:.1} % within {}{}",
+            slos.iter().map(|a| a.attainment).fold(1.0, f64::min) * 100.0,
+            crate::llm_objective_words(first.ttft_slo_ms, first.tpot_slo_ms, first.quantile),
+            if slos.len() == llm.len() && slos.iter().all(|a| a.meets) {
+                " (met)"
+            } else {
+                " (missed)"
+            }
+        )
+    });
+    Some(crate::LlmServeRow {
+        policy: policy.to_owned(),
+        mode: s.mode,
+        cohort,
+        offered_per_s: llm.iter().map(|v| v.offered_per_s).sum::<f64>() / llm.len() as f64,
+        ttft_p99_ms: slowest(|v| v.ttft_ms.p99),
+        tpot_p99_ms: slowest(|v| v.tpot_ms.p99),
+        output_tokens_per_s: llm.iter().map(|v| v.output_tokens_per_s).sum(),
+        slo,
+        overloaded: llm.iter().any(|v| v.overloaded),
+        kv_cache_bytes: llm.iter().map(|v| v.kv_cache_bytes).collect(),
+        capacity,
+    })
+}
+
+/// Every capacity probe with `serve-llm` workers as a row of the LLM serving table, with its
+/// search's capacity (from the probe's own `summary.json`, in the search's folder).
+fn llm_probe_rows(
+    out: &Path,
+    index: &Index,
+    capacity: &[crate::CapacityRow],
+) -> Vec<crate::LlmServeRow> {
+    let mut rows = Vec::new();
+    for r in capacity {
+        let dir = out.join("cohorts").join(&r.name);
+        let Some(e) = index.cohorts.iter().find(|e| e.name == r.name) else {
+            continue;
+        };
+        let words = format!("{} requests/s at {}", r.capacity_words(), r.objective);
+        for (k, p) in r.probes.iter().enumerate() {
+            let name = format!("probe-{}-{}", k + 1, p.rate_per_s);
+            let Ok(s) = coload_cohort_schema::read_document::<CohortSummary>(
+                &dir.join(&name).join("summary.json"),
+            ) else {
+                continue;
+            };
+            rows.extend(llm_serve_row(
+                &s,
+                &e.policy,
+                format!("{} {name}", r.name),
+                Some(words.clone()),
+            ));
         }
     }
     rows
@@ -646,6 +748,11 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
                     .or_else(|| e.capacity.clone())
                     .unwrap_or_default(),
             })
+            .collect(),
+        llm_serve: summaries
+            .iter()
+            .filter_map(|(s, e)| llm_serve_row(s, &e.policy, s.experiment.clone(), None))
+            .chain(llm_probe_rows(out, index, &capacity))
             .collect(),
         capacity,
         serve_points: summaries

@@ -15,6 +15,7 @@ use crate::inputs::{WorkerInput, discover, read_reports};
 use crate::interval::{MIN_OVERLAP_FRACTION, Span, common_interval, cuts, overlap_fraction};
 use crate::scan::{PhaseDurations, Scan, scan_all};
 use crate::serve::{ServeScan, Slo, scan_requests, serve_summary};
+use crate::serve_llm::{LlmScan, LlmShape, LlmSlo, scan_llm_requests, serve_llm_summary};
 use crate::stats::{self, P90, P99, P999};
 
 /// Nanoseconds per second.
@@ -37,6 +38,12 @@ pub const SERVE_CAVEAT: &str = "serve workers: a request's latency runs from its
      of the common interval count as SLO misses and rank above every completed request in the \
      percentiles";
 
+/// Added to the caveats of a cohort with a `serve-llm` worker (issue 24).
+pub const SERVE_LLM_CAVEAT: &str = "serve-llm workers: TTFT runs from a request's scheduled \
+     (open-loop) arrival to its first token, TPOT is (last - first token) / (output - 1) over \
+     completed requests; requests not completed by the end of the common interval count as SLO \
+     misses, so attainment and goodput are lower bounds near the interval's end";
+
 /// The quantile an SLO is judged at when none is given: p99.
 pub const DEFAULT_SLO_QUANTILE: f64 = 0.99;
 
@@ -52,17 +59,28 @@ pub struct Options {
     pub slo_ms: Option<f64>,
     /// The quantile that must meet the objective ([`DEFAULT_SLO_QUANTILE`] when `None`).
     pub slo_quantile: Option<f64>,
+    /// Judge `serve-llm` workers' time to first token against this objective, milliseconds
+    /// (overrides the one they recorded; with `tpot_slo_ms`). Refused without such a worker.
+    pub ttft_slo_ms: Option<f64>,
+    /// Judge `serve-llm` workers' time per output token against this objective, milliseconds.
+    pub tpot_slo_ms: Option<f64>,
 }
 
 /// Checks the SLO options: a positive objective, a quantile in (0, 1) of at most three
 /// decimals (percentiles are computed in parts per thousand).
 fn check_slo(options: &Options) -> Result<(), AnalysisError> {
-    if let Some(ms) = options.slo_ms
-        && !(ms.is_finite() && ms > 0.0)
-    {
-        return Err(AnalysisError::Slo(format!(
-            "--slo-ms must be a positive number of milliseconds, got {ms}"
-        )));
+    for (value, flag) in [
+        (options.slo_ms, "--slo-ms"),
+        (options.ttft_slo_ms, "--ttft-slo-ms"),
+        (options.tpot_slo_ms, "--tpot-slo-ms"),
+    ] {
+        if let Some(ms) = value
+            && !(ms.is_finite() && ms > 0.0)
+        {
+            return Err(AnalysisError::Slo(format!(
+                "{flag} must be a positive number of milliseconds, got {ms}"
+            )));
+        }
     }
     if let Some(q) = options.slo_quantile {
         let permille = q * 1000.0;
@@ -137,21 +155,16 @@ pub fn summarize_dirs(
     }
     check_scans(&inputs, &worker_scans)?;
     let serve_scans = scan_serve_workers(&inputs, common, options, threads)?;
+    let llm_scans = scan_serve_llm_workers(&inputs, common, options)?;
 
     let common_s = common.len_ns() as f64 / NS_PER_S;
-    let workers: Vec<WorkerSummary> = inputs
-        .iter()
-        .zip(&worker_scans)
-        .zip(&overlaps)
-        .zip(&serve_scans)
-        .map(|(((w, scan), (_, overlap)), serve)| {
-            let mut summary = worker_summary(w, scan, *overlap, common_s);
-            summary.serve = serve
-                .as_ref()
-                .map(|(scan, max_batch, slo)| serve_summary(scan, common_s, *max_batch, *slo));
-            summary
-        })
-        .collect();
+    let workers = worker_summaries(
+        &inputs,
+        &worker_scans,
+        &overlaps,
+        (&serve_scans, &llm_scans),
+        common_s,
+    );
     let mut groups = group_summaries(&workers, &worker_scans);
     let activity = crate::activity::cohort_activity(&inputs, common);
     if let Some(energy) = &activity.energy {
@@ -205,9 +218,39 @@ pub fn summarize_dirs(
     if serve_scans.iter().any(Option::is_some) {
         summary.caveats.push(SERVE_CAVEAT.to_owned());
     }
+    if llm_scans.iter().any(Option::is_some) {
+        summary.caveats.push(SERVE_LLM_CAVEAT.to_owned());
+    }
     summary.warnings = warnings(&summary, &inputs);
     summary.warnings.extend(activity.warnings);
     Ok(summary)
+}
+
+/// Every worker's figures, with its request-level ones where it serves.
+fn worker_summaries(
+    inputs: &[WorkerInput],
+    scans: &[Scan],
+    overlaps: &[(u32, f64)],
+    (serve_scans, llm_scans): (&[Option<ServeResult>], &[Option<LlmResult>]),
+    common_s: f64,
+) -> Vec<WorkerSummary> {
+    inputs
+        .iter()
+        .zip(scans)
+        .zip(overlaps)
+        .zip(serve_scans)
+        .zip(llm_scans)
+        .map(|((((w, scan), (_, overlap)), serve), llm)| {
+            let mut summary = worker_summary(w, scan, *overlap, common_s);
+            summary.serve = serve
+                .as_ref()
+                .map(|(scan, max_batch, slo)| serve_summary(scan, common_s, *max_batch, *slo));
+            summary.serve_llm = llm
+                .as_ref()
+                .map(|(scan, shape, slo)| serve_llm_summary(scan, common_s, *shape, *slo));
+            summary
+        })
+        .collect()
 }
 
 /// An exclusive cohort whose workers shared a physical GPU is no baseline: refused whatever the
@@ -259,6 +302,21 @@ fn check_slo_has_serve(options: &Options, inputs: &[WorkerInput]) -> Result<(), 
     let Some(reference) = inputs.first() else {
         return Ok(());
     };
+    let has_llm = inputs
+        .iter()
+        .any(|w| w.report.config.workload == Workload::ServeLlm);
+    for (given, flag) in [
+        (options.ttft_slo_ms.is_some(), "--ttft-slo-ms"),
+        (options.tpot_slo_ms.is_some(), "--tpot-slo-ms"),
+    ] {
+        if given && !has_llm {
+            return Err(AnalysisError::Slo(format!(
+                "{flag} judges serve-llm requests, but cohort {} has no serve-llm worker; leave \
+                 {flag} out",
+                reference.report.experiment
+            )));
+        }
+    }
     if options.slo_ms.is_some() && !inputs.iter().any(is_serve) {
         return Err(AnalysisError::Slo(format!(
             "--slo-ms judges request latency, but cohort {} has no serve worker (workloads: {}); \
@@ -369,6 +427,81 @@ fn scan_serve_workers(
                 ),
             });
         }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(AnalysisError::Cohort(problems))
+    }
+}
+
+/// One `serve-llm` worker's scan, its shape and the objectives it is judged by.
+type LlmResult = (LlmScan, LlmShape, Option<LlmSlo>);
+
+/// Reads every `serve-llm` worker's `llm_requests.jsonl` and checks it against the worker's
+/// report. `None` for the other workers. The objectives are the summarizer's where given, else
+/// the worker's; both are needed for an SLO.
+fn scan_serve_llm_workers(
+    inputs: &[WorkerInput],
+    common: Span,
+    options: &Options,
+) -> Result<Vec<Option<LlmResult>>, AnalysisError> {
+    let quantile = options.slo_quantile.unwrap_or(DEFAULT_SLO_QUANTILE);
+    let mut problems = Vec::new();
+    let mut out = Vec::with_capacity(inputs.len());
+    for w in inputs {
+        if w.report.config.workload != Workload::ServeLlm {
+            out.push(None);
+            continue;
+        }
+        let bad = |message: String| CohortProblem::BadServe {
+            dir: w.dir.clone(),
+            replica: w.report.replica,
+            message,
+        };
+        let (Some(config), Some(info)) = (&w.report.config.serve_llm, w.report.serve_llm) else {
+            problems.push(bad(
+                "a serve-llm worker without config.serve_llm or serve_llm in worker.json".into(),
+            ));
+            out.push(None);
+            continue;
+        };
+        let path = w.dir.join(files::LLM_REQUESTS);
+        if !path.is_file() {
+            problems.push(bad(format!("no {}", files::LLM_REQUESTS)));
+            out.push(None);
+            continue;
+        }
+        let slo = match (
+            options.ttft_slo_ms.or(config.ttft_slo_ms),
+            options.tpot_slo_ms.or(config.tpot_slo_ms),
+        ) {
+            (Some(ttft_ms), Some(tpot_ms)) => Some(LlmSlo {
+                ttft_ms,
+                tpot_ms,
+                quantile,
+            }),
+            _ => None,
+        };
+        let scan = scan_llm_requests(&path, common, slo)?;
+        if scan.file_requests != info.requests {
+            problems.push(bad(format!(
+                "{} lists {} requests but worker.json says serve_llm.requests = {} (a truncated \
+                 or mixed-up file)",
+                files::LLM_REQUESTS,
+                scan.file_requests,
+                info.requests
+            )));
+        }
+        let shape = LlmShape {
+            prompt_tokens: config.prompt_tokens,
+            output_tokens: config.output_tokens,
+            max_batch: config.max_batch,
+            kv_budget_tokens: config.kv_budget_tokens,
+            kv_cache_bytes: w.report.config.llm.as_ref().and_then(|l| l.kv_cache_bytes),
+            kv_reserved_tokens_max: Some(info.kv_reserved_tokens_max),
+        };
+        out.push(Some((scan, shape, slo)));
     }
     if problems.is_empty() {
         Ok(out)
@@ -558,12 +691,16 @@ fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> 
         hog: r.hog.clone(),
         serve: None,
         decode: decode_summary(w, scan, common_s),
+        serve_llm: None,
     }
 }
 
 /// A decode worker's figures by phase (issue 24): tokens/s, prefill latency and time per
 /// output token, nearest-rank as every other latency here.
 fn decode_summary(w: &WorkerInput, scan: &Scan, common_s: f64) -> Option<DecodeSummary> {
+    if w.report.config.workload != Workload::Decode {
+        return None;
+    }
     let llm = w.report.config.llm.as_ref()?;
     let empty = PhaseDurations::default();
     let phases = scan.phases.as_ref().unwrap_or(&empty);
@@ -711,6 +848,20 @@ fn warnings(s: &CohortSummary, inputs: &[WorkerInput]) -> Vec<SummaryWarning> {
                     w.replica,
                     w.batches,
                     short.join(", ")
+                ),
+            ));
+        }
+    }
+    for w in &s.workers {
+        let Some(v) = &w.serve_llm else { continue };
+        let needed = stats::min_count_for(P99);
+        if v.requests < needed {
+            out.push(warn(
+                "few_requests",
+                format!(
+                    "replica {}: {} serve-llm requests in the common interval (p99 needs \
+                     {needed}): its TTFT p99 is its slowest request's, or null",
+                    w.replica, v.requests
                 ),
             ));
         }

@@ -340,14 +340,15 @@ pub(crate) fn common_args(
     Ok(args)
 }
 
-/// What replica `workload` adds: its workload, and the serve flags for a serve worker.
+/// What replica `workload` adds: its workload, and the serve flags for a serve or serve-llm
+/// worker (each its own: `ServeFlags::for_workload`).
 pub(crate) fn per_replica_args(
     spec: &CohortSpec,
     workload: Workload,
 ) -> Result<Vec<String>, ClusterError> {
     let mut args = vec!["--workload".to_owned(), workload.to_string()];
-    if workload == Workload::Serve {
-        args.extend(strings(to_argv(&spec.serve)?)?);
+    if let Some(serve) = spec.serve.for_workload(workload) {
+        args.extend(strings(to_argv(&serve)?)?);
     }
     Ok(args)
 }

@@ -1,7 +1,8 @@
 //! Argument fidelity: for random cohort specs, the command each Pod of the rendered Job runs
 //! (its container's `sh -c` script executed with JOB_COMPLETION_INDEX = i, and a `bench-worker`
 //! that only prints its argv), parsed by bench-worker's own parser, gives back the spec: the
-//! same worker flags, the serve flags for serve replicas only, replica i of N, the experiment and
+//! same worker flags, the serve flags for serve and serve-llm replicas only (each its own:
+//! `ServeFlags::for_workload`), replica i of N, the experiment and
 //! the claim's folders. Also: every YAML document the renderers write reads back (PyYAML) as
 //! the manifest it was written from.
 
@@ -147,11 +148,19 @@ prop_compose! {
         slo in proptest::option::of(1u32..100),
         hog_gib in proptest::option::of(1u64..100),
         mps in 0usize..3,
+        (llm, kv_budget, ttft, tpot) in (
+            0u32..3,
+            proptest::option::of(256u64..100_000),
+            proptest::option::of(1u32..1000),
+            proptest::option::of(1u32..100),
+        ),
     ) -> (CohortSpec, bool, bool) {
         let (train, infer, serve, hog) = counts;
-        let train = if train + infer + serve == 0 { 1 } else { train };
+        let train = if train + infer + serve + llm == 0 { 1 } else { train };
         let mut parts = Vec::new();
-        for (w, n) in [("hog", hog), ("serve", serve), ("infer", infer), ("train", train)] {
+        for (w, n) in [
+            ("hog", hog), ("serve", serve), ("serve-llm", llm), ("infer", infer), ("train", train),
+        ] {
             if n > 0 { parts.push(format!("{w}={n}")); }
         }
         let mode = [Mode::Exclusive, Mode::Timeslice, Mode::Mps, Mode::Mig, Mode::MigTimeslice][mode];
@@ -164,11 +173,16 @@ prop_compose! {
         f.image_size = image;
         f.precision = Some([Precision::Fp32, Precision::Bf16][precision]);
         f.seed = seed;
-        let file = model >= MODELS.len();
-        if model < MODELS.len() {
+        // A serve-llm worker runs the default LLM beside the default vision model.
+        let file = model >= MODELS.len() && llm == 0;
+        if model < MODELS.len() && llm == 0 {
             f.model = Some(MODELS[model].parse().unwrap());
         }
-        f.execution = if graph && serve == 0 { Execution::CudaGraph } else { Execution::Eager };
+        f.execution = if graph && serve + llm == 0 {
+            Execution::CudaGraph
+        } else {
+            Execution::Eager
+        };
         f.strict_device = strict_device;
         f.telemetry_hz = f64::from(telemetry) / 2.0;
         f.device = DeviceChoice::Auto;
@@ -180,14 +194,21 @@ prop_compose! {
                 _ => { f.mps_threads = Some(50); f.mps_memory = Some(ByteSize(20 << 30)); }
             }
         }
-        if serve > 0 {
+        if serve + llm > 0 {
             s.serve.rate = (!trace).then_some(f64::from(rate) / 8.0);
             s.serve.arrivals = if uniform { Arrivals::Uniform } else { Arrivals::Poisson };
             s.serve.max_batch = max_batch;
+        }
+        if serve > 0 {
             s.serve.max_queue_delay_ms = f64::from(delay) / 4.0;
             s.serve.slo_ms = slo.map(f64::from);
         }
-        (s, file, serve > 0 && trace)
+        if llm > 0 {
+            s.serve.kv_budget_tokens = kv_budget;
+            s.serve.ttft_slo_ms = ttft.map(f64::from);
+            s.serve.tpot_slo_ms = tpot.map(f64::from);
+        }
+        (s, file, serve + llm > 0 && trace)
     }
 }
 
@@ -253,10 +274,15 @@ proptest! {
                 &parsed.place.out,
                 &volume.join("coload-results").join(&experiment).join(format!("worker-{i}"))
             );
-            if *w == Workload::Serve {
-                let mut want = spec.serve.clone();
+            if let Some(mut want) = spec.serve.for_workload(*w) {
                 want.arrivals_file = spec.serve.arrivals_file.as_deref().map(in_volume);
                 prop_assert_eq!(&parsed.serve, &want);
+                if *w == Workload::ServeLlm {
+                    prop_assert_eq!(parsed.serve.ttft_slo_ms, spec.serve.ttft_slo_ms);
+                    prop_assert_eq!(parsed.serve.slo_ms, None);
+                } else {
+                    prop_assert!(!argv.iter().any(|a| a == "--ttft-slo-ms" || a == "--kv-budget-tokens"));
+                }
             } else {
                 prop_assert_eq!(&parsed.serve, &default_serve());
                 prop_assert!(!argv.iter().any(|a| a == "--rate" || a == "--arrivals"));

@@ -20,6 +20,14 @@ pub struct BatchRecord {
     /// written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
+    /// A `serve-llm` iteration's sequences (its batch occupancy: the newly admitted requests of
+    /// a prefill, every running request of a decode); absent for other workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequences: Option<u32>,
+    /// KV-cache tokens reserved by every running request during a `serve-llm` iteration; absent
+    /// for other workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_reserved_tokens: Option<u64>,
 }
 
 /// What an LLM iteration did.

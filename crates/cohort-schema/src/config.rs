@@ -85,6 +85,11 @@ pub enum Workload {
     /// its prompt, then generates one token per step with the KV cache, then starts again. Each
     /// prefill and each decode step is one record; samples are generated tokens.
     Decode,
+    /// A built-in decoder-only LLM serving open-loop requests with continuous (iteration-level)
+    /// batching (issue 24): each iteration, prefill or decode, is one record (samples are the
+    /// tokens it generated), and each request is one line of `llm_requests.jsonl` (TTFT, TPOT).
+    #[serde(rename = "serve-llm")]
+    ServeLlm,
 }
 
 impl Workload {
@@ -98,7 +103,7 @@ impl Workload {
     /// Whether the workload runs a built-in LLM (`config.llm`, `--prompt-tokens`, ...).
     #[must_use]
     pub fn is_llm(self) -> bool {
-        self == Workload::Decode
+        matches!(self, Workload::Decode | Workload::ServeLlm)
     }
 
     /// The name used on the command line and in documents.
@@ -110,6 +115,7 @@ impl Workload {
             Workload::Serve => "serve",
             Workload::Hog => "hog",
             Workload::Decode => "decode",
+            Workload::ServeLlm => "serve-llm",
         }
     }
 }
@@ -130,8 +136,9 @@ impl std::str::FromStr for Workload {
             "serve" => Ok(Workload::Serve),
             "hog" => Ok(Workload::Hog),
             "decode" => Ok(Workload::Decode),
+            "serve-llm" => Ok(Workload::ServeLlm),
             _ => Err(format!(
-                "unknown workload `{s}` (expected train, infer, serve, hog or decode)"
+                "unknown workload `{s}` (expected train, infer, serve, hog, decode or serve-llm)"
             )
             .into()),
         }
@@ -514,14 +521,59 @@ pub struct WorkerConfig {
     /// It belongs to the worker, like `serve`, and is not compared across the cohort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmConfig>,
+    /// A `serve-llm` worker's arrivals, token counts, continuous-batching limits and objectives
+    /// (issue 24); absent for other workloads. The worker's own, like `serve`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_llm: Option<ServeLlmConfig>,
 }
 
-/// What an LLM worker (`decode`) runs: the built-in model, its batch and its token counts.
+/// The scheduling policy of every `serve-llm` worker: admission in arrival order (a head that
+/// does not fit blocks the queue) under `max_batch` and the KV budget, a prefill iteration for
+/// the newly admitted requests before any decode (`coload_timing::run_llm_serve`).
+pub const FCFS_PREFILL_FIRST: &str = "fcfs_prefill_first";
+
+/// How a `serve-llm` worker's requests arrive and are batched, and the objectives it was run
+/// for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServeLlmConfig {
+    /// Offered load, requests per second (for a file: the file's requests / window).
+    pub rate_per_s: f64,
+    /// `poisson` (seeded by `seed`), `uniform` or `file`.
+    pub arrivals: String,
+    /// The offsets file, as given, when `arrivals` is `file`.
+    #[serde(default)]
+    pub arrivals_file: Option<String>,
+    /// The seed of the Poisson arrivals (and of the model and its prompts).
+    pub seed: u64,
+    /// Prompt length of every request, tokens.
+    pub prompt_tokens: u32,
+    /// Output length of every request, tokens (the first comes out of its prefill).
+    pub output_tokens: u32,
+    /// The most requests running at once (the KV cache's slots).
+    pub max_batch: u32,
+    /// KV-cache tokens the running requests may reserve together (each reserves
+    /// `prompt_tokens + output_tokens` at admission).
+    pub kv_budget_tokens: u64,
+    /// The model's context, tokens.
+    pub context_tokens: u32,
+    /// The scheduling policy ([`FCFS_PREFILL_FIRST`]).
+    pub policy: String,
+    /// The time-to-first-token objective, milliseconds (the summarizer's `--ttft-slo-ms`
+    /// overrides it).
+    #[serde(default)]
+    pub ttft_slo_ms: Option<f64>,
+    /// The time-per-output-token objective, milliseconds (the summarizer's `--tpot-slo-ms`
+    /// overrides it).
+    #[serde(default)]
+    pub tpot_slo_ms: Option<f64>,
+}
+
+/// What an LLM worker (`decode`, `serve-llm`) runs: the built-in model, its batch and its token counts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LlmConfig {
     /// The built-in preset (`gpt2-small`, `tinyllama-1.1b`, `gpt2-tiny`, `llama-tiny`).
     pub model: String,
-    /// Sequences decoded together.
+    /// Sequences decoded together (`serve-llm`: the most running at once, its cache's slots).
     pub batch_size: u32,
     /// Prompt length of every sequence, tokens.
     pub prompt_tokens: u32,
@@ -601,6 +653,7 @@ impl WorkerConfig {
             model_file: None,
             serve: None,
             llm: None,
+            serve_llm: None,
         }
     }
 

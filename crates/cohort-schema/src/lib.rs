@@ -31,6 +31,7 @@ mod error;
 pub mod exit;
 mod failure;
 mod hog;
+mod llm_request;
 mod read;
 mod request;
 mod share;
@@ -48,12 +49,14 @@ pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::{BatchRecord, Phase};
 pub use cohort_failure::{CohortFailure, WorkerOutcome};
 pub use config::{
-    ConfigDifference, DeviceChoice, Execution, InputShape, LlmConfig, Mode, ModelDeclaration,
-    ModelFile, Precision, ServeConfig, TORCHSCRIPT_MODEL, WorkerConfig, Workload,
+    ConfigDifference, DeviceChoice, Execution, FCFS_PREFILL_FIRST, InputShape, LlmConfig, Mode,
+    ModelDeclaration, ModelFile, Precision, ServeConfig, ServeLlmConfig, TORCHSCRIPT_MODEL,
+    WorkerConfig, Workload,
 };
 pub use error::{SchemaError, ValueError};
 pub use failure::{FailureKind, Stage, Status};
 pub use hog::{HogReport, HogStop, HoldMarker, IsolationOutcome, IsolationResult, TenantOutcome};
+pub use llm_request::{LlmRequestLine, LlmRequestReader};
 pub use read::{
     BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
     read_lines, read_worker_report, write_json_atomic,
@@ -63,8 +66,9 @@ pub use share::{ByteSize, DeclaredShare, MIB, ObservedShare, SharePolicy, ShareR
 pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
 pub use worker::{
-    BarrierTiming, DeviceInfo, DeviceKind, Failure, HostInfo, Identity, MemoryInfo, MemorySource,
-    RuntimeInfo, ServeWindowInfo, WindowInfo, WorkerReport, WorkerWarning,
+    BarrierTiming, DeviceInfo, DeviceKind, Failure, HostInfo, Identity, LlmServeWindowInfo,
+    MemoryInfo, MemorySource, RuntimeInfo, ServeWindowInfo, WindowInfo, WorkerReport,
+    WorkerWarning,
 };
 
 /// The version of every document this crate writes and the newest it reads.
@@ -87,6 +91,9 @@ pub mod files {
     /// A serve worker's requests: one JSON line per dispatched batch with its requests' arrivals,
     /// then the requests never dispatched.
     pub const REQUESTS: &str = "requests.jsonl";
+    /// A `serve-llm` worker's requests: one JSON line per request, in arrival order, with its
+    /// admission and every output token's completion (issue 24).
+    pub const LLM_REQUESTS: &str = "llm_requests.jsonl";
     /// A failed cohort's [`crate::CohortFailure`], beside its worker folders.
     pub const COHORT_FAILURE: &str = "failure.json";
     /// A cohort's summary, beside its worker folders.

@@ -199,6 +199,97 @@ pub struct WorkerSummary {
     /// A decode worker's token figures by phase (issue 24; absent for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode: Option<DecodeSummary>,
+    /// A `serve-llm` worker's request-level figures (issue 24; absent for other workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_llm: Option<ServeLlmSummary>,
+}
+
+/// A `serve-llm` worker's requests over the common interval: those whose scheduled arrival lies
+/// in it (issue 24).
+///
+/// A request is *completed* when its last token was out by the interval's end, *unfinished*
+/// when it was admitted by then but is not complete, *not admitted* otherwise. Percentiles are
+/// nearest-rank and exact. TTFT ranks the requests without a first token by the end above every
+/// other (a percentile falling on them is null), as the end-to-end latency ranks the requests
+/// not completed; TPOT is over the completed requests of at least two tokens (vLLM's
+/// benchmark), and the inter-token latencies over every gap between two tokens out by the end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServeLlmSummary {
+    /// Prompt length of every request, tokens.
+    pub prompt_tokens: u32,
+    /// Output length of every request, tokens.
+    pub output_tokens: u32,
+    /// The most requests running at once.
+    pub max_batch: u32,
+    /// The KV-cache token budget.
+    pub kv_budget_tokens: u64,
+    /// Requests whose scheduled arrival lies in the common interval.
+    pub requests: u64,
+    /// Those whose last token was out by the interval's end.
+    pub completed: u64,
+    /// Those admitted by the end but not complete.
+    pub unfinished: u64,
+    /// Those not admitted by the end.
+    pub not_admitted: u64,
+    /// `requests / common seconds`: the load offered.
+    pub offered_per_s: f64,
+    /// `completed / common seconds`.
+    pub completed_per_s: f64,
+    /// Output tokens out inside the common interval (of any request) / common seconds.
+    pub output_tokens_per_s: f64,
+    /// Time to first token: first token minus *scheduled* arrival (queueing included).
+    pub ttft_ms: RequestLatencyMs,
+    /// Time per output token after the first, `(last - first) / (output - 1)`, completed
+    /// requests of at least two tokens.
+    pub tpot_ms: RequestLatencyMs,
+    /// Inter-token latencies: the gaps between consecutive tokens of a request.
+    pub itl_ms: RequestLatencyMs,
+    /// End-to-end: last token minus scheduled arrival.
+    pub e2e_ms: RequestLatencyMs,
+    /// Admission (start of the prefill) minus scheduled arrival, admitted requests.
+    pub queueing_ms: RequestLatencyMs,
+    /// Attainment of the TTFT and TPOT objectives together, when both were given.
+    pub slo: Option<LlmSloAttainment>,
+    /// The server could not keep up: see `overload_reasons`.
+    pub overloaded: bool,
+    /// Why it is judged overloaded (empty when it is not).
+    pub overload_reasons: Vec<String>,
+    /// True when `overloaded`: the percentiles describe this window only and are lower bounds
+    /// of what a longer run would show.
+    pub percentiles_are_lower_bounds: bool,
+    /// Bytes of the worker's preallocated KV cache (`max_batch` sequences of the whole
+    /// context), where recorded: the device memory the cache held through the window.
+    #[serde(default)]
+    pub kv_cache_bytes: Option<u64>,
+    /// The most KV-cache tokens its running requests reserved together (the worker's whole
+    /// window).
+    #[serde(default)]
+    pub kv_reserved_tokens_max: Option<u64>,
+}
+
+/// How many `serve-llm` requests met the TTFT and TPOT objectives together, and whether the
+/// objectives are met at the quantile.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LlmSloAttainment {
+    /// The TTFT objective, milliseconds.
+    pub ttft_slo_ms: f64,
+    /// The TPOT objective, milliseconds.
+    pub tpot_slo_ms: f64,
+    /// The quantile that must meet each (0.99: p99 <= objective).
+    pub quantile: f64,
+    /// Completed requests whose TTFT and TPOT both met their objectives (a one-token request
+    /// has no TPOT and is judged on its TTFT).
+    pub met: u64,
+    /// `met / requests`: unfinished and never-admitted requests count as misses.
+    pub attainment: f64,
+    /// `met / common seconds`: requests per second served within both objectives.
+    pub goodput_per_s: f64,
+    /// The TTFT at the quantile is within its objective (null TTFT: not).
+    pub ttft_met: bool,
+    /// The TPOT at the quantile is within its objective (no TPOT: not).
+    pub tpot_met: bool,
+    /// The verdict: `ttft_met`, `tpot_met`, and the server not overloaded.
+    pub meets: bool,
 }
 
 /// A decode worker's kept iterations split by phase (issue 24). Every iteration generates one
@@ -626,10 +717,18 @@ pub struct CapacityReport {
     pub mode: Mode,
     /// Workers per workload in every probe.
     pub workload_mix: BTreeMap<Workload, u32>,
-    /// The objective, milliseconds.
+    /// The objective, milliseconds: the serve workers' request latency objective; in a search
+    /// without serve workers, the `serve-llm` workers' TTFT objective (as `ttft_slo_ms`).
     pub slo_ms: f64,
     /// The quantile that must meet it.
     pub quantile: f64,
+    /// The `serve-llm` workers' TTFT objective, milliseconds (issue 24; absent in a search
+    /// without them, and in older documents).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_slo_ms: Option<f64>,
+    /// The `serve-llm` workers' TPOT objective, milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_slo_ms: Option<f64>,
     /// The highest rate that passed below every rate that failed, requests per second per serve
     /// worker (null when none passed).
     pub capacity_per_s: Option<f64>,
@@ -661,6 +760,33 @@ pub struct CapacityProbe {
     /// Per serve worker: offered and completed rate, the latency at the quantile (null when it
     /// falls on an unfinished request), attainment, and the verdict's parts.
     pub serve: Vec<CapacityProbeWorker>,
+    /// Per `serve-llm` worker: the same for TTFT and TPOT (issue 24; absent without them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serve_llm: Vec<CapacityProbeLlmWorker>,
+}
+
+/// One `serve-llm` worker in one probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapacityProbeLlmWorker {
+    /// Replica id.
+    pub replica: u32,
+    /// Requests offered per second over the common interval.
+    pub offered_per_s: f64,
+    /// Requests completed per second.
+    pub completed_per_s: f64,
+    /// TTFT at the report's quantile, milliseconds (null when it falls on a request without a
+    /// first token).
+    pub ttft_ms: Option<f64>,
+    /// TPOT at the report's quantile, milliseconds (null without a completed request).
+    pub tpot_ms: Option<f64>,
+    /// Fraction of requests within both objectives.
+    pub attainment: f64,
+    /// The TTFT objective was met at the quantile.
+    pub ttft_met: bool,
+    /// The TPOT objective was met at the quantile.
+    pub tpot_met: bool,
+    /// The server was judged overloaded.
+    pub overloaded: bool,
 }
 
 /// One serve worker in one probe.

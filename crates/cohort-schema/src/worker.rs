@@ -279,6 +279,32 @@ pub struct WorkerReport {
     /// A serve worker's request counts (absent for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve: Option<ServeWindowInfo>,
+    /// A `serve-llm` worker's request, token and iteration counts (issue 24; absent for other
+    /// workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_llm: Option<LlmServeWindowInfo>,
+}
+
+/// What a `serve-llm` worker's window did with its requests, by the window's end (the worker's
+/// own window; the summary recounts them over the cohort's common interval).
+/// `llm_requests.jsonl` lists each request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmServeWindowInfo {
+    /// Requests scheduled inside the window (lines of `llm_requests.jsonl`).
+    pub requests: u64,
+    /// Requests whose last token was out by the window's end.
+    pub completed: u64,
+    /// Requests admitted but not complete by the window's end.
+    pub unfinished: u64,
+    /// Requests never admitted (queued at the end).
+    pub not_admitted: u64,
+    /// Output tokens out by the window's end.
+    pub tokens_in_window: u64,
+    /// Iterations (prefill or decode) that ended inside the window (lines of `batches.jsonl`).
+    pub iterations_in_window: u64,
+    /// The most KV-cache tokens the running requests reserved together during an iteration
+    /// (at most `config.serve_llm.kv_budget_tokens`).
+    pub kv_reserved_tokens_max: u64,
 }
 
 /// What a serve worker's window did with its requests. `requests.jsonl` lists each of them.

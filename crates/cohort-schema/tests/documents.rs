@@ -133,6 +133,7 @@ fn report() -> WorkerReport {
         share: None,
         hog: None,
         serve: None,
+        serve_llm: None,
     }
 }
 
@@ -330,6 +331,8 @@ fn lines_are_pinned_and_round_trip() {
         end_unix_ns: 5_008_871_800,
         samples: 32,
         phase: None,
+        sequences: None,
+        kv_reserved_tokens: None,
     };
     let sample = TelemetrySample {
         t_unix_ns: 5_000_100_000,

@@ -1,13 +1,18 @@
 //! `--find-capacity`: one full cohort per probe rate, bracketing then bisecting
 //! (`coload_analysis::capacity`), every probe kept in `capacity.json`.
+//!
+//! A probe passes when every serve worker meets `--slo-ms` (its SLO verdict) and every
+//! `serve-llm` worker its TTFT and TPOT objectives at once (issue 24: the TTFT and the TPOT at
+//! `--slo-quantile` within `--ttft-slo-ms` and `--tpot-slo-ms`, and not overloaded): the
+//! slowest open-loop worker decides.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use coload_analysis::capacity::{CapacitySearch, StopReason, find_capacity};
 use coload_cohort_schema::{
-    CapacityProbe, CapacityProbeWorker, CapacityReport, CohortSummary, SCHEMA_VERSION, Workload,
-    exit, read_document, write_json_atomic,
+    CapacityProbe, CapacityProbeLlmWorker, CapacityProbeWorker, CapacityReport, CohortSummary,
+    SCHEMA_VERSION, Workload, exit, read_document, write_json_atomic,
 };
 use coload_spec::DEFAULT_SLO_QUANTILE;
 
@@ -19,15 +24,55 @@ use coload_spec::{Mix, error_chain as chain};
 /// Why a probe stopped the search.
 struct ProbeFailed(u8);
 
-/// The search `--find-capacity` asks for and its objective (ms). The numbers were checked by
+/// The objectives of a search, milliseconds: the serve workers' and the `serve-llm` workers'.
+#[derive(Debug, Clone, Copy)]
+#[expect(
+    clippy::struct_field_names,
+    reason = "the fields are named as capacity.json's, which they fill"
+)]
+struct Objectives {
+    /// `capacity.json`'s `slo_ms`: the serve workers' objective, or without serve workers the
+    /// `serve-llm` workers' TTFT objective.
+    slo_ms: f64,
+    ttft_slo_ms: Option<f64>,
+    tpot_slo_ms: Option<f64>,
+}
+
+/// The search `--find-capacity` asks for and its objectives. The numbers were checked by
 /// [`coload_spec::CohortSpec::validate`], at the door (a study plan with a bad search is refused
 /// at its line, before anything runs); the search checks them once more as it starts.
-fn search(args: &LaunchArgs) -> Result<(CapacitySearch, f64), LauncherError> {
+fn search(args: &LaunchArgs, mix: &Mix) -> Result<(CapacitySearch, Objectives), LauncherError> {
     let (s, c) = (&args.spec.serve, &args.spec.capacity);
-    let Some(slo_ms) = s.slo_ms else {
-        return Err(LauncherError::Usage(
-            "--find-capacity needs --slo-ms".into(),
-        ));
+    let has_serve = mix.workloads().contains(&Workload::Serve);
+    let has_llm = mix.workloads().contains(&Workload::ServeLlm);
+    let llm = match (s.ttft_slo_ms, s.tpot_slo_ms) {
+        (Some(ttft), Some(tpot)) if has_llm => Some((ttft, tpot)),
+        _ if has_llm => {
+            return Err(LauncherError::Usage(
+                "--find-capacity needs --ttft-slo-ms and --tpot-slo-ms for the serve-llm workers"
+                    .into(),
+            ));
+        }
+        _ => None,
+    };
+    let slo_ms = match (s.slo_ms, llm) {
+        (Some(ms), _) if has_serve => ms,
+        (None, _) if has_serve => {
+            return Err(LauncherError::Usage(
+                "--find-capacity needs --slo-ms for the serve workers".into(),
+            ));
+        }
+        (_, Some((ttft, _))) => ttft,
+        _ => {
+            return Err(LauncherError::Usage(
+                "--find-capacity needs a serve or serve-llm worker".into(),
+            ));
+        }
+    };
+    let objectives = Objectives {
+        slo_ms,
+        ttft_slo_ms: llm.map(|l| l.0),
+        tpot_slo_ms: llm.map(|l| l.1),
     };
     let search = CapacitySearch {
         start_per_s: c.start_per_s(s.rate),
@@ -39,14 +84,14 @@ fn search(args: &LaunchArgs) -> Result<(CapacitySearch, f64), LauncherError> {
     search
         .validate()
         .map_err(|e| LauncherError::Usage(e.to_string()))?;
-    Ok((search, slo_ms))
+    Ok((search, objectives))
 }
 
 /// Runs the search and returns the exit code: complete when every probe's cohort completed.
 pub(crate) fn run(cx: &Cx<'_>, mix: &Mix) -> Result<u8, LauncherError> {
     let (args, console, interrupted) = (cx.args, cx.console, cx.interrupted);
     let c = &args.spec.capacity;
-    let (search, slo_ms) = search(args)?;
+    let (search, objectives) = search(args, mix)?;
     let quantile = c.slo_quantile.unwrap_or(DEFAULT_SLO_QUANTILE);
     let mut workload_mix: BTreeMap<Workload, u32> = BTreeMap::new();
     for w in mix.workloads() {
@@ -56,8 +101,10 @@ pub(crate) fn run(cx: &Cx<'_>, mix: &Mix) -> Result<u8, LauncherError> {
         schema_version: SCHEMA_VERSION,
         mode: args.spec.flags.mode,
         workload_mix,
-        slo_ms,
+        slo_ms: objectives.slo_ms,
         quantile,
+        ttft_slo_ms: objectives.ttft_slo_ms,
+        tpot_slo_ms: objectives.tpot_slo_ms,
         capacity_per_s: None,
         failed_above_per_s: None,
         stop: StopReason::ProbeFailed,
@@ -70,7 +117,7 @@ pub(crate) fn run(cx: &Cx<'_>, mix: &Mix) -> Result<u8, LauncherError> {
         let k = report.probes.len() + 1;
         let dir = args.out.join(format!("probe-{k}-{rate}"));
         console.progress(&format!(
-            "capacity probe {k}: {rate} requests/s per serve worker into {}",
+            "capacity probe {k}: {rate} requests/s per open-loop worker into {}",
             dir.display()
         ));
         let (code, experiment) = run_one(cx, mix, &dir, Some(rate)).map_err(|e| {
@@ -83,6 +130,7 @@ pub(crate) fn run(cx: &Cx<'_>, mix: &Mix) -> Result<u8, LauncherError> {
             dir: dir.display().to_string(),
             passed: None,
             serve: Vec::new(),
+            serve_llm: Vec::new(),
         };
         let summary: Option<CohortSummary> = (code == exit::COMPLETE)
             .then(|| read_document(&dir.join("summary.json")).ok())
@@ -96,8 +144,9 @@ pub(crate) fn run(cx: &Cx<'_>, mix: &Mix) -> Result<u8, LauncherError> {
                 code
             }));
         };
-        let (passed, serve) = serve_verdicts(&summary);
+        let (passed, serve, serve_llm) = serve_verdicts(&summary, quantile);
         probe.serve = serve;
+        probe.serve_llm = serve_llm;
         probe.passed = Some(passed);
         console.progress(&format!(
             "capacity probe {k}: {rate} requests/s {}",
@@ -129,10 +178,31 @@ pub(crate) fn run(cx: &Cx<'_>, mix: &Mix) -> Result<u8, LauncherError> {
     Ok(code)
 }
 
-/// Whether every serve worker of a probe met the objective, and each one's figures.
-fn serve_verdicts(summary: &CohortSummary) -> (bool, Vec<CapacityProbeWorker>) {
+/// Whether every open-loop worker of a probe met its objectives, and each one's figures.
+fn serve_verdicts(
+    summary: &CohortSummary,
+    quantile: f64,
+) -> (bool, Vec<CapacityProbeWorker>, Vec<CapacityProbeLlmWorker>) {
     let mut passed = true;
     let mut out = Vec::new();
+    let mut llm = Vec::new();
+    for w in &summary.workers {
+        let Some(v) = &w.serve_llm else { continue };
+        let slo = v.slo;
+        passed &= slo.is_some_and(|a| a.meets);
+        let (ttft_ms, tpot_ms) = coload_analysis::llm_latency_at(v, quantile);
+        llm.push(CapacityProbeLlmWorker {
+            replica: w.replica,
+            offered_per_s: v.offered_per_s,
+            completed_per_s: v.completed_per_s,
+            ttft_ms,
+            tpot_ms,
+            attainment: slo.map_or(0.0, |a| a.attainment),
+            ttft_met: slo.is_some_and(|a| a.ttft_met),
+            tpot_met: slo.is_some_and(|a| a.tpot_met),
+            overloaded: v.overloaded,
+        });
+    }
     for w in &summary.workers {
         let Some(v) = &w.serve else { continue };
         let slo = v.slo;
@@ -148,7 +218,7 @@ fn serve_verdicts(summary: &CohortSummary) -> (bool, Vec<CapacityProbeWorker>) {
             overloaded: v.overloaded,
         });
     }
-    (passed, out)
+    (passed, out, llm)
 }
 
 /// The search for people: the verdict, then one line per probe.
@@ -157,17 +227,40 @@ fn render(r: &CapacityReport) -> String {
     let mut out = String::new();
     let q = r.quantile * 100.0;
     let verdict = match (r.capacity_per_s, r.failed_above_per_s) {
-        (Some(c), Some(f)) => format!("{c} requests/s per serve worker (passes; {f} fails)"),
-        (Some(c), None) => format!("at least {c} requests/s per serve worker (no probe failed)"),
+        (Some(c), Some(f)) => format!("{c} requests/s per open-loop worker (passes; {f} fails)"),
+        (Some(c), None) => {
+            format!("at least {c} requests/s per open-loop worker (no probe failed)")
+        }
         (None, Some(f)) => format!("below {f} requests/s (no probe passed)"),
         (None, None) => "unknown (no probe completed)".to_owned(),
     };
+    let objective = match (r.ttft_slo_ms, r.tpot_slo_ms) {
+        (Some(ttft), Some(tpot)) if r.workload_mix.contains_key(&Workload::Serve) => format!(
+            "p{q} <= {} ms (serve), TTFT p{q} <= {ttft} ms and TPOT p{q} <= {tpot} ms (serve-llm)",
+            r.slo_ms
+        ),
+        (Some(ttft), Some(tpot)) => format!("TTFT p{q} <= {ttft} ms and TPOT p{q} <= {tpot} ms"),
+        _ => format!("p{q} <= {} ms", r.slo_ms),
+    };
     let _ = writeln!(
         out,
-        "capacity at p{q} <= {} ms, mode {}: {verdict}; stop: {}",
-        r.slo_ms, r.mode, r.stop
+        "capacity at {objective}, mode {}: {verdict}; stop: {}",
+        r.mode, r.stop
     );
     for p in &r.probes {
+        let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3} ms"));
+        let llm = p.serve_llm.iter().map(|w| {
+            format!(
+                "replica {}: offered {:.2}/s, completed {:.2}/s, TTFT {}, TPOT {}, within {:.3} %{}",
+                w.replica,
+                w.offered_per_s,
+                w.completed_per_s,
+                ms(w.ttft_ms),
+                ms(w.tpot_ms),
+                w.attainment * 100.0,
+                if w.overloaded { ", overloaded" } else { "" }
+            )
+        });
         let serve: Vec<String> = p
             .serve
             .iter()
@@ -183,6 +276,7 @@ fn render(r: &CapacityReport) -> String {
                     if w.overloaded { ", overloaded" } else { "" }
                 )
             })
+            .chain(llm)
             .collect();
         let verdict = match p.passed {
             Some(true) => "pass",

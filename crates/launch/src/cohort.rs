@@ -223,8 +223,8 @@ fn worker_command(
     flags.strict_device |= args.spec.strict;
     let mut cmd = Command::new(&cx.worker_bin);
     cmd.args(to_argv(place)?).args(to_argv(&flags)?);
-    if place.workload == Workload::Serve {
-        cmd.args(to_argv(&crate::serve::for_worker(&args.spec.serve, rate))?);
+    if let Some(serve) = crate::serve::for_worker(&args.spec.serve, place.workload, rate) {
+        cmd.args(to_argv(&serve)?);
     }
     cmd.env_remove("JOB_COMPLETION_INDEX")
         .stdin(Stdio::null())
@@ -596,6 +596,8 @@ fn summarize(
         strict: args.spec.strict,
         slo_ms: args.spec.serve.slo_ms,
         slo_quantile: args.spec.capacity.slo_quantile,
+        ttft_slo_ms: args.spec.serve.ttft_slo_ms,
+        tpot_slo_ms: args.spec.serve.tpot_slo_ms,
         ..coload_analysis::Options::default()
     };
     match coload_analysis::summarize_dirs(&dirs, &options) {

@@ -23,7 +23,8 @@ pub const DEFAULT_SLO_QUANTILE: f64 = 0.99;
 pub struct CohortSpec {
     /// Workload mix in replica order, e.g. `infer=1,train=6` or `serve=1,train=6` (replica 0
     /// infers or serves, 1-6 train), `hog=1,train=6` (the hog takes device memory first, and
-    /// the others start once it holds it), or `decode=3` (LLM decode workers)
+    /// the others start once it holds it), `decode=3` (LLM decode workers) or
+    /// `serve-llm=1,train=6` (an LLM server with continuous batching beside trainers)
     #[arg(long, conflicts_with_all = ["count", "workload"])]
     pub workers: Option<Mix>,
 
@@ -31,7 +32,8 @@ pub struct CohortSpec {
     #[arg(long, requires = "workload", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub count: Option<u32>,
 
-    /// The workload of every worker (with --count): train, infer, serve, hog or decode
+    /// The workload of every worker (with --count): train, infer, serve, hog, decode or
+    /// serve-llm
     #[arg(long, requires = "count")]
     pub workload: Option<Workload>,
 
@@ -65,10 +67,11 @@ pub struct CapacityFlags {
     #[arg(long, value_name = "Q")]
     pub slo_quantile: Option<f64>,
 
-    /// Search the highest --rate at which every serve worker meets --slo-ms at --slo-quantile,
-    /// one full cohort per probe (each with a fresh experiment id, in <out>/probe-<k>-<rate>/);
-    /// writes <out>/capacity.json
-    #[arg(long, requires = "slo_ms")]
+    /// Search the highest --rate at which every serve worker meets --slo-ms (and every
+    /// serve-llm worker --ttft-slo-ms and --tpot-slo-ms) at --slo-quantile, one full cohort per
+    /// probe (each with a fresh experiment id, in <out>/probe-<k>-<rate>/); writes
+    /// <out>/capacity.json
+    #[arg(long)]
     pub find_capacity: bool,
 
     /// Capacity search: never probe below this rate
@@ -158,7 +161,7 @@ impl CohortSpec {
             (None, Some(n), Some(w)) => Ok(Mix::uniform(w, n)),
             _ => Err(SpecError::Mix(
                 "say which workers to run: --workers infer=1,train=6, or --count N --workload \
-                 train|infer|serve|decode"
+                 train|infer|serve|decode|serve-llm"
                     .to_owned(),
             )),
         }
@@ -194,7 +197,7 @@ impl CohortSpec {
                     flag,
                     format!(
                         "{flag} sizes an LLM worker, but the mix has none (e.g. --workers \
-                         decode=2, or decode=1,train=6)"
+                         decode=2, decode=1,train=6 or serve-llm=1,train=6)"
                     ),
                 ));
             }
@@ -202,26 +205,15 @@ impl CohortSpec {
         Ok(())
     }
 
-    /// Serve flags need a serve worker; a serve worker needs a rate (or a trace, or a search).
+    /// Serve flags need a serve (or serve-llm) worker, each workload's own flags its own
+    /// worker; an open-loop worker needs a rate (or a trace, or a search), and a search needs
+    /// the objectives of every open-loop workload in the mix.
     fn validate_serve(&self, mix: &Mix) -> Result<(), SpecError> {
         let (serve, capacity) = (&self.serve, &self.capacity);
-        if !mix.workloads().contains(&Workload::Serve) {
-            for (given, flag) in [
-                (serve.rate.is_some(), "--rate"),
-                (serve.arrivals_file.is_some(), "--arrivals-file"),
-                (serve.slo_ms.is_some(), "--slo-ms"),
-                (capacity.find_capacity, "--find-capacity"),
-            ] {
-                if given {
-                    return Err(SpecError::flag(
-                        flag,
-                        format!(
-                            "{flag} needs a serve worker in the cohort (e.g. --workers \
-                             serve=1,train=6)"
-                        ),
-                    ));
-                }
-            }
+        let has_serve = mix.workloads().contains(&Workload::Serve);
+        let has_llm = mix.workloads().contains(&Workload::ServeLlm);
+        self.validate_serve_flags_have_workers(has_serve, has_llm)?;
+        if !has_serve && !has_llm {
             return Ok(());
         }
         if capacity.find_capacity && serve.arrivals_file.is_some() {
@@ -230,18 +222,106 @@ impl CohortSpec {
                 "--find-capacity varies --rate; it cannot search a fixed --arrivals-file trace",
             ));
         }
-        if capacity.find_capacity && serve.slo_ms.is_none() {
+        if capacity.find_capacity && has_serve && serve.slo_ms.is_none() {
             return Err(SpecError::flag(
                 "--find-capacity",
-                "--find-capacity needs --slo-ms",
+                "--find-capacity needs --slo-ms for the serve workers",
             ));
         }
+        if capacity.find_capacity
+            && has_llm
+            && (serve.ttft_slo_ms.is_none() || serve.tpot_slo_ms.is_none())
+        {
+            return Err(SpecError::flag(
+                "--find-capacity",
+                "--find-capacity needs --ttft-slo-ms and --tpot-slo-ms for the serve-llm workers \
+                 (its objective is TTFT and TPOT at --slo-quantile, both at once)",
+            ));
+        }
+        if has_llm {
+            serve.kv_budget_tokens_for(&self.flags)?;
+        }
         if serve.rate.is_none() && serve.arrivals_file.is_none() && !capacity.find_capacity {
+            let (who, slo) = if has_serve {
+                ("serve", "--slo-ms")
+            } else {
+                ("serve-llm", "--ttft-slo-ms and --tpot-slo-ms")
+            };
             return Err(SpecError::flag(
                 "--rate",
-                "the cohort has serve workers: give --rate R (requests per second each), \
-                 --arrivals-file FILE, or --find-capacity with --slo-ms",
+                format!(
+                    "the cohort has {who} workers: give --rate R (requests per second each), \
+                     --arrivals-file FILE, or --find-capacity with {slo}"
+                ),
             ));
+        }
+        Ok(())
+    }
+
+    /// Each open-loop workload's flags need a worker of it in the mix.
+    fn validate_serve_flags_have_workers(
+        &self,
+        has_serve: bool,
+        has_llm: bool,
+    ) -> Result<(), SpecError> {
+        let (serve, capacity) = (&self.serve, &self.capacity);
+        for (given, flag, present, example) in [
+            (
+                serve.rate.is_some(),
+                "--rate",
+                has_serve || has_llm,
+                "serve=1,train=6 or serve-llm=1,train=6",
+            ),
+            (
+                serve.arrivals_file.is_some(),
+                "--arrivals-file",
+                has_serve || has_llm,
+                "serve=1,train=6 or serve-llm=1,train=6",
+            ),
+            (
+                capacity.find_capacity,
+                "--find-capacity",
+                has_serve || has_llm,
+                "serve=1,train=6 or serve-llm=1,train=6",
+            ),
+            (
+                serve.slo_ms.is_some(),
+                "--slo-ms",
+                has_serve,
+                "serve=1,train=6",
+            ),
+            (
+                serve.kv_budget_tokens.is_some(),
+                "--kv-budget-tokens",
+                has_llm,
+                "serve-llm=1,train=6",
+            ),
+            (
+                serve.ttft_slo_ms.is_some(),
+                "--ttft-slo-ms",
+                has_llm,
+                "serve-llm=1,train=6",
+            ),
+            (
+                serve.tpot_slo_ms.is_some(),
+                "--tpot-slo-ms",
+                has_llm,
+                "serve-llm=1,train=6",
+            ),
+        ] {
+            if given && !present {
+                let who = if example.starts_with("serve-llm") {
+                    "a serve-llm worker"
+                } else if example.contains(" or ") {
+                    "a serve or serve-llm worker"
+                } else {
+                    "a serve worker"
+                };
+                return Err(SpecError::flag(
+                    flag,
+                    format!("{flag} needs {who} in the cohort (e.g. --workers {example})"),
+                ));
+            }
         }
         Ok(())
     }
@@ -479,6 +559,165 @@ mod tests {
         }
         // clap refuses a negative count before validation.
         assert!(check("--workers decode=1 --prompt-tokens=-1").is_err());
+    }
+
+    /// Issue 24: the serve-llm workload's flags, refused at the door with the flag at fault.
+    #[test]
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one table of accepted specs and one of refusals, each naming its flag"
+    )]
+    fn serve_llm_rules() {
+        let check = |extra: &str| {
+            let mut args = vec!["--mode", "timeslice", "--device", "cpu"];
+            args.extend(extra.split_whitespace());
+            spec(&args).and_then(|s| {
+                s.validate()
+                    .map_err(|e| format!("{}|{e}", e.flag_name().unwrap_or("-")))
+            })
+        };
+        let tiny = "--model gpt2-tiny --prompt-tokens 16 --output-tokens 16";
+        let mix = check(&format!("--workers serve-llm=1 --rate 5 {tiny}")).unwrap();
+        assert_eq!(mix.label(), "serve-llm1");
+        let mix = check(
+            "--workers serve-llm=1,train=2 --model serve-llm=gpt2-tiny,train=resnet18 --rate 2 \
+             --prompt-tokens 8 --output-tokens 8 --ttft-slo-ms 500 --tpot-slo-ms 50 \
+             --kv-budget-tokens 16",
+        )
+        .unwrap();
+        assert_eq!(mix.to_string(), "serve-llm=1,train=2");
+        assert!(
+            check(&format!(
+                "--workers serve-llm=1 {tiny} --find-capacity --ttft-slo-ms 500 --tpot-slo-ms 50"
+            ))
+            .is_ok()
+        );
+        // A cohort of both open-loop workloads takes both kinds of objective.
+        assert!(
+            check(&format!(
+                "--workers serve=1,serve-llm=1 {} --rate 3 --slo-ms 20 --ttft-slo-ms 500 \
+                 --tpot-slo-ms 50",
+                "--model serve=resnet18,serve-llm=gpt2-tiny --prompt-tokens 8 --output-tokens 8"
+            ))
+            .is_ok()
+        );
+        for (extra, flag, says) in [
+            ("--prompt-tokens 0", "--prompt-tokens", "at least 1 token"),
+            ("--output-tokens 0", "--output-tokens", "at least 1 token"),
+            // A request reserves prompt + output: 32 + 33 = 65 in a context of 64 (a decode
+            // worker needs one position fewer).
+            (
+                "--model gpt2-tiny --prompt-tokens 32 --output-tokens 33",
+                "--prompt-tokens",
+                "needs 65 positions, but gpt2-tiny has a context of 64",
+            ),
+            (
+                "--model gpt2-tiny --prompt-tokens 65 --output-tokens 1",
+                "--prompt-tokens",
+                "context of 64",
+            ),
+            (
+                &format!("{tiny} --kv-budget-tokens 31"),
+                "--kv-budget-tokens",
+                "cannot hold one request: each reserves --prompt-tokens 16 plus --output-tokens \
+                 16 = 32 tokens",
+            ),
+            (
+                &format!("{tiny} --kv-budget-tokens 0"),
+                "--kv-budget-tokens",
+                "at least 1 token",
+            ),
+            // The default budget is --max-batch times the context.
+            (
+                "--model gpt2-tiny --prompt-tokens 60 --output-tokens 4 --max-batch 1 \
+                 --kv-budget-tokens 63",
+                "--kv-budget-tokens",
+                "= 64 tokens",
+            ),
+            ("--model resnet18", "--model", "built-in LLM"),
+            (
+                &format!("{tiny} --execution cuda-graph"),
+                "--execution",
+                "serve-llm runs eager only",
+            ),
+            (
+                &format!("{tiny} --ttft-slo-ms 0"),
+                "--ttft-slo-ms",
+                "positive",
+            ),
+            (
+                &format!("{tiny} --tpot-slo-ms=-1"),
+                "--tpot-slo-ms",
+                "positive",
+            ),
+            (
+                &format!("{tiny} --slo-ms 10"),
+                "--slo-ms",
+                "needs a serve worker",
+            ),
+            (
+                &format!("{tiny} --find-capacity --ttft-slo-ms 500"),
+                "--find-capacity",
+                "needs --ttft-slo-ms and --tpot-slo-ms",
+            ),
+        ] {
+            let rate = if extra.contains("--find-capacity") {
+                ""
+            } else {
+                "--rate 5"
+            };
+            let e = check(&format!("--workers serve-llm=1 {rate} {extra}")).unwrap_err();
+            let (got, message) = e.split_once('|').unwrap();
+            assert_eq!(got, flag, "{extra}: {message}");
+            assert!(message.contains(says), "{extra}: {message}");
+        }
+        for (extra, flag, says) in [
+            (
+                format!("--workers serve-llm=1 {tiny}"),
+                "--rate",
+                "--ttft-slo-ms and --tpot-slo-ms",
+            ),
+            (
+                "--workers train=2 --ttft-slo-ms 5".to_owned(),
+                "--ttft-slo-ms",
+                "needs a serve-llm worker",
+            ),
+            (
+                format!("--workers decode=1 {tiny} --kv-budget-tokens 100"),
+                "--kv-budget-tokens",
+                "needs a serve-llm worker",
+            ),
+            (
+                "--workers serve=1 --rate 5 --tpot-slo-ms 5".to_owned(),
+                "--tpot-slo-ms",
+                "needs a serve-llm worker",
+            ),
+            (
+                "--workers serve=1 --find-capacity --ttft-slo-ms 5 --tpot-slo-ms 5".to_owned(),
+                "--ttft-slo-ms",
+                "needs a serve-llm worker",
+            ),
+        ] {
+            let e = check(&extra).unwrap_err();
+            let (got, message) = e.split_once('|').unwrap();
+            assert_eq!(got, flag, "{extra}: {message}");
+            assert!(message.contains(says), "{extra}: {message}");
+        }
+        // The worker refuses the other open-loop workload's flags.
+        let serve = ServeFlags {
+            ttft_slo_ms: Some(5.0),
+            ..CohortSpec::new(&Mix::parse("serve=1").unwrap(), Mode::Timeslice).serve
+        };
+        let e = serve.validate_for(Workload::Serve).unwrap_err();
+        assert_eq!(e.flag_name(), Some("--ttft-slo-ms"));
+        assert!(serve.validate_for(Workload::ServeLlm).is_ok());
+        let e = ServeFlags {
+            slo_ms: Some(5.0),
+            ..serve
+        }
+        .validate_for(Workload::ServeLlm)
+        .unwrap_err();
+        assert_eq!(e.flag_name(), Some("--slo-ms"));
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub struct WorkerFlags {
 
     /// Model (default resnet18): resnet18, resnet34, resnet50, resnet101, resnet152,
     /// mobilenet_v2, efficientnet_b0..b3, densenet121, inception_v3 or squeezenet1_1; decode
-    /// (default gpt2-small): gpt2-small, tinyllama-1.1b, gpt2-tiny or llama-tiny; in a mixed
+    /// and serve-llm (default gpt2-small): gpt2-small, tinyllama-1.1b, gpt2-tiny or llama-tiny; in a mixed
     /// cohort one per workload, e.g. train=resnet50,infer=resnet18 or decode=gpt2-tiny,train=resnet18
     /// (every worker gets the same value)
     #[arg(long, conflicts_with = "model_file")]
@@ -146,12 +146,13 @@ pub struct WorkerFlags {
     #[arg(long, default_value_t = DEFAULT_GPM_INTERVAL_S)]
     pub gpm_interval_s: f64,
 
-    /// decode: prompt length of every sequence, tokens (default 128; with --output-tokens, at
-    /// most the model's context plus one)
+    /// decode, serve-llm: prompt length of every sequence, tokens (default 128; with
+    /// --output-tokens, at most the model's context plus one; serve-llm: at most the context)
     #[arg(long, value_name = "TOKENS")]
     pub prompt_tokens: Option<u32>,
 
-    /// decode: tokens each sequence generates per cycle, the first by the prefill (default 128)
+    /// decode: tokens each sequence generates per cycle, the first by the prefill; serve-llm:
+    /// tokens each request asks for (default 128)
     #[arg(long, value_name = "TOKENS")]
     pub output_tokens: Option<u32>,
 }
@@ -259,6 +260,17 @@ impl WorkerFlags {
                 ),
             ));
         }
+        if workload == Workload::ServeLlm && self.execution != Execution::Eager {
+            return Err(SpecError::flag(
+                "--execution",
+                format!(
+                    "--workload serve-llm runs eager only (its decode batch changes size every \
+                     iteration; graphs per batch-size bucket are not written); --execution {} is \
+                     for train, infer and decode",
+                    self.execution
+                ),
+            ));
+        }
         if workload != Workload::Hog
             && let Some(model) = &self.model
         {
@@ -308,8 +320,11 @@ impl WorkerFlags {
             ));
         };
         let (prompt, output) = self.llm_tokens();
-        // The cache holds the prompt and every output token but the last (never fed back).
-        if u64::from(prompt) + u64::from(output) - 1 > u64::from(context) {
+        // The cache holds the prompt and every output token but the last (never fed back); a
+        // serve-llm request reserves prompt + output (`LlmServePolicy::check`'s rule).
+        let needed =
+            u64::from(prompt) + u64::from(output) - u64::from(workload != Workload::ServeLlm);
+        if needed > u64::from(context) {
             let flag = if self.prompt_tokens.is_some() || self.output_tokens.is_none() {
                 "--prompt-tokens"
             } else {
@@ -318,10 +333,9 @@ impl WorkerFlags {
             return Err(SpecError::flag(
                 flag,
                 format!(
-                    "--prompt-tokens {prompt} with --output-tokens {output} needs {} positions, \
-                     but {model} has a context of {context} tokens; shorten the prompt or the \
-                     output",
-                    u64::from(prompt) + u64::from(output) - 1
+                    "--prompt-tokens {prompt} with --output-tokens {output} needs {needed} \
+                     positions, but {model} has a context of {context} tokens; shorten the \
+                     prompt or the output"
                 ),
             ));
         }
@@ -383,24 +397,27 @@ impl WorkerFlags {
     }
 }
 
-/// The serve workload's flags: given to serve workers only (a launcher renders them for those;
-/// the worker refuses `--rate`, `--arrivals-file` and `--slo-ms` for other workloads).
+/// The open-loop workloads' flags: given to `serve` and `serve-llm` workers only, each the ones
+/// for its workload ([`ServeFlags::for_workload`]; the worker refuses the others).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
 pub struct ServeFlags {
-    /// serve: offered load, requests per second, arriving open-loop whatever the server does
+    /// serve, serve-llm: offered load, requests per second, arriving open-loop whatever the
+    /// server does
     #[arg(long, value_name = "PER_S")]
     pub rate: Option<f64>,
 
-    /// serve: arrival pattern at --rate: poisson (exponential gaps, seeded by --seed) or uniform
+    /// serve, serve-llm: arrival pattern at --rate: poisson (exponential gaps, seeded by
+    /// --seed) or uniform
     #[arg(long, value_enum, default_value_t = Arrivals::Poisson)]
     pub arrivals: Arrivals,
 
-    /// serve: replay a trace instead of --rate: one offset per line, seconds from the window's
-    /// start, non-decreasing (`#` comments allowed)
+    /// serve, serve-llm: replay a trace instead of --rate: one offset per line, seconds from
+    /// the window's start, non-decreasing (`#` comments allowed)
     #[arg(long, value_name = "FILE", conflicts_with = "rate")]
     pub arrivals_file: Option<PathBuf>,
 
-    /// serve: the most requests in one batch (batches are padded to a power of two up to it)
+    /// serve: the most requests in one batch (batches are padded to a power of two up to it);
+    /// serve-llm: the most requests running at once (the KV cache's slots)
     #[arg(long, default_value_t = 32)]
     pub max_batch: u32,
 
@@ -413,6 +430,21 @@ pub struct ServeFlags {
     /// attainment
     #[arg(long, value_name = "MS")]
     pub slo_ms: Option<f64>,
+
+    /// serve-llm: KV-cache tokens the running requests may reserve together, each reserving its
+    /// prompt plus output at admission (default: --max-batch times the model's context, which
+    /// the preallocated cache holds; at least one request's prompt plus output)
+    #[arg(long, value_name = "TOKENS")]
+    pub kv_budget_tokens: Option<u64>,
+
+    /// serve-llm: the time-to-first-token objective, ms, from the scheduled arrival (with
+    /// --tpot-slo-ms: SLO attainment, goodput and the capacity search)
+    #[arg(long, value_name = "MS")]
+    pub ttft_slo_ms: Option<f64>,
+
+    /// serve-llm: the time-per-output-token objective, ms ((last - first token) / (output - 1))
+    #[arg(long, value_name = "MS")]
+    pub tpot_slo_ms: Option<f64>,
 }
 
 /// `--arrivals`: how a serve worker's requests are spaced at `--rate`.
@@ -441,8 +473,9 @@ pub struct WorkerPlace {
     #[arg(long)]
     pub count: u32,
 
-    /// What this worker runs: train, infer, serve, hog (takes device memory and holds it) or
-    /// decode (a built-in LLM prefilling and generating tokens in a closed loop)
+    /// What this worker runs: train, infer, serve, hog (takes device memory and holds it),
+    /// decode (a built-in LLM prefilling and generating tokens in a closed loop) or serve-llm
+    /// (a built-in LLM serving open-loop requests with continuous batching)
     #[arg(long)]
     pub workload: Workload,
 
@@ -475,24 +508,96 @@ impl WorkerPlace {
 }
 
 impl ServeFlags {
+    /// The flags a worker of `workload` gets: `None` for a workload that takes none, else the
+    /// cohort's with the other open-loop workload's own flags left out (a `serve` worker takes
+    /// no TTFT objective, a `serve-llm` worker no `--slo-ms`). The launcher and the cluster
+    /// manifests both pass these on.
+    #[must_use]
+    pub fn for_workload(&self, workload: Workload) -> Option<ServeFlags> {
+        match workload {
+            Workload::Serve => Some(ServeFlags {
+                kv_budget_tokens: None,
+                ttft_slo_ms: None,
+                tpot_slo_ms: None,
+                ..self.clone()
+            }),
+            Workload::ServeLlm => Some(ServeFlags {
+                slo_ms: None,
+                max_queue_delay_ms: 0.0,
+                ..self.clone()
+            }),
+            _ => None,
+        }
+    }
+
     /// Checks the serve flags against the workload of the worker that gets them: they apply to
-    /// serve workers only, and their numbers must make sense.
+    /// serve and serve-llm workers only, each its own, and their numbers must make sense.
     pub fn validate_for(&self, workload: Workload) -> Result<(), SpecError> {
-        if workload != Workload::Serve {
-            for (given, flag) in [
-                (self.rate.is_some(), "--rate"),
-                (self.arrivals_file.is_some(), "--arrivals-file"),
-                (self.slo_ms.is_some(), "--slo-ms"),
-            ] {
-                if given {
-                    return Err(SpecError::flag(
-                        flag,
-                        format!("{flag} applies to --workload serve, not {workload}"),
-                    ));
-                }
+        let open_loop = matches!(workload, Workload::Serve | Workload::ServeLlm);
+        for (given, flag, applies) in [
+            (self.rate.is_some(), "--rate", open_loop),
+            (self.arrivals_file.is_some(), "--arrivals-file", open_loop),
+            (
+                self.slo_ms.is_some(),
+                "--slo-ms",
+                workload == Workload::Serve,
+            ),
+            (
+                self.kv_budget_tokens.is_some(),
+                "--kv-budget-tokens",
+                workload == Workload::ServeLlm,
+            ),
+            (
+                self.ttft_slo_ms.is_some(),
+                "--ttft-slo-ms",
+                workload == Workload::ServeLlm,
+            ),
+            (
+                self.tpot_slo_ms.is_some(),
+                "--tpot-slo-ms",
+                workload == Workload::ServeLlm,
+            ),
+        ] {
+            if given && !applies {
+                let to = if flag == "--rate" || flag == "--arrivals-file" {
+                    "--workload serve and serve-llm"
+                } else if flag == "--slo-ms" {
+                    "--workload serve (serve-llm takes --ttft-slo-ms and --tpot-slo-ms)"
+                } else {
+                    "--workload serve-llm"
+                };
+                return Err(SpecError::flag(
+                    flag,
+                    format!("{flag} applies to {to}, not {workload}"),
+                ));
             }
         }
         self.validate()
+    }
+
+    /// A `serve-llm` worker's KV-cache budget, tokens: `--kv-budget-tokens`, or `--max-batch`
+    /// times the context of `model` (what the preallocated cache holds). Refused when it cannot
+    /// hold one request of `--prompt-tokens` plus `--output-tokens`: no request could ever be
+    /// admitted.
+    pub fn kv_budget_tokens_for(&self, flags: &WorkerFlags) -> Result<u64, SpecError> {
+        let model = flags.model_for(Workload::ServeLlm)?;
+        let context = llm_context_tokens(&model).unwrap_or(0);
+        let budget = self
+            .kv_budget_tokens
+            .unwrap_or(u64::from(self.max_batch) * u64::from(context));
+        let (prompt, output) = flags.llm_tokens();
+        let request = u64::from(prompt) + u64::from(output);
+        if budget < request {
+            return Err(SpecError::flag(
+                "--kv-budget-tokens",
+                format!(
+                    "--kv-budget-tokens {budget} cannot hold one request: each reserves \
+                     --prompt-tokens {prompt} plus --output-tokens {output} = {request} tokens; \
+                     give at least {request}"
+                ),
+            ));
+        }
+        Ok(budget)
     }
 
     /// Checks the numbers: a positive rate and objective, a queue delay of 0 or more.
@@ -514,12 +619,25 @@ impl ServeFlags {
                 ),
             ));
         }
-        if let Some(slo) = self.slo_ms
-            && !(slo.is_finite() && slo > 0.0)
-        {
+        for (value, flag) in [
+            (self.slo_ms, "--slo-ms"),
+            (self.ttft_slo_ms, "--ttft-slo-ms"),
+            (self.tpot_slo_ms, "--tpot-slo-ms"),
+        ] {
+            if let Some(slo) = value
+                && !(slo.is_finite() && slo > 0.0)
+            {
+                return Err(SpecError::flag(
+                    flag,
+                    format!("{flag} must be a positive number of milliseconds, got {slo}"),
+                ));
+            }
+        }
+        if self.kv_budget_tokens == Some(0) {
             return Err(SpecError::flag(
-                "--slo-ms",
-                format!("--slo-ms must be a positive number of milliseconds, got {slo}"),
+                "--kv-budget-tokens",
+                "--kv-budget-tokens must be at least 1 token (leave it out for --max-batch \
+                 times the model's context)",
             ));
         }
         if !(1..=MAX_BATCH).contains(&self.max_batch) {
@@ -562,6 +680,9 @@ mod tests {
             max_batch: 8,
             max_queue_delay_ms: 1.5,
             slo_ms: Some(10.0),
+            kv_budget_tokens: Some(4096),
+            ttft_slo_ms: Some(500.0),
+            tpot_slo_ms: Some(50.0),
         }
     }
 

@@ -43,7 +43,7 @@ fn positive() -> impl Strategy<Value = f64> {
 
 fn mix() -> impl Strategy<Value = Mix> {
     (
-        0usize..5,
+        0usize..7,
         1u32..4,
         prop::sample::select(vec![Workload::Train, Workload::Infer]),
     )
@@ -53,6 +53,8 @@ fn mix() -> impl Strategy<Value = Mix> {
                 1 => format!("serve=1,{other}={n}"),
                 2 => format!("hog=1,{other}={n}"),
                 3 => format!("decode={n},{other}=1"),
+                4 => format!("serve-llm={n}"),
+                5 => format!("serve-llm=1,serve=1,{other}={n}"),
                 _ => format!("infer={n},train=2"),
             };
             Mix::parse(&text).unwrap()
@@ -88,6 +90,10 @@ fn model() -> impl Strategy<Value = (Option<ModelDeclaration>, Option<ModelFileF
         Just((Some("train=resnet50,infer=resnet18".parse().unwrap()), None)),
         Just((
             Some("decode=gpt2-tiny,train=resnet50".parse().unwrap()),
+            None
+        )),
+        Just((
+            Some("serve-llm=llama-tiny,train=resnet50".parse().unwrap()),
             None
         )),
         (1u32..4, 8u32..300, 1u32..1000)
@@ -164,6 +170,9 @@ prop_compose! {
         max_batch in 1u32..256,
         max_queue_delay_ms in prop_oneof![Just(0.0), 0.01f64..100.0],
         slo_ms in prop::option::of(positive()),
+        kv_budget_tokens in prop::option::of(1u64..1_000_000),
+        ttft_slo_ms in prop::option::of(positive()),
+        tpot_slo_ms in prop::option::of(positive()),
     ) -> ServeFlags {
         // A trace replaces the rate (clap refuses both).
         let (rate, arrivals_file) = if trace && rate.is_none() {
@@ -178,6 +187,9 @@ prop_compose! {
             max_batch,
             max_queue_delay_ms,
             slo_ms,
+            kv_budget_tokens,
+            ttft_slo_ms,
+            tpot_slo_ms,
         }
     }
 }
@@ -207,8 +219,7 @@ prop_compose! {
             workload,
             capacity: CapacityFlags {
                 slo_quantile,
-                // --find-capacity needs --slo-ms (clap says so).
-                find_capacity: find_capacity && serve.slo_ms.is_some(),
+                find_capacity,
                 rate_min,
                 rate_max,
                 max_probes,
@@ -263,12 +274,13 @@ proptest! {
         flags in worker_flags(),
         serve in serve_flags(),
         replica in 0u32..7,
+        workload in prop::sample::select(vec![Workload::Serve, Workload::ServeLlm]),
     ) {
         let place = WorkerPlace {
             experiment: "exp-1".into(),
             replica,
             count: 7,
-            workload: Workload::Serve,
+            workload,
             sync_dir: "/sync dir".into(),
             out: "out/worker".into(),
         };
@@ -279,5 +291,23 @@ proptest! {
         prop_assert_eq!(back.place, place);
         prop_assert_eq!(back.flags, flags);
         prop_assert_eq!(back.serve, serve);
+    }
+
+    /// What a worker of each workload gets of the serve flags: its own only, the rest as
+    /// they were, and nothing for a closed-loop workload.
+    #[test]
+    fn each_open_loop_worker_gets_its_own_serve_flags(serve in serve_flags()) {
+        let s = serve.for_workload(Workload::Serve).unwrap();
+        prop_assert_eq!((s.kv_budget_tokens, s.ttft_slo_ms, s.tpot_slo_ms), (None, None, None));
+        prop_assert_eq!((s.rate, s.slo_ms, s.max_batch), (serve.rate, serve.slo_ms, serve.max_batch));
+        let l = serve.for_workload(Workload::ServeLlm).unwrap();
+        prop_assert_eq!(l.slo_ms, None);
+        prop_assert_eq!(
+            (l.rate, l.kv_budget_tokens, l.ttft_slo_ms, l.tpot_slo_ms, l.max_batch),
+            (serve.rate, serve.kv_budget_tokens, serve.ttft_slo_ms, serve.tpot_slo_ms, serve.max_batch)
+        );
+        for w in [Workload::Train, Workload::Infer, Workload::Hog, Workload::Decode] {
+            prop_assert!(serve.for_workload(w).is_none());
+        }
     }
 }

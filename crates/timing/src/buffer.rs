@@ -105,6 +105,8 @@ impl BatchBuffer {
                 end_unix_ns: clock.to_unix_ns(r.end),
                 samples: r.samples,
                 phase: None,
+                sequences: None,
+                kv_reserved_tokens: None,
             })
             .collect()
     }

@@ -477,6 +477,8 @@ pub fn serve_batch_records(
             end_unix_ns: start_unix_ns + b.complete_ns,
             samples: b.requests,
             phase: None,
+            sequences: None,
+            kv_reserved_tokens: None,
         })
         .collect()
 }

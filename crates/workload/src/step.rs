@@ -311,7 +311,11 @@ impl ModelStep {
                 let mut params = vs.trainable_variables();
                 Some(shim::Sgd::new(&mut params, LEARNING_RATE, MOMENTUM)?)
             }
-            Workload::Infer | Workload::Serve | Workload::Hog | Workload::Decode => None,
+            Workload::Infer
+            | Workload::Serve
+            | Workload::Hog
+            | Workload::Decode
+            | Workload::ServeLlm => None,
         };
         if let Some(index) = cuda_index {
             shim::synchronize(index)?;
@@ -359,7 +363,9 @@ impl ModelStep {
                     .infer_logits()
                     .map(|logits| captured_logits = Some(logits)),
                 (Workload::Infer | Workload::Serve, CapturePhase::Prepare) => Ok(()),
-                (Workload::Hog | Workload::Decode, _) => Err(crate::options::not_a_model_step()),
+                (Workload::Hog | Workload::Decode | Workload::ServeLlm, _) => {
+                    Err(crate::options::not_a_model_step())
+                }
             };
             failed_in_capture = result.is_err() && phase == CapturePhase::Capture;
             result
@@ -627,7 +633,7 @@ impl coload_timing::Step for ModelStep {
             (Some(graph), _) => graph.replay()?,
             (None, Workload::Train) => self.train_step()?,
             (None, Workload::Infer | Workload::Serve) => self.infer_step()?,
-            (None, Workload::Hog | Workload::Decode) => {
+            (None, Workload::Hog | Workload::Decode | Workload::ServeLlm) => {
                 return Err(crate::options::not_a_model_step());
             }
         }

@@ -144,7 +144,9 @@ pub(crate) fn load(
         )
     };
     let mut script = match workload {
-        Workload::Hog | Workload::Decode => return Err(crate::options::not_a_model_step()),
+        Workload::Hog | Workload::Decode | Workload::ServeLlm => {
+            return Err(crate::options::not_a_model_step());
+        }
         Workload::Infer | Workload::Serve => {
             let mut m = CModule::load_on_device(path, device).map_err(not_script)?;
             m.f_set_eval().map_err(not_script)?;

@@ -92,6 +92,8 @@ mod tests {
                 end_unix_ns: i * 10 + 5,
                 samples: 4,
                 phase: None,
+                sequences: None,
+                kv_reserved_tokens: None,
             })
             .collect();
         tag_phases(&mut records, cycle);

@@ -213,6 +213,16 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
         doc.heading(3, "Requests at a fixed rate");
         doc.table(t);
     }
+    llm_and_isolation(ctx, doc);
+}
+
+/// The LLM serving table and memory isolation, when the study measured them.
+fn llm_and_isolation(ctx: &ReportContext, doc: &mut Document) {
+    if !ctx.llm_serve.is_empty() {
+        doc.heading(3, "LLM serving (serve-llm workers)");
+        doc.para(LLM_SERVE_NOTE);
+        doc.table(super::serve_llm::llm_serve_table(&ctx.llm_serve));
+    }
     if !ctx.isolation.is_empty() {
         let mut t = Table::new(&["policy", "mode", "outcome", "others kept running", "note"]);
         for r in &ctx.isolation {
@@ -228,6 +238,14 @@ fn verdict_section(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut D
         doc.table(t);
     }
 }
+
+/// What the LLM serving table says.
+const LLM_SERVE_NOTE: &str = "Each cohort with serve-llm workers, fixed-rate or a capacity \
+     search's probe: the slowest worker's time to first token (from the scheduled arrival) and \
+     time per output token at p99 against the requests offered per second per worker, with the \
+     KV cache each worker held (preallocated for --max-batch sequences of the whole context) and \
+     its search's capacity at the objective. - = the p99 falls on a request without a first \
+     token by the end.";
 
 /// Fixed-rate serve cohorts: request latency and the objective's attainment (the batch p99 of
 /// a serve worker says nothing about its requests' wait). `None` without any.

@@ -23,6 +23,7 @@ mod isolation;
 mod markdown;
 mod provenance;
 mod serve;
+mod serve_llm;
 mod summary;
 mod svg;
 mod text;
@@ -63,6 +64,9 @@ pub struct ReportContext {
     pub serve_points: Vec<ServePoint>,
     /// Whether the other workers kept running beside one that takes all memory, per policy.
     pub isolation: Vec<IsolationRow>,
+    /// Cohorts with `serve-llm` workers (fixed-rate ones and capacity probes): TTFT and TPOT
+    /// against the offered rate per policy, and the KV cache each worker held (issue 24).
+    pub llm_serve: Vec<LlmServeRow>,
     /// The provenance header under the title, read from the data (never typed): `(what,
     /// value)` rows such as `("model", "resnet18, batch 32 of 3x224x224, fp32, eager")`.
     pub provenance: Vec<(String, String)>,
@@ -174,6 +178,46 @@ pub fn quantile_words(quantile: f64) -> String {
 #[must_use]
 pub fn objective_words(slo_ms: f64, quantile: f64) -> String {
     format!("{} <= {} ms", quantile_words(quantile), svg::rate(slo_ms))
+}
+
+/// One cohort with `serve-llm` workers, as the report's LLM serving table shows it: the
+/// slowest worker's TTFT and TPOT p99 at the offered rate (issue 24).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmServeRow {
+    /// Its policy.
+    pub policy: String,
+    /// Its mode.
+    pub mode: Mode,
+    /// The cohort (a fixed-rate cohort's experiment id, or `<search> probe <k>`).
+    pub cohort: String,
+    /// Requests offered per second per `serve-llm` worker (their mean).
+    pub offered_per_s: f64,
+    /// The slowest worker's TTFT p99, milliseconds (`None`: it falls on a request without a
+    /// first token).
+    pub ttft_p99_ms: Option<f64>,
+    /// The slowest worker's TPOT p99, milliseconds.
+    pub tpot_p99_ms: Option<f64>,
+    /// Output tokens per second, summed over the `serve-llm` workers.
+    pub output_tokens_per_s: f64,
+    /// The lowest SLO attainment among them and the objectives, where judged.
+    pub slo: Option<String>,
+    /// Whether a worker was overloaded.
+    pub overloaded: bool,
+    /// Each worker's preallocated KV cache, bytes (where recorded).
+    pub kv_cache_bytes: Vec<Option<u64>>,
+    /// The search's capacity at its objective, for a probe of one.
+    pub capacity: Option<String>,
+}
+
+/// The objective of an LLM capacity search or SLO: `TTFT p99 <= 500 ms and TPOT p99 <= 50 ms`.
+#[must_use]
+pub fn llm_objective_words(ttft_ms: f64, tpot_ms: f64, quantile: f64) -> String {
+    let q = quantile_words(quantile);
+    format!(
+        "TTFT {q} <= {} ms and TPOT {q} <= {} ms",
+        svg::rate(ttft_ms),
+        svg::rate(tpot_ms)
+    )
 }
 
 /// One probe of a capacity search: the rate it offered and what the serve workers saw.

@@ -9,6 +9,7 @@ use super::decode::{DECODE_NOTE, decode_table};
 use super::document::{Document, Table, f2, f3, gib, group_label, mix};
 use super::markdown::markdown;
 use super::serve::{SERVE_NOTE, overload_lines, serve_table};
+use super::serve_llm::{SERVE_LLM_NOTE, llm_overload_lines, serve_llm_table};
 use super::text::columns;
 
 fn latency_cells(l: &LatencyMs) -> Vec<String> {
@@ -227,6 +228,14 @@ pub fn render_table(s: &CohortSummary) -> String {
         out.push_str(&columns(&decode));
         let _ = writeln!(out, "{DECODE_NOTE}");
     }
+    if let Some(llm) = serve_llm_table(s) {
+        out.push_str("\nrequests (serve-llm workers):\n");
+        out.push_str(&columns(&llm));
+        let _ = writeln!(out, "{SERVE_LLM_NOTE}");
+        for line in llm_overload_lines(s) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     out.push('\n');
     out.push_str(&columns(&t.groups));
     if !s.colocation.devices.is_empty() {
@@ -298,6 +307,15 @@ fn document(s: &CohortSummary) -> Document {
         doc.heading(2, "Tokens (decode workers)");
         doc.table(decode);
         doc.para(format!("{DECODE_NOTE}."));
+    }
+    if let Some(llm) = serve_llm_table(s) {
+        doc.heading(2, "Requests (serve-llm workers)");
+        doc.table(llm);
+        doc.para(format!("{SERVE_LLM_NOTE}."));
+        let lines = llm_overload_lines(s);
+        if !lines.is_empty() {
+            doc.list(lines);
+        }
     }
     doc.heading(2, "Groups");
     doc.para("Training and inference are never added together.");

@@ -270,41 +270,18 @@ impl DecodeStep {
     /// Device, versions and the model's identity, for `worker.json`.
     #[must_use]
     pub fn info(&self) -> WorkloadInfo {
-        let device = self.model.placement().device;
-        let (cudart, cudnn) = if device.is_cuda() {
-            shim::cuda_versions()
-        } else {
-            (None, None)
-        };
-        WorkloadInfo {
-            device_kind: if device.is_cuda() {
-                DeviceKind::Cuda
-            } else {
-                DeviceKind::Cpu
-            },
-            cuda_index: self.cuda_index,
-            libtorch_version: shim::torch_version(),
-            cuda_version: cudart.map(cuda_version_text),
-            cudnn_version: cudnn.map(cudnn_version_text),
-            inference_guard: Some(crate::step::InferenceGuard::NoGrad.as_str().to_owned()),
-            cudnn_benchmark: false,
-            torch_threads: catch_unwind(tch::get_num_threads).map_or(0, |n| n.max(0) as u32),
-            model: self.options.model.as_str().to_owned(),
-            parameter_count: self.model.parameter_count(),
-            model_file: None,
-            execution: self.options.execution,
-        }
+        llm_info(
+            &self.model,
+            self.cuda_index,
+            self.options.model,
+            self.options.execution,
+        )
     }
 
     /// Peak bytes the CUDA caching allocator reserved (`None` on CPU).
     #[must_use]
     pub fn peak_memory(&self) -> Option<MemoryInfo> {
-        let index = self.cuda_index?;
-        let peak = shim::peak_reserved_bytes(index).ok().flatten()?;
-        Some(MemoryInfo {
-            peak_device_bytes: peak,
-            source: MemorySource::CachingAllocator,
-        })
+        llm_peak_memory(self.cuda_index)
     }
 
     fn prefill(&mut self) -> Result<(), LlmError> {
@@ -328,6 +305,50 @@ impl DecodeStep {
         self.tokens.f_copy_(&logits.f_argmax(-1, true)?)?;
         Ok(())
     }
+}
+
+/// An LLM step's device, versions and model identity, for `worker.json` (the decode and the
+/// serve step alike).
+pub(crate) fn llm_info(
+    model: &LlmModel,
+    cuda_index: Option<usize>,
+    preset: LlmPreset,
+    execution: Execution,
+) -> WorkloadInfo {
+    let device = model.placement().device;
+    let (cudart, cudnn) = if device.is_cuda() {
+        shim::cuda_versions()
+    } else {
+        (None, None)
+    };
+    WorkloadInfo {
+        device_kind: if device.is_cuda() {
+            DeviceKind::Cuda
+        } else {
+            DeviceKind::Cpu
+        },
+        cuda_index,
+        libtorch_version: shim::torch_version(),
+        cuda_version: cudart.map(cuda_version_text),
+        cudnn_version: cudnn.map(cudnn_version_text),
+        inference_guard: Some(crate::step::InferenceGuard::NoGrad.as_str().to_owned()),
+        cudnn_benchmark: false,
+        torch_threads: catch_unwind(tch::get_num_threads).map_or(0, |n| n.max(0) as u32),
+        model: preset.as_str().to_owned(),
+        parameter_count: model.parameter_count(),
+        model_file: None,
+        execution,
+    }
+}
+
+/// Peak bytes the CUDA caching allocator reserved on device `cuda_index` (`None` on CPU).
+pub(crate) fn llm_peak_memory(cuda_index: Option<usize>) -> Option<MemoryInfo> {
+    let index = cuda_index?;
+    let peak = shim::peak_reserved_bytes(index).ok().flatten()?;
+    Some(MemoryInfo {
+        peak_device_bytes: peak,
+        source: MemorySource::CachingAllocator,
+    })
 }
 
 impl Step for DecodeStep {

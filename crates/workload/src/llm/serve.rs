@@ -18,13 +18,16 @@
 //! libtorch calls allocate what every step's do (tensor handles, activations from the caching
 //! allocator), never cache memory.
 
+use coload_cohort_schema::{DeviceChoice, Execution, MemoryInfo, Precision};
 use coload_timing::IterationStep;
 use tch::{Device, Kind, Tensor};
 
 use crate::error::LlmError;
-use crate::llm::config::LlmConfig;
+use crate::llm::config::{LlmConfig, LlmPreset};
+use crate::llm::decode::{llm_info, llm_peak_memory};
 use crate::llm::model::{LlmModel, LlmPlacement, at_least_one};
 use crate::shim;
+use crate::step::{WorkloadInfo, resolve_device};
 
 /// No physical slot (or no scheduler slot).
 const NONE: u32 = u32::MAX;
@@ -56,9 +59,65 @@ pub struct LlmServeStep {
     transcripts: Option<Vec<Vec<i64>>>,
     max_prompt_tokens: i64,
     cuda_index: Option<usize>,
+    /// The preset it was built from, when it was ([`LlmServeStep::for_preset`]).
+    preset: Option<LlmPreset>,
+}
+
+/// What a `serve-llm` worker's step runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlmServeOptions {
+    /// The model.
+    pub model: LlmPreset,
+    /// Where to run.
+    pub device: DeviceChoice,
+    /// The most requests running at once: the KV cache's slots.
+    pub max_batch: u32,
+    /// The longest prompt a request may have, tokens.
+    pub max_prompt_tokens: u32,
+    /// fp32 or bf16; `None`: bf16 on CUDA, fp32 on the CPU.
+    pub precision: Option<Precision>,
+    /// Seed of the weights and the prompt pool.
+    pub seed: u64,
 }
 
 impl LlmServeStep {
+    /// The step `options` describe: the preset on the device, its cache of `max_batch` slots of
+    /// the whole context.
+    pub fn for_preset(options: &LlmServeOptions) -> Result<Self, LlmError> {
+        let device = resolve_device(options.device)?;
+        let placement = LlmPlacement::new(device, options.precision);
+        let mut step = Self::new(
+            &options.model.config(),
+            placement,
+            options.max_batch,
+            options.max_prompt_tokens,
+            options.seed,
+        )?;
+        step.preset = Some(options.model);
+        Ok(step)
+    }
+
+    /// Device, versions and the model's identity, for `worker.json` (eager execution).
+    #[must_use]
+    pub fn info(&self) -> WorkloadInfo {
+        let mut info = llm_info(
+            &self.model,
+            self.cuda_index,
+            self.preset.unwrap_or(LlmPreset::Gpt2Small),
+            Execution::Eager,
+        );
+        if self.preset.is_none() {
+            "custom".clone_into(&mut info.model);
+        }
+        info
+    }
+
+    /// Peak bytes the CUDA caching allocator reserved (`None` on CPU).
+    #[must_use]
+    pub fn peak_memory(&self) -> Option<MemoryInfo> {
+        llm_peak_memory(self.cuda_index)
+    }
+
     /// `config` on `placement` with a cache of `max_batch` sequences, and a random prompt pool
     /// for prompts of up to `max_prompt_tokens`, from `seed`.
     pub fn new(
@@ -110,6 +169,7 @@ impl LlmServeStep {
                 Device::Cuda(i) => Some(i),
                 _ => None,
             },
+            preset: None,
         })
     }
 

@@ -1,0 +1,270 @@
+//! Issue 24: a `serve-llm` cohort on the CPU end to end, through the real bench-worker with the
+//! tiny GPT-2 preset: the mix parser takes `serve-llm`, its flags reach the worker (and only
+//! it), every iteration and every request is recorded, and the summary has TTFT, TPOT and the
+//! SLO; the capacity search judges TTFT and TPOT together; bad flags are refused at the door.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use coload_cohort_schema::{
+    CapacityReport, CohortSummary, LlmRequestLine, LlmRequestReader, Phase, StopReason, Workload,
+    files, read_batches, read_document, read_worker_report,
+};
+
+const COHORT: &str = env!("CARGO_BIN_EXE_bench-cohort");
+
+fn worker_bin() -> PathBuf {
+    let p = Path::new(COHORT).with_file_name("bench-worker");
+    assert!(
+        p.exists(),
+        "{} is missing: build it first (cargo build -p bench-worker, or cargo test --workspace)",
+        p.display()
+    );
+    p
+}
+
+fn cohort(out: &Path, extra: &[&str]) -> Output {
+    Command::new(COHORT)
+        .args(["--mode", "timeslice", "--device", "cpu"])
+        .args(["--model", "gpt2-tiny", "--prompt-tokens", "16"])
+        .args(["--output-tokens", "8", "--max-batch", "4"])
+        .args(["--warmup-batches", "2", "--start-lead-s", "2"])
+        .args(["--join-timeout-s", "120"])
+        .arg("--worker-bin")
+        .arg(worker_bin())
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_serve_llm_cohort_on_the_cpu_records_every_request_and_summarizes_ttft_and_tpot() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = cohort(
+        &out,
+        &[
+            "--workers",
+            "serve-llm=1",
+            "--rate",
+            "20",
+            "--window-s",
+            "3",
+            "--ttft-slo-ms",
+            "2000",
+            "--tpot-slo-ms",
+            "500",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("1 workers (1 serve-llm)"), "{table}");
+    assert!(table.contains("requests (serve-llm workers):"), "{table}");
+    assert!(table.contains("TTFT p50/p99 ms"), "{table}");
+
+    let w = out.join("worker-0");
+    let report = read_worker_report(&w.join(files::WORKER_REPORT)).unwrap();
+    assert_eq!(report.config.workload, Workload::ServeLlm);
+    let config = report.config.serve_llm.as_ref().expect("config.serve_llm");
+    assert_eq!(
+        (config.prompt_tokens, config.output_tokens, config.max_batch),
+        (16, 8, 4)
+    );
+    // The default budget: --max-batch times gpt2-tiny's context of 64.
+    assert_eq!((config.kv_budget_tokens, config.context_tokens), (256, 64));
+    assert_eq!(config.policy, "fcfs_prefill_first");
+    assert_eq!(
+        (config.ttft_slo_ms, config.tpot_slo_ms),
+        (Some(2000.0), Some(500.0))
+    );
+    let llm = report.config.llm.as_ref().expect("config.llm");
+    // 2 layers x (keys + values) x 4 slots x 64 positions x 64 wide x 4 bytes.
+    assert_eq!(llm.kv_cache_bytes, Some(2 * 2 * 4 * 64 * 64 * 4));
+    let counts = report.serve_llm.expect("worker.json serve_llm");
+    assert_eq!(
+        counts.requests,
+        counts.completed + counts.unfinished + counts.not_admitted
+    );
+    assert!(counts.completed >= 20, "{counts:?}");
+    assert!(counts.kv_reserved_tokens_max >= 24 && counts.kv_reserved_tokens_max <= 96);
+
+    // batches.jsonl: the iterations inside the window, each with its phase and occupancy.
+    let batches = read_batches(&w.join(files::BATCHES)).unwrap();
+    assert_eq!(batches.len() as u64, counts.iterations_in_window);
+    assert_eq!(
+        batches.iter().map(|b| u64::from(b.samples)).sum::<u64>(),
+        counts.tokens_in_window
+    );
+    let prefills = batches
+        .iter()
+        .filter(|b| b.phase == Some(Phase::Prefill))
+        .count();
+    assert!(prefills > 0 && prefills < batches.len());
+    for b in &batches {
+        assert_eq!(b.sequences, Some(b.samples), "{b:?}");
+        assert!(b.kv_reserved_tokens.is_some_and(|k| k >= 24), "{b:?}");
+    }
+    // llm_requests.jsonl: one line per request, as worker.json counts them.
+    let lines: Vec<LlmRequestLine> = LlmRequestReader::open(&w.join(files::LLM_REQUESTS))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(lines.len() as u64, counts.requests);
+    assert_eq!(
+        lines.iter().filter(|l| l.completed).count() as u64,
+        counts.completed
+    );
+
+    check_summary(&out, llm.kv_cache_bytes);
+}
+
+/// The cohort's `summary.json`: the serve-llm worker's request figures, its SLO against the
+/// objectives it recorded, and the caveat and warning a short window earns.
+fn check_summary(out: &Path, kv_cache_bytes: Option<u64>) {
+    let summary: CohortSummary = read_document(&out.join(files::SUMMARY)).unwrap();
+    let s = summary.workers[0]
+        .serve_llm
+        .as_ref()
+        .expect("serve_llm summary");
+    assert!(summary.workers[0].decode.is_none());
+    assert!(s.requests > 0 && s.completed > 0);
+    let (ttft, tpot) = (s.ttft_ms, s.tpot_ms);
+    assert!(ttft.p50.unwrap() > 0.0 && ttft.p50 <= ttft.p99, "{ttft:?}");
+    assert!(tpot.p50.unwrap() > 0.0 && tpot.p50 <= tpot.p99, "{tpot:?}");
+    assert!(s.itl_ms.p50.unwrap() > 0.0);
+    assert!(s.output_tokens_per_s > 0.0);
+    assert_eq!(s.kv_cache_bytes, kv_cache_bytes);
+    let slo = s.slo.expect("the objectives the worker recorded");
+    assert_eq!(
+        (slo.ttft_slo_ms, slo.tpot_slo_ms, slo.quantile),
+        (2000.0, 500.0, 0.99)
+    );
+    assert!(slo.met <= s.completed && slo.attainment > 0.0);
+    assert!(
+        summary
+            .caveats
+            .iter()
+            .any(|c| c.starts_with("serve-llm workers"))
+    );
+    // About 60 requests in 3 s: too few for a p99, and the summary says so.
+    assert!(s.requests < 100);
+    assert!(
+        summary
+            .warnings
+            .iter()
+            .any(|w| w.kind == "few_requests" && w.message.contains("p99 needs 100")),
+        "{:?}",
+        summary.warnings
+    );
+}
+
+#[test]
+fn the_capacity_search_judges_ttft_and_tpot_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    // A TPOT objective no model meets (1 ns) beside a lenient TTFT: every probe fails on its
+    // TPOT, so the search halves from --rate to --rate-min and stops there, in two probes.
+    let o = cohort(
+        &out,
+        &[
+            "--workers",
+            "serve-llm=1",
+            "--window-s",
+            "1.5",
+            "--find-capacity",
+            "--ttft-slo-ms",
+            "5000",
+            "--tpot-slo-ms",
+            "0.000001",
+            "--slo-quantile",
+            "0.5",
+            "--rate",
+            "8",
+            "--rate-min",
+            "4",
+            "--max-probes",
+            "3",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let report: CapacityReport = read_document(&out.join(files::CAPACITY)).unwrap();
+    assert_eq!(report.stop, StopReason::MinRateFails, "{report:?}");
+    assert_eq!(report.capacity_per_s, None);
+    assert_eq!(
+        (report.ttft_slo_ms, report.tpot_slo_ms, report.slo_ms),
+        (Some(5000.0), Some(0.000_001), 5000.0)
+    );
+    let rates: Vec<f64> = report.probes.iter().map(|p| p.rate_per_s).collect();
+    assert_eq!(rates, [8.0, 4.0]);
+    for p in &report.probes {
+        assert_eq!(p.passed, Some(false), "{p:?}");
+        assert!(p.serve.is_empty());
+        let w = &p.serve_llm[0];
+        assert!(w.ttft_met && !w.tpot_met, "{w:?}");
+        assert!(w.tpot_ms.is_some_and(|t| t > 0.0) && w.offered_per_s > 0.0);
+    }
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("capacity at TTFT p50 <= 5000 ms and TPOT p50 <= 0.000001 ms"),
+        "{text}"
+    );
+}
+
+#[test]
+fn serve_llm_flags_are_refused_naming_the_flag() {
+    for (args, flag, says) in [
+        (
+            &["--prompt-tokens", "0"][..],
+            "--prompt-tokens",
+            "at least 1 token",
+        ),
+        (
+            &["--output-tokens", "0"],
+            "--output-tokens",
+            "at least 1 token",
+        ),
+        (&["--prompt-tokens=-3"], "--prompt-tokens", "-3"),
+        (
+            &["--prompt-tokens", "60", "--output-tokens", "8"],
+            "--prompt-tokens",
+            "needs 68 positions, but gpt2-tiny has a context of 64",
+        ),
+        (
+            &["--kv-budget-tokens", "23"],
+            "--kv-budget-tokens",
+            "cannot hold one request",
+        ),
+        (
+            &["--execution", "cuda-graph"],
+            "--execution",
+            "serve-llm runs eager only",
+        ),
+        (&["--slo-ms", "10"], "--slo-ms", "needs a serve worker"),
+    ] {
+        let o = cohort(
+            &tempfile::tempdir().unwrap().path().join("run"),
+            &[&["--workers", "serve-llm=1", "--rate", "5"][..], args].concat(),
+        );
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains(says),
+            "{args:?}: {stderr}"
+        );
+    }
+    // The LLM serving flags without a serve-llm worker.
+    let o = cohort(
+        &tempfile::tempdir().unwrap().path().join("run"),
+        &["--workers", "decode=1", "--ttft-slo-ms", "100"],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--ttft-slo-ms needs a serve-llm worker"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,111 @@
+//! Issue 24: a study with `serve-llm` cohorts reports TTFT and TPOT p99 against the offered rate
+//! per policy, the capacity at the objective, and the KV cache each worker held. The data are
+//! CPU captures (`fixtures/serve-llm-study`: `gpt2-tiny`, 32 + 16 tokens, at most 8 running): a
+//! fixed-rate cohort alone (exclusive) and beside a decode worker (timeslice), and a capacity
+//! search of the latter at TTFT p99 <= 200 ms and TPOT p99 <= 20 ms that passed at 10 and 20
+//! requests/s.
+
+use std::path::{Path, PathBuf};
+
+use coload_analysis::study_report::{About, write};
+use coload_cohort_schema::study::Index;
+
+fn fixture() -> PathBuf {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fixtures/serve-llm-study")
+}
+
+/// Copies `from` into `to`, recursively.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_serve_llm_study_reports_ttft_and_tpot_against_the_rate_per_policy() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(&fixture(), tmp.path());
+    let index: Index = coload_cohort_schema::read_document(&tmp.path().join("index.json")).unwrap();
+    let about = About {
+        title: "coload study: serve-llm".into(),
+        description: "serve-llm on the CPU".into(),
+        node: index.node.clone(),
+    };
+    let written = write(tmp.path(), &about, &index).unwrap();
+    assert!(written.warnings.is_empty(), "{:?}", written.warnings);
+    let dir = written.dir.unwrap();
+    let md = std::fs::read_to_string(dir.join("comparison.md")).unwrap();
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(md.contains("### LLM serving (serve-llm workers)"), "{md}");
+    assert!(html.contains("LLM serving (serve-llm workers)"));
+    let table: Vec<&str> = md
+        .lines()
+        .skip_while(|l| !l.starts_with("### LLM serving"))
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    // The header, its rule, then one row per cohort: two fixed-rate cohorts and two probes,
+    // by policy and offered rate (the first probe offered 5.7500021/s, the fixed-rate
+    // timeslice cohort 5.7500023/s).
+    assert_eq!(table.len(), 2 + 4, "{table:#?}");
+    assert!(table[0].contains("TTFT p99 ms") && table[0].contains("KV cache MiB"));
+    let rows = &table[2..];
+    // exclusive alone: 5.75 requests/s offered (23 in 4 s), TTFT p99 2.096 ms, TPOT p99 0.355
+    // ms, 92 tokens/s, every request within both objectives, a cache of 8 x 64 positions x 2
+    // layers x (keys + values) x 64 wide x 4 bytes = 0.5 MiB.
+    for (row, cells) in rows.iter().zip([
+        &[
+            "exclusive (exclusive)",
+            "5.75",
+            "2.096",
+            "0.355",
+            "92.00",
+            "0.50",
+            "| - |",
+        ][..],
+        &[
+            "timeslice (timeslice)",
+            "probe-1-10",
+            "5.75",
+            "1.997",
+            "0.262",
+            "at least 20 requests/s at TTFT p99 <= 200 ms and TPOT p99 <= 20 ms",
+        ],
+        &[
+            "timeslice (timeslice)",
+            "5.75",
+            "0.989",
+            "0.362",
+            "0.50",
+            "| - |",
+        ],
+        &[
+            "timeslice (timeslice)",
+            "probe-2-20",
+            "13.50",
+            "0.945",
+            "0.394",
+            "216.00",
+        ],
+    ]) {
+        for cell in cells {
+            assert!(row.contains(cell), "{cell} not in {row}");
+        }
+        assert!(
+            row.contains("100.0 % within TTFT p99 <= 200 ms and TPOT p99 <= 20 ms (met)"),
+            "{row}"
+        );
+    }
+    // The capacity search reads with its LLM objective, not as a request latency.
+    assert!(
+        html.contains("TTFT p99 &lt;= 200 ms and TPOT p99 &lt;= 20 ms"),
+        "the capacity's objective"
+    );
+}

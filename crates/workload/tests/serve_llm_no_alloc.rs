@@ -1,0 +1,125 @@
+//! The `serve-llm` workload's timed window (issue 24): what the scheduler and the model's serve
+//! step allocate through the Rust allocator while `run_llm_serve` runs on the real clock,
+//! counted per thread as `decode_no_alloc.rs` does. libtorch's own tensor memory goes through
+//! its allocator, not Rust's, and is not counted here; the KV cache is preallocated.
+//!
+//! `coload-timing`'s `llm_no_alloc.rs` shows the scheduler allocates nothing over a mock step;
+//! this runs it over the real [`LlmServeStep`] (prefills into free slots, decodes of every
+//! running sequence, completed sequences retired by moving the last one into the hole), as the
+//! `serve-llm` worker does between its start and its end.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use coload_cohort_schema::DeviceChoice;
+use coload_timing::{
+    ArrivalSchedule, LlmRequests, LlmServeBuffer, LlmServePolicy, MonotonicClock,
+    llm_request_records, run_llm_serve,
+};
+use coload_workload::{LlmPreset, LlmServeOptions, LlmServeStep};
+
+struct Counting;
+
+thread_local! {
+    static WATCHED: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    if WATCHED.try_with(Cell::get).unwrap_or(false) {
+        let _ = ALLOCATIONS.try_with(|a| a.set(a.get() + 1));
+    }
+}
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+fn watch(on: bool) {
+    WATCHED.with(|w| w.set(on));
+}
+
+#[expect(unsafe_code, reason = "a global allocator is unsafe by definition")]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Runs a 400 ms serve window of `model` at 60 requests/s of 8 + 5 tokens, at most 3 running;
+/// returns the iterations, the requests completed and the Rust allocations made in the window.
+fn window_allocations(model: LlmPreset) -> (usize, u64, u64) {
+    let options = LlmServeOptions {
+        model,
+        device: DeviceChoice::Cpu,
+        max_batch: 3,
+        max_prompt_tokens: 8,
+        precision: None,
+        seed: 0,
+    };
+    let mut step = LlmServeStep::for_preset(&options).unwrap();
+    step.warm_up(&[8], 4).unwrap();
+    let window_ns = 400_000_000;
+    let schedule = ArrivalSchedule::uniform(60.0, window_ns).unwrap();
+    let requests = LlmRequests::fixed(&schedule, 8, 5).unwrap();
+    let policy = LlmServePolicy::new(3, 3 * 13, model.config().context).unwrap();
+    policy.check(&requests).unwrap();
+    let mut buffer = LlmServeBuffer::new(&requests, &policy);
+    let clock = MonotonicClock::new(Instant::now() + Duration::from_millis(5));
+    let before = allocations();
+    watch(true);
+    let out = run_llm_serve(
+        &mut step,
+        &clock,
+        &requests,
+        &policy,
+        &mut buffer,
+        &AtomicBool::new(false),
+    );
+    watch(false);
+    let made = allocations() - before;
+    assert!(out.error.is_none(), "{:?}", out.error);
+    // The window did what the worker's does: prefills, decodes, and reused slots.
+    let records = llm_request_records(&buffer, &requests);
+    assert!(out.requests_completed >= 10, "{}", out.requests_completed);
+    assert!(records.iter().filter(|r| r.completed).count() >= 10);
+    (buffer.iterations().len(), out.requests_completed, made)
+}
+
+#[test]
+fn a_gpt2_serve_llm_window_allocates_nothing() {
+    let (iterations, completed, allocations) = window_allocations(LlmPreset::Gpt2Tiny);
+    assert_eq!(
+        allocations, 0,
+        "the serve window allocated {allocations} times in {iterations} iterations \
+         ({completed} requests completed)"
+    );
+}
+
+#[test]
+fn a_llama_serve_llm_window_allocates_nothing() {
+    let (iterations, completed, allocations) = window_allocations(LlmPreset::LlamaTiny);
+    assert_eq!(
+        allocations, 0,
+        "the serve window allocated {allocations} times in {iterations} iterations \
+         ({completed} requests completed)"
+    );
+}
