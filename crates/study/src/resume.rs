@@ -282,9 +282,16 @@ pub(crate) fn capacity_answer(r: &CapacityReport) -> String {
         (None, Some(f)) => format!("below {f}"),
         (None, None) => "unknown".to_owned(),
     };
+    let mut objective = Vec::new();
+    if !r.probes.iter().all(|p| p.serve.is_empty()) || r.ttft_slo_ms.is_none() {
+        objective.push(coload_analysis::objective_words(r.slo_ms, r.quantile));
+    }
+    if let (Some(ttft), Some(tpot)) = (r.ttft_slo_ms, r.tpot_slo_ms) {
+        objective.push(coload_analysis::llm_objective_words(ttft, tpot, r.quantile));
+    }
     format!(
         "capacity {words} requests/s at {} (stop: {}, {} probes)",
-        coload_analysis::objective_words(r.slo_ms, r.quantile),
+        objective.join(" and "),
         r.stop,
         r.probes.len()
     )
@@ -294,13 +301,30 @@ pub(crate) fn capacity_answer(r: &CapacityReport) -> String {
 /// objective and quantile, and the window of its first probe whose summary reads.
 fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(), Mismatch> {
     check_shape(r.mode, &r.workload_mix, job)?;
+    let has_serve = job.mix.workloads().contains(&Workload::Serve);
     if let Some(slo) = job.spec.serve.slo_ms
+        && has_serve
         && (r.slo_ms - slo).abs() > 1e-9
     {
         return Err(Mismatch(format!(
             "an objective of {} ms where the plan says {slo} ms",
             r.slo_ms
         )));
+    }
+    // A serve-llm search: its TTFT and TPOT objectives (a search written before issue 24 had
+    // none, and no serve-llm worker either).
+    for (what, recorded, planned) in [
+        ("TTFT", r.ttft_slo_ms, job.spec.serve.ttft_slo_ms),
+        ("TPOT", r.tpot_slo_ms, job.spec.serve.tpot_slo_ms),
+    ] {
+        if let (Some(planned), true) = (planned, job.mix.workloads().contains(&Workload::ServeLlm))
+            && recorded.is_none_or(|x| (x - planned).abs() > 1e-9)
+        {
+            return Err(Mismatch(format!(
+                "a {what} objective of {} where the plan says {planned} ms",
+                recorded.map_or_else(|| "none".to_owned(), |x| format!("{x} ms"))
+            )));
+        }
     }
     let quantile = job
         .spec
@@ -705,6 +729,67 @@ mod tests {
         assert!(
             e.to_string()
                 .contains("probes with a 10 s window where the plan says 45 s"),
+            "{e}"
+        );
+    }
+
+    /// A serve-llm search of the plan (CPU captures in `fixtures/serve-llm-study`): decode and
+    /// serve-llm on gpt2-tiny, TTFT p99 <= `ttft` ms and TPOT p99 <= `tpot` ms, 4 s windows.
+    fn llm_capacity_job(ttft: u32, tpot: u32) -> Job {
+        Plan::parse(
+            "t",
+            &format!(
+                "[flags]\nwindow_s = 4\nmodel = \"gpt2-tiny\"\n[[policy]]\nname = \"timeslice\"\n\
+                 mode = \"timeslice\"\n[[cohort]]\nworkers = \"serve-llm=1,decode=1\"\n\
+                 flags = {{ find_capacity = true, ttft_slo_ms = {ttft}, tpot_slo_ms = {tpot}, \
+                 rate = 10, prompt_tokens = 32, output_tokens = 16 }}\n"
+            ),
+        )
+        .unwrap()
+        .jobs(false)
+        .remove(0)
+    }
+
+    /// A finished serve-llm search is complete with both objectives in its answer; one made
+    /// for other TTFT or TPOT objectives is refused, naming which.
+    #[test]
+    fn a_serve_llm_search_is_resumed_by_its_ttft_and_tpot_objectives() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fixture = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/serve-llm-study/cohorts/timeslice-serve-llm1-decode1-capacity"
+        ));
+        let j = llm_capacity_job(200, 20);
+        let dir = tmp.path().join(&j.name);
+        for probe in ["", "probe-1-10", "probe-2-20"] {
+            std::fs::create_dir_all(dir.join(probe)).unwrap();
+        }
+        std::fs::copy(fixture.join(CAPACITY_FILE), dir.join(CAPACITY_FILE)).unwrap();
+        for probe in ["probe-1-10", "probe-2-20"] {
+            std::fs::copy(
+                fixture.join(probe).join("summary.json"),
+                dir.join(probe).join("summary.json"),
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            inspect(tmp.path(), &j).unwrap(),
+            Found::CapacityComplete {
+                answer: "capacity at least 20 requests/s at TTFT p99 <= 200 ms and TPOT p99 <= \
+                         20 ms (stop: max_rate_passes, 2 probes)"
+                    .into()
+            }
+        );
+        let e = inspect(tmp.path(), &llm_capacity_job(200, 50)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a TPOT objective of 20 ms where the plan says 50 ms"),
+            "{e}"
+        );
+        let e = inspect(tmp.path(), &llm_capacity_job(500, 20)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a TTFT objective of 200 ms where the plan says 500 ms"),
             "{e}"
         );
     }
