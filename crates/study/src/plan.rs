@@ -22,7 +22,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// The built-in plans: name, what it is, and its TOML text.
-pub const BUILTIN: [(&str, &str, &str); 4] = [
+pub const BUILTIN: [(&str, &str, &str); 5] = [
     (
         "article",
         "the article's matrix: solos, 1/2/4/7 homogeneous and 1 inference + 6 training per mode",
@@ -37,6 +37,11 @@ pub const BUILTIN: [(&str, &str, &str); 4] = [
         "decision",
         "every need in one study: the article's matrix, capacity at 10 and 25 ms, a memory hog, energy",
         include_str!("../plans/decision.toml"),
+    ),
+    (
+        "llm",
+        "the LLM pattern: decode alone and together, decode under an MPS share, a serve-llm endpoint's capacity beside trainers, a KV cache above the MPS share",
+        include_str!("../plans/llm.toml"),
     ),
     (
         "mig-check",
@@ -724,6 +729,7 @@ fn what_it_runs(flags: &coload_spec::WorkerFlags, workload: Workload) -> String 
 
 #[cfg(test)]
 mod tests {
+    use coload_cohort_schema::Execution;
     use coload_spec::Seconds;
 
     use super::*;
@@ -845,6 +851,54 @@ flags = { window_s = 40 }
             jobs.iter()
                 .all(|j| j.spec.flags.window_s == Seconds::whole(45))
         );
+    }
+
+    /// The LLM plan: decode alone and together per policy, a serve-llm capacity search at
+    /// TTFT and TPOT objectives alone and beside six trainers, and the KV cache above the
+    /// plugin's MPS share; every cohort's spec passes the spec's checks.
+    #[test]
+    fn the_llm_plan_covers_decode_serving_and_the_cache_per_policy() {
+        let jobs = Plan::load("llm").unwrap().jobs(false);
+        assert_eq!(jobs.len(), 16);
+        for j in &jobs {
+            j.spec
+                .validate()
+                .unwrap_or_else(|e| panic!("{}: {e}", j.name));
+        }
+        for policy in ["timeslice", "mps-plugin", "mps-unlimited"] {
+            for name in [
+                "decode1-r1",
+                "decode4-r1",
+                "decode7-r1",
+                "serve-llm1-train6-capacity-r1",
+            ] {
+                assert!(
+                    jobs.iter().any(|j| j.name == format!("{policy}-{name}")),
+                    "{policy}-{name} missing"
+                );
+            }
+        }
+        let search = jobs
+            .iter()
+            .find(|j| j.name == "mps-plugin-serve-llm1-train6-capacity-r1")
+            .unwrap();
+        assert!(search.finds_capacity());
+        assert_eq!(
+            (search.spec.serve.ttft_slo_ms, search.spec.serve.tpot_slo_ms),
+            (Some(500.0), Some(50.0))
+        );
+        let cache = jobs
+            .iter()
+            .find(|j| j.name == "mps-plugin-serve-llm1-train6-kv640-r1")
+            .unwrap();
+        assert_eq!(cache.spec.serve.max_batch, 640);
+        assert!(!cache.finds_capacity());
+        let decode = jobs
+            .iter()
+            .find(|j| j.name == "exclusive-decode1-r1")
+            .unwrap();
+        assert!(decode.baseline);
+        assert_eq!(decode.spec.flags.execution, Execution::CudaGraph);
     }
 
     #[test]
@@ -1072,7 +1126,7 @@ flags = { window_s = 40 }
         let e = Plan::load("articel").unwrap_err();
         assert!(
             e.message
-                .contains("built-in plans: article, quick, decision, mig-check"),
+                .contains("built-in plans: article, quick, decision, llm, mig-check"),
             "{e}"
         );
     }
