@@ -176,6 +176,7 @@ fn initial_report(args: &Args) -> WorkerReport {
         hog: None,
         serve: None,
         serve_llm: None,
+        coload: Some(crate::version::SHORT.to_owned()),
     }
 }
 

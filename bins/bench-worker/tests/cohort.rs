@@ -134,6 +134,13 @@ fn a_three_worker_mixed_cohort_completes_and_summarizes() {
         assert_eq!(r.status, Status::Complete);
         assert_eq!(r.replica, i as u32);
         assert!(r.failure.is_none());
+        // The build that ran it, as `--version` prints it on one line.
+        let build = r.coload.as_deref().unwrap_or_default();
+        assert!(
+            build.starts_with(concat!(env!("CARGO_PKG_VERSION"), " (git "))
+                && build.contains("libtorch"),
+            "{build}"
+        );
         let window = r.window.unwrap();
         let batches = read_batches(&dir.join("batches.jsonl")).unwrap();
         assert!(!batches.is_empty());

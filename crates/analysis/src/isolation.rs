@@ -296,6 +296,7 @@ mod tests {
             hog: None,
             serve: None,
             serve_llm: None,
+            coload: None,
         }
     }
 

@@ -438,13 +438,40 @@ fn provenance(
         .map(|(s, e)| (s, Some(e.policy.as_str())))
         .chain(probes.iter().map(|s| (s, None)))
         .collect();
+    let this_build = format!(
+        "{} (git {})",
+        env!("CARGO_PKG_VERSION"),
+        option_env!("COLOAD_GIT_REVISION").unwrap_or("revision not recorded in this build")
+    );
+    // The builds that ran the workers, as their records name them, with how many workers each.
+    let mut builds: Vec<(&str, usize)> = Vec::new();
+    for b in workers.iter().filter_map(|w| w.coload.as_deref()) {
+        match builds.iter_mut().find(|(x, _)| *x == b) {
+            Some((_, n)) => *n += 1,
+            None => builds.push((b, 1)),
+        }
+    }
+    let ran = if builds.is_empty() {
+        String::new()
+    } else {
+        let list: Vec<String> = builds
+            .iter()
+            .map(|(b, n)| format!("{b} ({n} worker{})", if *n == 1 { "" } else { "s" }))
+            .collect();
+        let unnamed = workers.iter().filter(|w| w.coload.is_none()).count();
+        let older = if unnamed > 0 {
+            format!(
+                "; {unnamed} worker record{} from before builds were recorded",
+                if unnamed == 1 { "" } else { "s" }
+            )
+        } else {
+            String::new()
+        };
+        format!("workers ran {}{older}; ", list.join(", "))
+    };
     let mut rows = vec![(
         "coload".to_owned(),
-        format!(
-            "{} (git {}), the build that wrote this report",
-            env!("CARGO_PKG_VERSION"),
-            option_env!("COLOAD_GIT_REVISION").unwrap_or("revision not recorded in this build")
-        ),
+        format!("{ran}this report: {this_build}"),
     )];
     if all.is_empty() {
         return rows;

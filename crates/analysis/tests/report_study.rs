@@ -73,7 +73,7 @@ fn the_article_study_reads_with_its_provenance_and_every_need() {
         "<dt>dates</dt><dd>2026-12-01 00:45 to 00:58 UTC",
         "<dt>GPUs</dt><dd>2 physical GPUs (GPU-694b5e84…, GPU-dd673790…), 140 GiB each",
         "mps-plugin: device-plugin replicas 7: 14 % of the threads",
-        "<dt>coload</dt><dd>0.1.0 (git ",
+        "<dt>coload</dt><dd>this report: 0.1.0 (git ",
         "driver, CUDA version and hosts not kept with these data (summaries only)",
     ] {
         assert!(html.contains(fact), "{fact}");
@@ -325,6 +325,17 @@ fn where_the_study_kept_the_workers_records_the_header_names_driver_cuda_hosts_a
         let dir = tmp.path().join("cohorts").join(name);
         copy_tree(&fixtures.join(fixture), &dir);
         std::fs::rename(dir.join("expected-summary.json"), dir.join("summary.json")).unwrap();
+        // The trainers of the shared cohort name the build that ran them; the solo, recorded
+        // before builds were, does not.
+        if name == "mps-train4-r1" {
+            for i in 0..4 {
+                let path = dir.join(format!("worker-{i}/worker.json"));
+                let mut v: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+                v["coload"] = "0.1.0 (git 0123456789ab, libtorch 2.11.0+cu130)".into();
+                std::fs::write(&path, v.to_string()).unwrap();
+            }
+        }
         let summary: coload_cohort_schema::CohortSummary =
             coload_cohort_schema::read_document(&dir.join("summary.json")).unwrap();
         let mut e = entry(name, policy, mode, Outcome::Complete, "");
@@ -348,6 +359,14 @@ fn where_the_study_kept_the_workers_records_the_header_names_driver_cuda_hosts_a
         "{html}"
     );
     assert!(html.contains("<dt>hosts</dt><dd>vm</dd>"));
+    assert!(
+        html.contains(
+            "<dt>coload</dt><dd>workers ran 0.1.0 (git 0123456789ab, libtorch 2.11.0+cu130) (4 \
+             workers); 1 worker record from before builds were recorded; this report: 0.1.0"
+        ),
+        "{}",
+        &html[html.find("<dt>coload").unwrap_or(0)..][..300]
+    );
     // The plan had no MIG policy and the workers say MIG mode was off: the verdict says both.
     assert!(html.contains(
         "<strong>Not measured here:</strong> MIG: not measured, the plan has no MIG policy and MIG mode is disabled on this node&#39;s GPUs."

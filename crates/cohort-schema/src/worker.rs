@@ -283,6 +283,11 @@ pub struct WorkerReport {
     /// workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve_llm: Option<LlmServeWindowInfo>,
+    /// The build of coload that ran this worker, as `bench-worker --version` prints it on one
+    /// line: `0.1.0 (git 0123456789ab, libtorch 2.11.0+cu130)` (issue 23's provenance; absent
+    /// in records written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coload: Option<String>,
 }
 
 /// What a `serve-llm` worker's window did with its requests, by the window's end (the worker's

@@ -134,6 +134,7 @@ fn report() -> WorkerReport {
         hog: None,
         serve: None,
         serve_llm: None,
+        coload: None,
     }
 }
 
