@@ -268,11 +268,25 @@ fn capacity_point(
             })
             .and_then(|s| serve_latency(&s, quantile))
     };
+    let slowest = |f: fn(&coload_cohort_schema::CapacityProbeLlmWorker) -> Option<f64>| {
+        p.serve_llm
+            .iter()
+            .map(f)
+            .collect::<Option<Vec<f64>>>()
+            .map(|v| v.into_iter().fold(0.0, f64::max))
+    };
+    let llm_ms = if p.serve_llm.is_empty() {
+        None
+    } else {
+        slowest(|w| w.ttft_ms).zip(slowest(|w| w.tpot_ms))
+    };
     crate::CapacityPoint {
         rate_per_s: p.rate_per_s,
         latency_ms,
         passed: p.passed,
-        overloaded: p.serve.iter().any(|w| w.overloaded),
+        llm_ms,
+        overloaded: p.serve.iter().any(|w| w.overloaded)
+            || p.serve_llm.iter().any(|w| w.overloaded),
     }
 }
 

@@ -152,6 +152,7 @@ fn probe(rate_per_s: f64, latency_ms: f64, passed: bool) -> CapacityPoint {
         rate_per_s,
         latency_ms: Some(latency_ms),
         passed: Some(passed),
+        llm_ms: None,
         overloaded: false,
     }
 }

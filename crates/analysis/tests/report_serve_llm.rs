@@ -103,9 +103,15 @@ fn a_serve_llm_study_reports_ttft_and_tpot_against_the_rate_per_policy() {
             "{row}"
         );
     }
-    // The capacity search reads with its LLM objective, not as a request latency.
+    // The capacity search reads with its LLM objective, not as a request latency, and each
+    // probe with the slowest serve-llm worker's TTFT and TPOT at the quantile.
     assert!(
         html.contains("TTFT p99 &lt;= 200 ms and TPOT p99 &lt;= 20 ms"),
         "the capacity's objective"
+    );
+    assert!(
+        html.contains("10: TTFT 2 ms, TPOT 0.26 ms (pass); 20: TTFT 0.95 ms, TPOT 0.39 ms (pass)"),
+        "{}",
+        &html[html.find("probes in the order run").unwrap_or(0)..][..600]
     );
 }

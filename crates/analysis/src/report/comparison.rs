@@ -323,11 +323,22 @@ fn capacity_table(rows: &[super::CapacityRow]) -> Table {
                     Some(false) => "fail",
                     None => "cohort failed",
                 };
+                let mut latency: Vec<String> = p
+                    .latency_ms
+                    .map(|ms| format!("{} ms", num(ms)))
+                    .into_iter()
+                    .collect();
+                if let Some((ttft, tpot)) = p.llm_ms {
+                    latency.push(format!("TTFT {} ms, TPOT {} ms", num(ttft), num(tpot)));
+                }
                 format!(
                     "{}: {} ({verdict}{})",
                     rate(p.rate_per_s),
-                    p.latency_ms
-                        .map_or_else(|| "-".to_owned(), |ms| format!("{} ms", num(ms))),
+                    if latency.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        latency.join("; ")
+                    },
                     if p.overloaded { ", overloaded" } else { "" }
                 )
             })

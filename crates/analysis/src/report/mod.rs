@@ -231,6 +231,10 @@ pub struct CapacityPoint {
     pub latency_ms: Option<f64>,
     /// Whether every serve worker met the objective; `None` when the cohort did not complete.
     pub passed: Option<bool>,
+    /// The slowest `serve-llm` worker's TTFT and TPOT at the objective's quantile,
+    /// milliseconds, in a search with serve-llm workers (`None` elsewhere, or where a worker
+    /// has no such figure).
+    pub llm_ms: Option<(f64, f64)>,
     /// Whether a serve worker was judged overloaded (its latencies are lower bounds).
     pub overloaded: bool,
 }
