@@ -438,6 +438,43 @@ fn distinct(values: impl IntoIterator<Item = String>) -> String {
 /// The provenance header: what ran, how, when, where and under which share, read from the
 /// summaries (every compared cohort and every capacity probe) and, where kept, the workers'
 /// records. Nothing here is typed by hand.
+///
+/// The workload row: a vision model's batch of images (`resnet18, batch 32 of 3x224x224, fp32,
+/// eager`), an LLM's sequences and tokens (`gpt2-small, batch 8, prompt 512 + 128 generated
+/// tokens, bf16, cuda-graph`), and both for a mix of the two.
+fn workload_words(c: &coload_cohort_schema::WorkerConfig) -> String {
+    let vision = |model: &str| {
+        format!(
+            "{model}, batch {} of 3x{size}x{size}, {}, {}",
+            c.batch_size,
+            c.precision,
+            c.execution,
+            size = c.image_size
+        )
+    };
+    let llm = |model: &str| match &c.llm {
+        Some(l) => format!(
+            "{model}, batch {}, prompt {} + {} generated tokens, {}, {}",
+            l.batch_size, l.prompt_tokens, l.output_tokens, l.precision, c.execution
+        ),
+        None => model.to_owned(),
+    };
+    match &c.model_by_workload {
+        Some(m) => m
+            .iter()
+            .map(|(w, name)| {
+                if w.is_llm() {
+                    format!("{w} {}", llm(name))
+                } else {
+                    format!("{w} {}", vision(name))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        None if c.llm.is_some() => llm(&c.model),
+        None => vision(&c.model),
+    }
+}
 #[expect(
     clippy::too_many_lines,
     reason = "one row per fact, top to bottom: build, workload, protocol, dates, GPUs, hosts, shares"
@@ -492,25 +529,7 @@ fn provenance(
     }
     rows.push((
         "workload".to_owned(),
-        distinct(all.iter().map(|(s, _)| {
-            let c = &s.config;
-            let model = c.model_by_workload.as_ref().map_or_else(
-                || c.model.clone(),
-                |m| {
-                    m.iter()
-                        .map(|(w, name)| format!("{w} {name}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                },
-            );
-            format!(
-                "{model}, batch {} of 3x{size}x{size}, {}, {}",
-                c.batch_size,
-                c.precision,
-                c.execution,
-                size = c.image_size
-            )
-        })),
+        distinct(all.iter().map(|(s, _)| workload_words(&s.config))),
     ));
     rows.push((
         "protocol".to_owned(),

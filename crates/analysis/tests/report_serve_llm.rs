@@ -43,6 +43,12 @@ fn a_serve_llm_study_reports_ttft_and_tpot_against_the_rate_per_policy() {
     let dir = written.dir.unwrap();
     let md = std::fs::read_to_string(dir.join("comparison.md")).unwrap();
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    // The provenance names the LLM's sequences and tokens, not an image size.
+    assert!(
+        html.contains("<dt>workload</dt><dd>gpt2-tiny, batch 8, prompt 32 + 16 generated tokens, fp32, eager</dd>"),
+        "{}",
+        &html[html.find("<dt>workload").unwrap_or(0)..][..200]
+    );
     assert!(md.contains("### LLM serving (serve-llm workers)"), "{md}");
     assert!(html.contains("LLM serving (serve-llm workers)"));
     let table: Vec<&str> = md
