@@ -80,6 +80,24 @@ pub struct LlmServeOptions {
     pub seed: u64,
 }
 
+/// The batches [`LlmServeStep::warm_up`] runs for a cache of `slots` sequences: every batch up
+/// to 32, then the powers of two below `slots`, then `slots`. Warming every batch up to a
+/// cache of 640 sequences would prefill about 200,000 prompts one by one; a batch between two
+/// warmed ones meets its first call inside the window only when the load reaches it.
+#[must_use]
+pub fn warmup_batches(slots: u32) -> Vec<u32> {
+    const EVERY_UP_TO: u32 = 32;
+    let mut out: Vec<u32> = (1..=slots.min(EVERY_UP_TO)).collect();
+    let mut b = EVERY_UP_TO * 2;
+    while b < slots {
+        out.push(b);
+        b *= 2;
+    }
+    if slots > EVERY_UP_TO {
+        out.push(slots);
+    }
+    out
+}
 impl LlmServeStep {
     /// The step `options` describe: the preset on the device, its cache of `max_batch` slots of
     /// the whole context.
@@ -174,10 +192,12 @@ impl LlmServeStep {
     }
 
     /// Before the barrier: prefills `batch` sequences at each of `prompt_tokens` and decodes
-    /// them `decodes` times (each prompt plus `decodes` must fit the context), for every batch from 1 to the cache's slots, so that no kernel is
-    /// chosen or compiled for the first time inside the window; then forgets everything (the
-    /// window's requests get the prompts they would have had without it). Returns how long
-    /// each batch's decodes took, median, for the worker's notes.
+    /// them `decodes` times (each prompt plus `decodes` must fit the context), for each batch
+    /// of [`warmup_batches`] (every one up to 32, then powers of two and the cache's slots), so
+    /// that no kernel is chosen or compiled for the first time inside the window at the batches
+    /// a serving window reaches; then forgets everything (the window's requests get the prompts
+    /// they would have had without it). Returns how long each batch's decodes took, median,
+    /// for the worker's notes.
     pub fn warm_up(
         &mut self,
         prompt_tokens: &[u32],
@@ -185,8 +205,9 @@ impl LlmServeStep {
     ) -> Result<Vec<(u32, std::time::Duration)>, LlmError> {
         let slots = self.physical.len() as u32;
         let all: Vec<u32> = (0..slots).collect();
-        let mut medians = Vec::with_capacity(slots as usize);
-        for batch in 1..=slots {
+        let batches = warmup_batches(slots);
+        let mut medians = Vec::with_capacity(batches.len());
+        for batch in batches {
             let listed = &all[..batch as usize];
             let mut times = Vec::with_capacity(decodes as usize);
             for &p in prompt_tokens {
@@ -396,5 +417,23 @@ impl IterationStep for LlmServeStep {
             .f_copy_(&logits.f_argmax(-1, true)?)?;
         self.synchronize()?;
         self.record(0, self.running)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::warmup_batches;
+
+    /// Every batch up to 32, then powers of two and the cache's own size: a 640-sequence cache
+    /// warms 37 batches, not 640.
+    #[test]
+    fn warmup_batches_are_bounded() {
+        assert_eq!(warmup_batches(3), [1, 2, 3]);
+        assert_eq!(warmup_batches(32), (1..=32).collect::<Vec<_>>());
+        let big = warmup_batches(640);
+        assert_eq!(big[..32], (1..=32).collect::<Vec<_>>()[..]);
+        assert_eq!(big[32..], [64, 128, 256, 512, 640]);
+        assert_eq!(warmup_batches(64)[32..], [64]);
+        assert!(warmup_batches(0).is_empty());
     }
 }
