@@ -1,6 +1,7 @@
 //! The `serve-llm` worker's life after the preflight (issue 24): the built-in LLM behind the
-//! continuous batcher, warmed at every batch size up to 32 (then powers of two and `--max-batch`), the barrier, the
-//! LLM serve window (`coload_timing::run_llm_serve`) on the real clock, and its records.
+//! continuous batcher, warmed at every batch size up to 32 (then powers of two and
+//! `--max-batch`), the barrier, the LLM serve window (`coload_timing::run_llm_serve`) on the
+//! real clock, and its records.
 //!
 //! Everything the window records lives in the scheduler's [`LlmServeBuffer`], sized before the
 //! start from the planned requests; `batches.jsonl` (the iterations) and `llm_requests.jsonl`
