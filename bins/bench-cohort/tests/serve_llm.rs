@@ -132,7 +132,11 @@ fn check_summary(out: &Path, kv_cache_bytes: Option<u64>) {
     assert!(summary.workers[0].decode.is_none());
     assert!(s.requests > 0 && s.completed > 0);
     let (ttft, tpot) = (s.ttft_ms, s.tpot_ms);
-    assert!(ttft.p50.unwrap() > 0.0 && ttft.p50 <= ttft.p99, "{ttft:?}");
+    // Seed 0 at 20/s schedules the last of 42 requests 2.4 ms before the end; on a busy host
+    // it may get no first token by then, and the p99 (its rank) is rightly null. The p90 is
+    // observed.
+    assert!(ttft.p50.unwrap() > 0.0 && ttft.p50 <= ttft.p90, "{ttft:?}");
+    assert!(ttft.p99.is_none_or(|p99| ttft.p90.unwrap() <= p99), "{ttft:?}");
     assert!(tpot.p50.unwrap() > 0.0 && tpot.p50 <= tpot.p99, "{tpot:?}");
     assert!(s.itl_ms.p50.unwrap() > 0.0);
     assert!(s.output_tokens_per_s > 0.0);

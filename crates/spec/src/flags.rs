@@ -443,7 +443,8 @@ pub struct ServeFlags {
     pub arrivals: Arrivals,
 
     /// serve, serve-llm: replay a trace instead of --rate: one offset per line, seconds from
-    /// the window's start, non-decreasing (`#` comments allowed)
+    /// the window's start, non-decreasing (`#` comments allowed); for serve-llm a line may add
+    /// the request's prompt and output tokens (`0.25 512 128`: on every line or none)
     #[arg(long, value_name = "FILE", conflicts_with = "rate")]
     pub arrivals_file: Option<PathBuf>,
 
