@@ -136,7 +136,10 @@ fn check_summary(out: &Path, kv_cache_bytes: Option<u64>) {
     // it may get no first token by then, and the p99 (its rank) is rightly null. The p90 is
     // observed.
     assert!(ttft.p50.unwrap() > 0.0 && ttft.p50 <= ttft.p90, "{ttft:?}");
-    assert!(ttft.p99.is_none_or(|p99| ttft.p90.unwrap() <= p99), "{ttft:?}");
+    assert!(
+        ttft.p99.is_none_or(|p99| ttft.p90.unwrap() <= p99),
+        "{ttft:?}"
+    );
     assert!(tpot.p50.unwrap() > 0.0 && tpot.p50 <= tpot.p99, "{tpot:?}");
     assert!(s.itl_ms.p50.unwrap() > 0.0);
     assert!(s.output_tokens_per_s > 0.0);

@@ -252,9 +252,9 @@ mod tests {
             "10",
         ];
         argv.extend_from_slice(extra);
-        let args = Args::try_parse_from(argv).unwrap();
-        args.validate().unwrap();
-        args
+        let parsed = Args::try_parse_from(argv).unwrap();
+        parsed.validate().unwrap();
+        parsed
     }
 
     fn lengths(plan: &LlmServePlan) -> Vec<(u32, u32)> {

@@ -134,36 +134,6 @@ fn bad_serve_arguments_are_refused_before_anything_runs() {
     std::fs::write(&empty, "# nothing\n").unwrap();
     let unsorted = root.path().join("unsorted.txt");
     std::fs::write(&unsorted, "0.5\n0.25\n").unwrap();
-    // Issue 24: serve-llm traces with length columns, each bad in one way.
-    let trace = |name: &str, text: &str| {
-        let path = root.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path.display().to_string()
-    };
-    let one_column = trace("one.txt", "0 8 4\n0.1 8\n");
-    let zero = trace("zero.txt", "0 8 4\n0.1 8 0\n");
-    let word = trace("word.txt", "0 eight 4\n");
-    let mixed = trace("mixed.txt", "0\n0.1 8 4\n");
-    let long = trace("long.txt", "0 8 4\n# a request of 65 positions\n0.1 60 5\n");
-    let over_budget = trace("budget.txt", "0 8 4\n0.1 20 10\n");
-    let lengths = trace("lengths.txt", "0 8 4\n0.1 8 4\n");
-    let llm = |file: &str, more: &[&str]| -> Vec<String> {
-        let mut v: Vec<String> = [
-            "--model",
-            "gpt2-tiny",
-            "--prompt-tokens",
-            "8",
-            "--output-tokens",
-            "8",
-            "--arrivals-file",
-            file,
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        v.extend(more.iter().map(|s| (*s).to_owned()));
-        v
-    };
     let cases: Vec<(&str, Vec<String>, String)> = vec![
         (
             "serve",
@@ -233,6 +203,68 @@ fn bad_serve_arguments_are_refused_before_anything_runs() {
             vec!["--arrivals-file".into(), unsorted.display().to_string()],
             "unsorted.txt:2: offset 0.25 s comes before 0.5 s on line 1".into(),
         ),
+        (
+            "serve",
+            vec![
+                "--arrivals-file".into(),
+                root.path().join("none.txt").display().to_string(),
+            ],
+            "cannot read --arrivals-file".into(),
+        ),
+    ];
+    assert_refused(root.path(), cases);
+}
+
+/// Each case (workload, flags, what stderr says) exits 2 before anything runs.
+fn assert_refused(root: &Path, cases: Vec<(&str, Vec<String>, String)>) {
+    for (workload, extra, needle) in cases {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let (status, stderr) = finish(spawn(root, "bad", 0, 1, workload, &extra));
+        assert_eq!(
+            status.code(),
+            Some(i32::from(exit::INVALID_INPUT)),
+            "{extra:?}: {stderr}"
+        );
+        assert!(stderr.contains(&needle), "{extra:?}: {stderr}");
+        assert!(!root.join("worker-0/worker.json").exists());
+    }
+}
+
+/// Issue 24: a trace's length columns, refused by file and line; a serve worker refuses them.
+#[test]
+fn bad_serve_llm_traces_are_refused_by_file_and_line() {
+    let root = tempfile::tempdir().unwrap();
+    // Issue 24: serve-llm traces with length columns, each bad in one way.
+    let trace = |name: &str, text: &str| {
+        let path = root.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let one_column = trace("one.txt", "0 8 4\n0.1 8\n");
+    let zero = trace("zero.txt", "0 8 4\n0.1 8 0\n");
+    let word = trace("word.txt", "0 eight 4\n");
+    let mixed = trace("mixed.txt", "0\n0.1 8 4\n");
+    let long = trace("long.txt", "0 8 4\n# a request of 65 positions\n0.1 60 5\n");
+    let over_budget = trace("budget.txt", "0 8 4\n0.1 20 10\n");
+    let lengths = trace("lengths.txt", "0 8 4\n0.1 8 4\n");
+    let llm = |file: &str, more: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "--model",
+            "gpt2-tiny",
+            "--prompt-tokens",
+            "8",
+            "--output-tokens",
+            "8",
+            "--arrivals-file",
+            file,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        v.extend(more.iter().map(|s| (*s).to_owned()));
+        v
+    };
+    let cases: Vec<(&str, Vec<String>, String)> = vec![
         // A serve worker keeps refusing anything but the offset.
         (
             "serve",
@@ -278,24 +310,6 @@ fn bad_serve_arguments_are_refused_before_anything_runs() {
             llm(&lengths, &["--output-tokens-max", "12"]),
             "--output-tokens-max: --arrivals-file".into(),
         ),
-        (
-            "serve",
-            vec![
-                "--arrivals-file".into(),
-                root.path().join("none.txt").display().to_string(),
-            ],
-            "cannot read --arrivals-file".into(),
-        ),
     ];
-    for (workload, extra, needle) in cases {
-        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-        let (status, stderr) = finish(spawn(root.path(), "bad", 0, 1, workload, &extra));
-        assert_eq!(
-            status.code(),
-            Some(i32::from(exit::INVALID_INPUT)),
-            "{extra:?}: {stderr}"
-        );
-        assert!(stderr.contains(&needle), "{extra:?}: {stderr}");
-        assert!(!root.path().join("worker-0/worker.json").exists());
-    }
+    assert_refused(root.path(), cases);
 }
