@@ -132,7 +132,14 @@ fn check_summary(out: &Path, kv_cache_bytes: Option<u64>) {
     assert!(summary.workers[0].decode.is_none());
     assert!(s.requests > 0 && s.completed > 0);
     let (ttft, tpot) = (s.ttft_ms, s.tpot_ms);
-    assert!(ttft.p50.unwrap() > 0.0 && ttft.p50 <= ttft.p99, "{ttft:?}");
+    // Seed 0 at 20/s schedules the last of 42 requests 2.4 ms before the end; on a busy host
+    // it may get no first token by then, and the p99 (its rank) is rightly null. The p90 is
+    // observed.
+    assert!(ttft.p50.unwrap() > 0.0 && ttft.p50 <= ttft.p90, "{ttft:?}");
+    assert!(
+        ttft.p99.is_none_or(|p99| ttft.p90.unwrap() <= p99),
+        "{ttft:?}"
+    );
     assert!(tpot.p50.unwrap() > 0.0 && tpot.p50 <= tpot.p99, "{tpot:?}");
     assert!(s.itl_ms.p50.unwrap() > 0.0);
     assert!(s.output_tokens_per_s > 0.0);
@@ -244,6 +251,23 @@ fn serve_llm_flags_are_refused_naming_the_flag() {
             "serve-llm runs eager only",
         ),
         (&["--slo-ms", "10"], "--slo-ms", "needs a serve worker"),
+        // Lengths drawn from a range (the base flags are 16 and 8 here).
+        (
+            &["--prompt-tokens-max", "12"],
+            "--prompt-tokens-max",
+            "--prompt-tokens-max 12 is below --prompt-tokens 16",
+        ),
+        (
+            &["--prompt-tokens-max", "40", "--output-tokens-max", "30"],
+            "--prompt-tokens-max",
+            "needs 70 positions, but gpt2-tiny has a context of 64",
+        ),
+        (
+            &["--output-tokens-max", "40", "--kv-budget-tokens", "50"],
+            "--kv-budget-tokens",
+            "cannot hold the longest request: it reserves --prompt-tokens 16 plus \
+             --output-tokens-max 40 = 56 tokens",
+        ),
     ] {
         let o = cohort(
             &tempfile::tempdir().unwrap().path().join("run"),
@@ -257,14 +281,145 @@ fn serve_llm_flags_are_refused_naming_the_flag() {
         );
     }
     // The LLM serving flags without a serve-llm worker.
+    for flag in [
+        "--ttft-slo-ms",
+        "--prompt-tokens-max",
+        "--output-tokens-max",
+    ] {
+        let o = cohort(
+            &tempfile::tempdir().unwrap().path().join("run"),
+            &["--workers", "decode=1", flag, "100"],
+        );
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{flag} needs a serve-llm worker")),
+            "{stderr}"
+        );
+    }
+}
+
+/// The requests of a worker's `llm_requests.jsonl`.
+fn request_lines(worker: &Path) -> Vec<LlmRequestLine> {
+    LlmRequestReader::open(&worker.join(files::LLM_REQUESTS))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Lengths drawn from `--prompt-tokens`..`--prompt-tokens-max` and
+/// `--output-tokens`..`--output-tokens-max`: recorded request by request, inside the ranges and
+/// not all the same; each request's TPOT by its own output length.
+#[test]
+fn a_cohort_with_drawn_lengths_records_each_request_s_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("drawn");
     let o = cohort(
-        &tempfile::tempdir().unwrap().path().join("run"),
-        &["--workers", "decode=1", "--ttft-slo-ms", "100"],
+        &out,
+        &[
+            "--workers",
+            "serve-llm=1",
+            "--rate",
+            "15",
+            "--window-s",
+            "2",
+            "--prompt-tokens-max",
+            "40",
+            "--output-tokens-max",
+            "16",
+        ],
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let w = out.join("worker-0");
+    let report = read_worker_report(&w.join(files::WORKER_REPORT)).unwrap();
+    let c = report.config.serve_llm.as_ref().unwrap();
+    assert_eq!(c.lengths, "uniform");
+    assert_eq!(
+        (
+            c.prompt_tokens,
+            c.prompt_tokens_max,
+            c.output_tokens,
+            c.output_tokens_max
+        ),
+        (16, Some(40), 8, Some(16))
+    );
+    let lines = request_lines(&w);
+    assert!(lines.len() >= 10, "{}", lines.len());
     assert!(
-        stderr.contains("--ttft-slo-ms needs a serve-llm worker"),
-        "{stderr}"
+        lines
+            .iter()
+            .all(|l| (16..=40).contains(&l.prompt_tokens) && (8..=16).contains(&l.output_tokens))
+    );
+    let distinct = |f: fn(&LlmRequestLine) -> u32| {
+        let mut v: Vec<u32> = lines.iter().map(f).collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    };
+    assert!(distinct(|l| l.prompt_tokens) > 3 && distinct(|l| l.output_tokens) > 3);
+    // A completed request generated exactly its own output length.
+    for l in lines.iter().filter(|l| l.completed) {
+        assert_eq!(l.token_unix_ns.len(), l.output_tokens as usize, "{l:?}");
+        assert_eq!(l.tokens_generated, l.output_tokens, "{l:?}");
+    }
+    let summary: CohortSummary = read_document(&out.join(files::SUMMARY)).unwrap();
+    let s = summary.workers[0].serve_llm.as_ref().unwrap();
+    assert!(s.completed > 0 && s.tpot_ms.p50.is_some(), "{s:?}");
+}
+
+/// A trace whose lines carry prompt and output tokens: every request of `llm_requests.jsonl`
+/// has the lengths of its line, in order.
+#[test]
+fn a_cohort_replaying_a_trace_with_lengths_serves_the_trace_s_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    // 35 arrivals 50 ms apart with lengths that vary line by line; the last five fall past
+    // the 1.5 s window and are left out.
+    let trace: Vec<(f64, u32, u32)> = (0..35u32)
+        .map(|i| (f64::from(i) * 0.05, 4 + (i * 7) % 40, 1 + (i * 5) % 12))
+        .collect();
+    let text: String = std::iter::once("# offset_s prompt_tokens output_tokens\n".to_owned())
+        .chain(trace.iter().map(|(t, p, o)| format!("{t:.3} {p} {o}\n")))
+        .collect();
+    let file = dir.path().join("trace.txt");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.path().join("trace");
+    let o = cohort(
+        &out,
+        &[
+            "--workers",
+            "serve-llm=1",
+            "--arrivals-file",
+            file.to_str().unwrap(),
+            "--window-s",
+            "1.5",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let w = out.join("worker-0");
+    let lines = request_lines(&w);
+    let expected: Vec<(u32, u32)> = trace
+        .iter()
+        .filter(|(t, _, _)| *t < 1.5)
+        .map(|&(_, p, o)| (p, o))
+        .collect();
+    assert_eq!(expected.len(), 30);
+    let got: Vec<(u32, u32)> = lines
+        .iter()
+        .map(|l| (l.prompt_tokens, l.output_tokens))
+        .collect();
+    assert_eq!(got, expected);
+    let report = read_worker_report(&w.join(files::WORKER_REPORT)).unwrap();
+    let c = report.config.serve_llm.as_ref().unwrap();
+    assert_eq!((c.lengths.as_str(), c.arrivals.as_str()), ("file", "file"));
+    assert_eq!(
+        (
+            c.prompt_tokens,
+            c.prompt_tokens_max,
+            c.output_tokens,
+            c.output_tokens_max
+        ),
+        (4, Some(43), 1, Some(12))
     );
 }

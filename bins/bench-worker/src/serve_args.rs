@@ -1,14 +1,20 @@
 //! The plan an open-loop worker's flags make (`coload_spec::ServeFlags`: `--rate`,
 //! `--arrivals`, `--arrivals-file`, `--max-batch`, `--max-queue-delay-ms`, `--slo-ms`; for
-//! `serve-llm` `--kv-budget-tokens`, `--ttft-slo-ms`, `--tpot-slo-ms` and the LLM's token
-//! counts): the arrival schedule and the batching policy, built and checked before anything
-//! else runs.
+//! `serve-llm` `--kv-budget-tokens`, `--ttft-slo-ms`, `--tpot-slo-ms`, the LLM's token
+//! counts and their maxima): the arrival schedule, every request's lengths and the batching
+//! policy, built and checked before anything else runs.
 
+use std::path::Path;
 use std::time::Duration;
 
-use coload_cohort_schema::{FCFS_PREFILL_FIRST, ServeConfig, ServeLlmConfig, Workload};
+use coload_cohort_schema::{
+    FCFS_PREFILL_FIRST, LLM_LENGTHS_FILE, LLM_LENGTHS_FIXED, LLM_LENGTHS_UNIFORM, ServeConfig,
+    ServeLlmConfig, Workload,
+};
 use coload_spec::{Arrivals, llm_context_tokens};
-use coload_timing::{ArrivalKind, ArrivalSchedule, LlmRequests, LlmServePolicy, ServePolicy};
+use coload_timing::{
+    ArrivalKind, ArrivalSchedule, LengthRange, LlmRequests, LlmServePolicy, LlmTrace, ServePolicy,
+};
 
 use crate::cli::Args;
 
@@ -49,16 +55,22 @@ pub(crate) fn open_loop(args: &Args) -> Result<Option<OpenLoop>, String> {
     })
 }
 
+/// The text of `--arrivals-file`.
+fn read_trace(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read --arrivals-file {}: {e}", path.display()))
+}
+
 /// The arrivals `--arrivals-file` or `--rate` and `--arrivals` describe over the window.
 fn schedule(args: &Args) -> Result<ArrivalSchedule, String> {
     let s = &args.serve;
     let window_ns = args.flags.window_s.as_nanos();
     match (&s.arrivals_file, s.rate) {
-        (Some(path), _) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read --arrivals-file {}: {e}", path.display()))?;
-            ArrivalSchedule::from_offsets_text(&path.display().to_string(), &text, window_ns)
-        }
+        (Some(path), _) => ArrivalSchedule::from_offsets_text(
+            &path.display().to_string(),
+            &read_trace(path)?,
+            window_ns,
+        ),
         (None, Some(rate)) => match s.arrivals {
             Arrivals::Poisson => ArrivalSchedule::poisson(rate, args.flags.seed, window_ns),
             Arrivals::Uniform => ArrivalSchedule::uniform(rate, window_ns),
@@ -73,8 +85,11 @@ fn schedule(args: &Args) -> Result<ArrivalSchedule, String> {
     .map_err(|e| e.to_string())
 }
 
-/// The plan of a `serve-llm` worker: every request of `--prompt-tokens` and `--output-tokens`
-/// at the schedule's arrivals, under `--max-batch` and the KV budget.
+/// The plan of a `serve-llm` worker: requests at the schedule's arrivals, under `--max-batch`
+/// and the KV budget, each of the lengths its trace line gives, or drawn from
+/// `--prompt-tokens`..`--prompt-tokens-max` and `--output-tokens`..`--output-tokens-max` with
+/// the seed, or fixed at `--prompt-tokens` and `--output-tokens`: every one decided here,
+/// before the window.
 fn llm_plan(args: &Args) -> Result<LlmServePlan, String> {
     let s = &args.serve;
     let f = &args.flags;
@@ -82,15 +97,69 @@ fn llm_plan(args: &Args) -> Result<LlmServePlan, String> {
     let context_tokens = llm_context_tokens(&model)
         .ok_or_else(|| format!("--model: {model} is not a built-in LLM"))?;
     let kv_budget_tokens = s.kv_budget_tokens_for(f).map_err(|e| e.to_string())?;
-    let (prompt_tokens, output_tokens) = f.llm_tokens();
-    let schedule = schedule(args)?;
-    let requests = LlmRequests::fixed(&schedule, prompt_tokens, output_tokens)
-        .map_err(|e| format!("--rate: {e}"))?;
+    let lengths = s.llm_lengths(f).map_err(|e| e.to_string())?;
     let policy = LlmServePolicy::new(s.max_batch, kv_budget_tokens, context_tokens)
         .map_err(|e| format!("--max-batch: {e}"))?;
+    let (schedule, traced) = match &s.arrivals_file {
+        Some(path) => {
+            let name = path.display().to_string();
+            let trace = LlmTrace::from_text(&name, &read_trace(path)?, f.window_s.as_nanos())
+                .map_err(|e| e.to_string())?;
+            let requests = trace.requests(&policy).map_err(|e| e.to_string())?;
+            if requests.is_some()
+                && let Some(flag) = [
+                    (s.prompt_tokens_max.is_some(), "--prompt-tokens-max"),
+                    (s.output_tokens_max.is_some(), "--output-tokens-max"),
+                ]
+                .into_iter()
+                .find_map(|(given, flag)| given.then_some(flag))
+            {
+                return Err(format!(
+                    "{flag}: --arrivals-file {name} gives every request its prompt and output \
+                     tokens, so nothing is drawn; leave {flag} out, or the file's length columns"
+                ));
+            }
+            (trace.schedule().clone(), requests)
+        }
+        None => (schedule(args)?, None),
+    };
+    let (requests, kind) = match traced {
+        Some(requests) => (requests, LLM_LENGTHS_FILE),
+        None if lengths.is_drawn() => {
+            let range = |min, max| LengthRange::new(min, max).map_err(|e| e.to_string());
+            let requests = LlmRequests::uniform(
+                &schedule,
+                range(lengths.prompt_tokens, lengths.prompt_tokens_max)?,
+                range(lengths.output_tokens, lengths.output_tokens_max)?,
+                f.seed,
+            )
+            .map_err(|e| format!("--rate: {e}"))?;
+            (requests, LLM_LENGTHS_UNIFORM)
+        }
+        None => {
+            let requests =
+                LlmRequests::fixed(&schedule, lengths.prompt_tokens, lengths.output_tokens)
+                    .map_err(|e| format!("--rate: {e}"))?;
+            (requests, LLM_LENGTHS_FIXED)
+        }
+    };
+    // The trace's requests were checked line by line; the flags' longest request by the spec,
+    // and here again request by request.
     policy
         .check(&requests)
         .map_err(|e| format!("--prompt-tokens: {e}"))?;
+    let ((prompt_tokens, prompt_tokens_max), (output_tokens, output_tokens_max)) = match kind {
+        LLM_LENGTHS_FILE => {
+            let (p, o) = (requests.prompt_range(), requests.output_range());
+            let ends = |r: Option<LengthRange>| r.map_or((0, None), |r| (r.min(), Some(r.max())));
+            (ends(p), ends(o))
+        }
+        LLM_LENGTHS_UNIFORM => (
+            (lengths.prompt_tokens, Some(lengths.prompt_tokens_max)),
+            (lengths.output_tokens, Some(lengths.output_tokens_max)),
+        ),
+        _ => ((lengths.prompt_tokens, None), (lengths.output_tokens, None)),
+    };
     let config = ServeLlmConfig {
         rate_per_s: s.rate.unwrap_or_else(|| schedule.realized_rate_per_s()),
         arrivals: schedule.kind().as_str().to_owned(),
@@ -98,6 +167,9 @@ fn llm_plan(args: &Args) -> Result<LlmServePlan, String> {
         seed: f.seed,
         prompt_tokens,
         output_tokens,
+        lengths: kind.to_owned(),
+        prompt_tokens_max,
+        output_tokens_max,
         max_batch: s.max_batch,
         kv_budget_tokens,
         context_tokens,
@@ -145,4 +217,132 @@ fn plan(args: &Args) -> Result<Option<ServePlan>, String> {
         policy,
         config,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn args(extra: &[&str]) -> Args {
+        let mut argv = vec![
+            "bench-worker",
+            "--experiment",
+            "e",
+            "--replica",
+            "0",
+            "--count",
+            "1",
+            "--workload",
+            "serve-llm",
+            "--mode",
+            "timeslice",
+            "--out",
+            "o",
+            "--device",
+            "cpu",
+            "--model",
+            "gpt2-tiny",
+            "--prompt-tokens",
+            "4",
+            "--output-tokens",
+            "2",
+            "--window-s",
+            "10",
+        ];
+        argv.extend_from_slice(extra);
+        let parsed = Args::try_parse_from(argv).unwrap();
+        parsed.validate().unwrap();
+        parsed
+    }
+
+    fn lengths(plan: &LlmServePlan) -> Vec<(u32, u32)> {
+        plan.requests
+            .requests()
+            .iter()
+            .map(|r| (r.prompt_tokens, r.output_tokens))
+            .collect()
+    }
+
+    /// The lengths follow from the flags and the seed: the same plan twice, another with
+    /// another seed, and the same lengths request by request at another rate.
+    #[test]
+    fn drawn_lengths_are_planned_from_the_seed() {
+        let drawn = ["--prompt-tokens-max", "40", "--output-tokens-max", "20"];
+        let at = |rate: &str, seed: &str| {
+            let mut extra = vec!["--rate", rate, "--seed", seed];
+            extra.extend_from_slice(&drawn);
+            llm_plan(&args(&extra)).unwrap()
+        };
+        let a = at("20", "5");
+        assert_eq!(lengths(&a), lengths(&at("20", "5")));
+        assert_eq!(a.requests, at("20", "5").requests);
+        assert_ne!(lengths(&a), lengths(&at("20", "6")));
+        let faster = at("40", "5");
+        assert_eq!(lengths(&a)[..], lengths(&faster)[..a.requests.len()]);
+        assert!(a.requests.len() > 100);
+        let p = a.requests.prompt_range().unwrap();
+        let o = a.requests.output_range().unwrap();
+        assert!(p.min() >= 4 && p.max() <= 40 && p.min() < p.max(), "{p:?}");
+        assert!(o.min() >= 2 && o.max() <= 20 && o.min() < o.max(), "{o:?}");
+        let c = &a.config;
+        assert_eq!(c.lengths, LLM_LENGTHS_UNIFORM);
+        assert_eq!(
+            (
+                c.prompt_tokens,
+                c.prompt_tokens_max,
+                c.output_tokens,
+                c.output_tokens_max
+            ),
+            (4, Some(40), 2, Some(20))
+        );
+        // Without the maxima: fixed, as before.
+        let fixed = llm_plan(&args(&["--rate", "20", "--seed", "5"])).unwrap();
+        assert!(lengths(&fixed).iter().all(|&l| l == (4, 2)));
+        assert_eq!(fixed.config.lengths, LLM_LENGTHS_FIXED);
+        assert_eq!(fixed.config.prompt_tokens_max, None);
+    }
+
+    #[test]
+    fn a_trace_gives_its_lengths_or_leaves_them_to_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = dir.path().join("with.txt");
+        std::fs::write(&with, "0 10 3\n0.5 30 7\n1 5 1\n20 9 9\n").unwrap();
+        let path = with.display().to_string();
+        let plan = llm_plan(&args(&["--arrivals-file", &path])).unwrap();
+        assert_eq!(lengths(&plan), [(10, 3), (30, 7), (5, 1)]);
+        let c = &plan.config;
+        assert_eq!(c.lengths, LLM_LENGTHS_FILE);
+        assert_eq!(
+            (
+                c.prompt_tokens,
+                c.prompt_tokens_max,
+                c.output_tokens,
+                c.output_tokens_max
+            ),
+            (5, Some(30), 1, Some(7))
+        );
+        assert_eq!(c.arrivals, "file");
+        let without = dir.path().join("without.txt");
+        std::fs::write(&without, "0\n0.5\n").unwrap();
+        let path = without.display().to_string();
+        let plan = llm_plan(&args(&["--arrivals-file", &path])).unwrap();
+        assert_eq!(lengths(&plan), [(4, 2), (4, 2)]);
+        assert_eq!(plan.config.lengths, LLM_LENGTHS_FIXED);
+        // A trace without lengths takes drawn ones too.
+        let plan = llm_plan(&args(&[
+            "--arrivals-file",
+            &path,
+            "--prompt-tokens-max",
+            "9",
+        ]))
+        .unwrap();
+        assert_eq!(plan.config.lengths, LLM_LENGTHS_UNIFORM);
+        assert!(
+            lengths(&plan)
+                .iter()
+                .all(|&(p, o)| (4..=9).contains(&p) && o == 2)
+        );
+    }
 }

@@ -212,15 +212,104 @@ fn bad_serve_arguments_are_refused_before_anything_runs() {
             "cannot read --arrivals-file".into(),
         ),
     ];
+    assert_refused(root.path(), cases);
+}
+
+/// Each case (workload, flags, what stderr says) exits 2 before anything runs.
+fn assert_refused(root: &Path, cases: Vec<(&str, Vec<String>, String)>) {
     for (workload, extra, needle) in cases {
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-        let (status, stderr) = finish(spawn(root.path(), "bad", 0, 1, workload, &extra));
+        let (status, stderr) = finish(spawn(root, "bad", 0, 1, workload, &extra));
         assert_eq!(
             status.code(),
             Some(i32::from(exit::INVALID_INPUT)),
             "{extra:?}: {stderr}"
         );
         assert!(stderr.contains(&needle), "{extra:?}: {stderr}");
-        assert!(!root.path().join("worker-0/worker.json").exists());
+        assert!(!root.join("worker-0/worker.json").exists());
     }
+}
+
+/// Issue 24: a trace's length columns, refused by file and line; a serve worker refuses them.
+#[test]
+fn bad_serve_llm_traces_are_refused_by_file_and_line() {
+    let root = tempfile::tempdir().unwrap();
+    // Issue 24: serve-llm traces with length columns, each bad in one way.
+    let trace = |name: &str, text: &str| {
+        let path = root.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let one_column = trace("one.txt", "0 8 4\n0.1 8\n");
+    let zero = trace("zero.txt", "0 8 4\n0.1 8 0\n");
+    let word = trace("word.txt", "0 eight 4\n");
+    let mixed = trace("mixed.txt", "0\n0.1 8 4\n");
+    let long = trace("long.txt", "0 8 4\n# a request of 65 positions\n0.1 60 5\n");
+    let over_budget = trace("budget.txt", "0 8 4\n0.1 20 10\n");
+    let lengths = trace("lengths.txt", "0 8 4\n0.1 8 4\n");
+    let llm = |file: &str, more: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = [
+            "--model",
+            "gpt2-tiny",
+            "--prompt-tokens",
+            "8",
+            "--output-tokens",
+            "8",
+            "--arrivals-file",
+            file,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        v.extend(more.iter().map(|s| (*s).to_owned()));
+        v
+    };
+    let cases: Vec<(&str, Vec<String>, String)> = vec![
+        // A serve worker keeps refusing anything but the offset.
+        (
+            "serve",
+            vec!["--arrivals-file".into(), lengths.clone()],
+            "lengths.txt:1: `0 8 4` holds 3 columns; a serve trace has one offset per line".into(),
+        ),
+        (
+            "serve-llm",
+            llm(&one_column, &[]),
+            "one.txt:2: `0.1 8` holds 2 columns".into(),
+        ),
+        (
+            "serve-llm",
+            llm(&zero, &[]),
+            "zero.txt:2: output tokens must be at least 1 token, got 0".into(),
+        ),
+        (
+            "serve-llm",
+            llm(&word, &[]),
+            "word.txt:1: `eight` is not a whole number of prompt tokens".into(),
+        ),
+        (
+            "serve-llm",
+            llm(&mixed, &[]),
+            "mixed.txt:2: line 2 gives prompt and output tokens but line 1 does not".into(),
+        ),
+        (
+            "serve-llm",
+            llm(&long, &[]),
+            "long.txt:3: request 1: a prompt of 60 tokens and 5 output tokens need 65 positions, \
+             more than the model's context of 64"
+                .into(),
+        ),
+        (
+            "serve-llm",
+            llm(&over_budget, &["--kv-budget-tokens", "20"]),
+            "budget.txt:2: request 1 reserves 30 KV-cache tokens (prompt + output), more than \
+             the whole budget of 20"
+                .into(),
+        ),
+        (
+            "serve-llm",
+            llm(&lengths, &["--output-tokens-max", "12"]),
+            "--output-tokens-max: --arrivals-file".into(),
+        ),
+    ];
+    assert_refused(root.path(), cases);
 }

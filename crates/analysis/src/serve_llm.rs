@@ -67,6 +67,8 @@ pub(crate) struct LlmScan {
     e2e_ns: Vec<f64>,
     queue_ns: Vec<f64>,
     tokens_in_interval: u64,
+    /// Requests in the interval that ask for two tokens or more (the ones a TPOT judges).
+    multi_token_requests: u64,
     slo_met: u64,
     quarter_wait_sum_ns: [u128; 4],
     quarter_count: [u64; 4],
@@ -94,6 +96,7 @@ pub(crate) fn scan_llm_requests(
             continue;
         }
         s.requests += 1;
+        s.multi_token_requests += u64::from(r.output_tokens > 1);
         let out: Vec<u64> = r
             .token_unix_ns
             .iter()
@@ -232,7 +235,9 @@ pub(crate) fn serve_llm_summary(
         let permille = (slo.quantile * 1000.0).round() as u32;
         let ttft_met = at_rank(&scan.ttft_ns, scan.requests, permille)
             .is_some_and(|t| t <= slo.ttft_ms * NS_PER_MS);
-        let tpot_met = shape.output_tokens == 1
+        // Each request's lengths are its own (issue 24: drawn or from a trace), so whether a
+        // TPOT is judged depends on the requests, not on the configured shortest output.
+        let tpot_met = scan.multi_token_requests == 0
             || at_rank(&scan.tpot_ns, tpot_count, permille)
                 .is_some_and(|t| t <= slo.tpot_ms * NS_PER_MS);
         LlmSloAttainment {
@@ -337,6 +342,61 @@ mod tests {
         kv_cache_bytes: Some(4096),
         kv_reserved_tokens_max: Some(11),
     };
+
+    /// Requests of different output lengths (issue 24: drawn or from a trace), each judged by
+    /// its own: TPOT = (last - first) / (its output - 1). Interval [0, 100) ms:
+    ///
+    /// | request | arrival | output | tokens             | TPOT          | TTFT |
+    /// | 0       | 0       | 5      | 10, 12, 14, 16, 18 | 8 / 4 = 2     | 10   |
+    /// | 1       | 10      | 2      | 30, 36             | 6 / 1 = 6     | 20   |
+    /// | 2       | 20      | 1      | 40                 | none          | 20   |
+    /// | 3       | 30      | 3      | 50, 54, 58         | 8 / 2 = 4     | 20   |
+    #[test]
+    fn tpot_divides_by_each_request_s_own_output() {
+        let p = file(&[
+            (0, Some(0), &[10, 12, 14, 16, 18], 5),
+            (10, Some(20), &[30, 36], 2),
+            (20, Some(30), &[40], 1),
+            (30, Some(40), &[50, 54, 58], 3),
+        ]);
+        let slo = LlmSlo {
+            ttft_ms: 20.0,
+            tpot_ms: 5.0,
+            quantile: 0.5,
+        };
+        let scan = scan_llm_requests(&p, span(0, 100), Some(slo)).unwrap();
+        // The configured shortest output is 1 (lengths from 1 to 5): the TPOT is still judged.
+        let shape = LlmShape {
+            output_tokens: 1,
+            ..SHAPE
+        };
+        let s = serve_llm_summary(&scan, 0.1, shape, Some(slo));
+        assert_eq!((s.requests, s.completed), (4, 4));
+        // TPOT over the three of two tokens or more: 2, 4, 6 -> p50 4, max 6, mean 4.
+        assert_eq!(
+            (s.tpot_ms.p50, s.tpot_ms.max, s.tpot_ms.mean),
+            (Some(4.0), Some(6.0), Some(4.0))
+        );
+        // Every token out by the end: 5 + 2 + 1 + 3.
+        assert_eq!(s.output_tokens_per_s, 110.0);
+        // Met: 0 (10, 2), 2 (20, one token: TTFT only), 3 (20, 4); 1's TPOT of 6 misses.
+        let a = s.slo.unwrap();
+        assert_eq!(a.met, 3);
+        assert!(a.ttft_met && a.tpot_met, "{a:?}");
+        // A TPOT objective below the median (4 ms) fails the verdict, though the shortest
+        // configured output is one token.
+        let tight = LlmSlo {
+            tpot_ms: 3.0,
+            ..slo
+        };
+        let s = serve_llm_summary(&scan, 0.1, shape, Some(tight));
+        assert!(!s.slo.unwrap().tpot_met && !s.slo.unwrap().meets);
+        // Only one-token requests: no TPOT to judge, the verdict rests on the TTFT.
+        let p = file(&[(0, Some(0), &[10], 1), (10, Some(10), &[20], 1)]);
+        let scan = scan_llm_requests(&p, span(0, 100), Some(tight)).unwrap();
+        let s = serve_llm_summary(&scan, 0.1, shape, Some(tight));
+        assert!(s.tpot_ms.p50.is_none() && s.slo.unwrap().tpot_met);
+    }
 
     /// Interval [10, 110) ms, output 3 tokens each:
     ///

@@ -532,6 +532,18 @@ pub struct WorkerConfig {
 /// the newly admitted requests before any decode (`coload_timing::run_llm_serve`).
 pub const FCFS_PREFILL_FIRST: &str = "fcfs_prefill_first";
 
+/// `config.serve_llm.lengths`: every request of `prompt_tokens` and `output_tokens`.
+pub const LLM_LENGTHS_FIXED: &str = "fixed";
+/// `config.serve_llm.lengths`: each request's lengths drawn uniformly, with the seed, from
+/// `prompt_tokens..=prompt_tokens_max` and `output_tokens..=output_tokens_max`.
+pub const LLM_LENGTHS_UNIFORM: &str = "uniform";
+/// `config.serve_llm.lengths`: each request's lengths read from its line of the arrivals file.
+pub const LLM_LENGTHS_FILE: &str = "file";
+
+fn fixed_lengths() -> String {
+    LLM_LENGTHS_FIXED.to_owned()
+}
+
 /// How a `serve-llm` worker's requests arrive and are batched, and the objectives it was run
 /// for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -545,14 +557,26 @@ pub struct ServeLlmConfig {
     pub arrivals_file: Option<String>,
     /// The seed of the Poisson arrivals (and of the model and its prompts).
     pub seed: u64,
-    /// Prompt length of every request, tokens.
+    /// Prompt length of every request, tokens; the shortest where `lengths` is not `fixed`.
     pub prompt_tokens: u32,
-    /// Output length of every request, tokens (the first comes out of its prefill).
+    /// Output length of every request, tokens (the first comes out of its prefill); the
+    /// shortest where `lengths` is not `fixed`.
     pub output_tokens: u32,
+    /// How each request's lengths were set ([`LLM_LENGTHS_FIXED`], [`LLM_LENGTHS_UNIFORM`] or
+    /// [`LLM_LENGTHS_FILE`]); absent in files written before issue 24's lengths: `fixed`.
+    #[serde(default = "fixed_lengths")]
+    pub lengths: String,
+    /// The longest prompt, tokens: `uniform`, the draw's upper end (`--prompt-tokens-max`);
+    /// `file`, the longest of the trace's requests in the window; `null` when `fixed`.
+    #[serde(default)]
+    pub prompt_tokens_max: Option<u32>,
+    /// The longest output, tokens, as `prompt_tokens_max`.
+    #[serde(default)]
+    pub output_tokens_max: Option<u32>,
     /// The most requests running at once (the KV cache's slots).
     pub max_batch: u32,
-    /// KV-cache tokens the running requests may reserve together (each reserves
-    /// `prompt_tokens + output_tokens` at admission).
+    /// KV-cache tokens the running requests may reserve together (each reserves its prompt
+    /// plus its output at admission).
     pub kv_budget_tokens: u64,
     /// The model's context, tokens.
     pub context_tokens: u32,
@@ -1002,6 +1026,34 @@ mod tests {
         let old: WorkerConfig = serde_json::from_value(value).unwrap();
         assert_eq!(old, sample());
         assert_eq!(old.execution, Execution::Eager);
+    }
+
+    /// A `config.serve_llm` written before the request lengths (issue 24) reads as fixed
+    /// lengths; the new fields round-trip.
+    #[test]
+    fn serve_llm_configs_without_lengths_read_as_fixed() {
+        let old = r#"{"rate_per_s":15.0,"arrivals":"poisson","arrivals_file":null,"seed":0,
+            "prompt_tokens":32,"output_tokens":16,"max_batch":8,"kv_budget_tokens":512,
+            "context_tokens":64,"policy":"fcfs_prefill_first","ttft_slo_ms":200.0,
+            "tpot_slo_ms":20.0}"#;
+        let c: ServeLlmConfig = serde_json::from_str(old).unwrap();
+        assert_eq!(c.lengths, LLM_LENGTHS_FIXED);
+        assert_eq!((c.prompt_tokens_max, c.output_tokens_max), (None, None));
+        let drawn = ServeLlmConfig {
+            lengths: LLM_LENGTHS_UNIFORM.to_owned(),
+            prompt_tokens_max: Some(48),
+            output_tokens_max: Some(32),
+            ..c
+        };
+        let text = serde_json::to_string(&drawn).unwrap();
+        assert!(
+            text.contains(r#""lengths":"uniform","prompt_tokens_max":48"#),
+            "{text}"
+        );
+        assert_eq!(
+            serde_json::from_str::<ServeLlmConfig>(&text).unwrap(),
+            drawn
+        );
     }
 
     #[test]

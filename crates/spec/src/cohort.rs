@@ -297,6 +297,18 @@ impl CohortSpec {
                 "serve-llm=1,train=6",
             ),
             (
+                serve.prompt_tokens_max.is_some(),
+                "--prompt-tokens-max",
+                has_llm,
+                "serve-llm=1,train=6",
+            ),
+            (
+                serve.output_tokens_max.is_some(),
+                "--output-tokens-max",
+                has_llm,
+                "serve-llm=1,train=6",
+            ),
+            (
                 serve.ttft_slo_ms.is_some(),
                 "--ttft-slo-ms",
                 has_llm,
@@ -579,6 +591,14 @@ mod tests {
         let tiny = "--model gpt2-tiny --prompt-tokens 16 --output-tokens 16";
         let mix = check(&format!("--workers serve-llm=1 --rate 5 {tiny}")).unwrap();
         assert_eq!(mix.label(), "serve-llm1");
+        // The longest request, 16 + 48, fills the context of 64 exactly, and a budget of 64.
+        assert!(
+            check(&format!(
+                "--workers serve-llm=1 --rate 5 {tiny} --prompt-tokens-max 16 \
+                 --output-tokens-max 48 --kv-budget-tokens 64"
+            ))
+            .is_ok()
+        );
         let mix = check(
             "--workers serve-llm=1,train=2 --model serve-llm=gpt2-tiny,train=resnet18 --rate 2 \
              --prompt-tokens 8 --output-tokens 8 --ttft-slo-ms 500 --tpot-slo-ms 50 \
@@ -660,6 +680,42 @@ mod tests {
                 "--find-capacity",
                 "needs --ttft-slo-ms and --tpot-slo-ms",
             ),
+            // Lengths drawn from a range: the maximum at least the base, the longest request
+            // (longest prompt plus longest output) within the context and the budget.
+            (
+                &format!("{tiny} --prompt-tokens-max 15"),
+                "--prompt-tokens-max",
+                "--prompt-tokens-max 15 is below --prompt-tokens 16",
+            ),
+            (
+                &format!("{tiny} --output-tokens-max 0"),
+                "--output-tokens-max",
+                "--output-tokens-max 0 is below --output-tokens 16",
+            ),
+            (
+                &format!("{tiny} --prompt-tokens-max 40 --output-tokens-max 25"),
+                "--prompt-tokens-max",
+                "the longest request, --prompt-tokens-max 40 with --output-tokens-max 25, needs \
+                 65 positions, but gpt2-tiny has a context of 64",
+            ),
+            (
+                &format!("{tiny} --output-tokens-max 49"),
+                "--output-tokens-max",
+                "the longest request, --prompt-tokens 16 with --output-tokens-max 49, needs 65",
+            ),
+            (
+                &format!("{tiny} --prompt-tokens-max 24 --kv-budget-tokens 39"),
+                "--kv-budget-tokens",
+                "cannot hold the longest request: it reserves --prompt-tokens-max 24 plus \
+                 --output-tokens 16 = 40 tokens; give at least 40",
+            ),
+            // The default budget, --max-batch times the context, holds any request the
+            // context does; a budget of one context holds the longest.
+            (
+                &format!("{tiny} --output-tokens-max 48 --max-batch 1 --kv-budget-tokens 63"),
+                "--kv-budget-tokens",
+                "= 64 tokens",
+            ),
         ] {
             let rate = if extra.contains("--find-capacity") {
                 ""
@@ -681,6 +737,16 @@ mod tests {
                 "--workers train=2 --ttft-slo-ms 5".to_owned(),
                 "--ttft-slo-ms",
                 "needs a serve-llm worker",
+            ),
+            (
+                format!("--workers decode=1 {tiny} --prompt-tokens-max 20"),
+                "--prompt-tokens-max",
+                "--prompt-tokens-max needs a serve-llm worker in the cohort",
+            ),
+            (
+                "--workers serve=1 --rate 5 --output-tokens-max 20".to_owned(),
+                "--output-tokens-max",
+                "--output-tokens-max needs a serve-llm worker in the cohort",
             ),
             (
                 format!("--workers decode=1 {tiny} --kv-budget-tokens 100"),
@@ -710,6 +776,32 @@ mod tests {
         };
         let e = serve.validate_for(Workload::Serve).unwrap_err();
         assert_eq!(e.flag_name(), Some("--ttft-slo-ms"));
+        for (serve, flag) in [
+            (
+                ServeFlags {
+                    prompt_tokens_max: Some(5),
+                    ..CohortSpec::new(&Mix::parse("serve=1").unwrap(), Mode::Timeslice).serve
+                },
+                "--prompt-tokens-max",
+            ),
+            (
+                ServeFlags {
+                    output_tokens_max: Some(5),
+                    ..CohortSpec::new(&Mix::parse("serve=1").unwrap(), Mode::Timeslice).serve
+                },
+                "--output-tokens-max",
+            ),
+        ] {
+            let e = serve.validate_for(Workload::Serve).unwrap_err();
+            assert_eq!(e.flag_name(), Some(flag));
+            assert_eq!(
+                e.to_string(),
+                format!("{flag} applies to --workload serve-llm, not serve")
+            );
+            assert!(serve.validate_for(Workload::ServeLlm).is_ok());
+            let own = serve.for_workload(Workload::Serve).unwrap();
+            assert_eq!((own.prompt_tokens_max, own.output_tokens_max), (None, None));
+        }
         assert!(serve.validate_for(Workload::ServeLlm).is_ok());
         let e = ServeFlags {
             slo_ms: Some(5.0),

@@ -397,6 +397,37 @@ impl WorkerFlags {
     }
 }
 
+/// A `serve-llm` worker's request lengths as its flags give them, tokens: each prompt from
+/// `prompt_tokens` to `prompt_tokens_max` and each output from `output_tokens` to
+/// `output_tokens_max`, drawn uniformly with the seed where a range is wider than one length
+/// ([`ServeFlags::llm_lengths`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LlmLengths {
+    /// The shortest prompt (`--prompt-tokens`).
+    pub prompt_tokens: u32,
+    /// The longest prompt (`--prompt-tokens-max`, else `--prompt-tokens`).
+    pub prompt_tokens_max: u32,
+    /// The shortest output (`--output-tokens`).
+    pub output_tokens: u32,
+    /// The longest output (`--output-tokens-max`, else `--output-tokens`).
+    pub output_tokens_max: u32,
+}
+
+impl LlmLengths {
+    /// Whether some length is drawn (a range wider than one length).
+    #[must_use]
+    pub fn is_drawn(&self) -> bool {
+        self.prompt_tokens_max > self.prompt_tokens || self.output_tokens_max > self.output_tokens
+    }
+
+    /// What the longest request reserves of the KV cache: the longest prompt plus the longest
+    /// output.
+    #[must_use]
+    pub fn longest_request_tokens(&self) -> u64 {
+        u64::from(self.prompt_tokens_max) + u64::from(self.output_tokens_max)
+    }
+}
+
 /// The open-loop workloads' flags: given to `serve` and `serve-llm` workers only, each the ones
 /// for its workload ([`ServeFlags::for_workload`]; the worker refuses the others).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
@@ -412,7 +443,8 @@ pub struct ServeFlags {
     pub arrivals: Arrivals,
 
     /// serve, serve-llm: replay a trace instead of --rate: one offset per line, seconds from
-    /// the window's start, non-decreasing (`#` comments allowed)
+    /// the window's start, non-decreasing (`#` comments allowed); for serve-llm a line may add
+    /// the request's prompt and output tokens (`0.25 512 128`: on every line or none)
     #[arg(long, value_name = "FILE", conflicts_with = "rate")]
     pub arrivals_file: Option<PathBuf>,
 
@@ -436,6 +468,18 @@ pub struct ServeFlags {
     /// the preallocated cache holds; at least one request's prompt plus output)
     #[arg(long, value_name = "TOKENS")]
     pub kv_budget_tokens: Option<u64>,
+
+    /// serve-llm: draw each request's prompt length uniformly from --prompt-tokens to this,
+    /// tokens, with --seed (every policy serves the same requests; default: every prompt is
+    /// --prompt-tokens; an --arrivals-file with length columns gives them instead)
+    #[arg(long, value_name = "TOKENS")]
+    pub prompt_tokens_max: Option<u32>,
+
+    /// serve-llm: draw each request's output length uniformly from --output-tokens to this,
+    /// tokens, with --seed (the longest prompt plus the longest output must fit the model's
+    /// context and the KV budget)
+    #[arg(long, value_name = "TOKENS")]
+    pub output_tokens_max: Option<u32>,
 
     /// serve-llm: the time-to-first-token objective, ms, from the scheduled arrival (with
     /// --tpot-slo-ms: SLO attainment, goodput and the capacity search)
@@ -517,6 +561,8 @@ impl ServeFlags {
         match workload {
             Workload::Serve => Some(ServeFlags {
                 kv_budget_tokens: None,
+                prompt_tokens_max: None,
+                output_tokens_max: None,
                 ttft_slo_ms: None,
                 tpot_slo_ms: None,
                 ..self.clone()
@@ -548,6 +594,16 @@ impl ServeFlags {
                 workload == Workload::ServeLlm,
             ),
             (
+                self.prompt_tokens_max.is_some(),
+                "--prompt-tokens-max",
+                workload == Workload::ServeLlm,
+            ),
+            (
+                self.output_tokens_max.is_some(),
+                "--output-tokens-max",
+                workload == Workload::ServeLlm,
+            ),
+            (
                 self.ttft_slo_ms.is_some(),
                 "--ttft-slo-ms",
                 workload == Workload::ServeLlm,
@@ -575,25 +631,111 @@ impl ServeFlags {
         self.validate()
     }
 
+    /// A `serve-llm` worker's request lengths when the flags give them: each prompt from
+    /// `--prompt-tokens` to `--prompt-tokens-max`, each output from `--output-tokens` to
+    /// `--output-tokens-max` (fixed where no maximum is given). Refused, naming the flag: a
+    /// maximum below its base, or the longest request (longest prompt plus longest output, what
+    /// it reserves) longer than the model's context.
+    pub fn llm_lengths(&self, flags: &WorkerFlags) -> Result<LlmLengths, SpecError> {
+        let (prompt, output) = flags.llm_tokens();
+        for (max, base, flag, base_flag) in [
+            (
+                self.prompt_tokens_max,
+                prompt,
+                "--prompt-tokens-max",
+                "--prompt-tokens",
+            ),
+            (
+                self.output_tokens_max,
+                output,
+                "--output-tokens-max",
+                "--output-tokens",
+            ),
+        ] {
+            if let Some(max) = max
+                && max < base
+            {
+                return Err(SpecError::flag(
+                    flag,
+                    format!(
+                        "{flag} {max} is below {base_flag} {base}: the lengths are drawn from \
+                         {base_flag} to {flag}; give {flag} of at least {base}"
+                    ),
+                ));
+            }
+        }
+        let lengths = LlmLengths {
+            prompt_tokens: prompt,
+            prompt_tokens_max: self.prompt_tokens_max.unwrap_or(prompt),
+            output_tokens: output,
+            output_tokens_max: self.output_tokens_max.unwrap_or(output),
+        };
+        let model = flags.model_for(Workload::ServeLlm)?;
+        if let Some(context) = llm_context_tokens(&model)
+            && lengths.longest_request_tokens() > u64::from(context)
+            && lengths.is_drawn()
+        {
+            let (prompt, output) = self.longest_flags();
+            let flag = if self.prompt_tokens_max.is_some() {
+                prompt
+            } else {
+                output
+            };
+            return Err(SpecError::flag(
+                flag,
+                format!(
+                    "the longest request, {prompt} {} with {output} {}, needs {} positions, but \
+                     {model} has a context of {context} tokens; lower the maximum lengths",
+                    lengths.prompt_tokens_max,
+                    lengths.output_tokens_max,
+                    lengths.longest_request_tokens()
+                ),
+            ));
+        }
+        Ok(lengths)
+    }
+
+    /// The flags that set the longest prompt and the longest output.
+    fn longest_flags(&self) -> (&'static str, &'static str) {
+        (
+            if self.prompt_tokens_max.is_some() {
+                "--prompt-tokens-max"
+            } else {
+                "--prompt-tokens"
+            },
+            if self.output_tokens_max.is_some() {
+                "--output-tokens-max"
+            } else {
+                "--output-tokens"
+            },
+        )
+    }
+
     /// A `serve-llm` worker's KV-cache budget, tokens: `--kv-budget-tokens`, or `--max-batch`
     /// times the context of `model` (what the preallocated cache holds). Refused when it cannot
-    /// hold one request of `--prompt-tokens` plus `--output-tokens`: no request could ever be
-    /// admitted.
+    /// hold the longest request the flags make (longest prompt plus longest output): that
+    /// request could never be admitted.
     pub fn kv_budget_tokens_for(&self, flags: &WorkerFlags) -> Result<u64, SpecError> {
+        let lengths = self.llm_lengths(flags)?;
         let model = flags.model_for(Workload::ServeLlm)?;
         let context = llm_context_tokens(&model).unwrap_or(0);
         let budget = self
             .kv_budget_tokens
             .unwrap_or(u64::from(self.max_batch) * u64::from(context));
-        let (prompt, output) = flags.llm_tokens();
-        let request = u64::from(prompt) + u64::from(output);
+        let request = lengths.longest_request_tokens();
         if budget < request {
+            let (prompt, output) = self.longest_flags();
+            let which = if lengths.is_drawn() {
+                "the longest request: it reserves"
+            } else {
+                "one request: each reserves"
+            };
             return Err(SpecError::flag(
                 "--kv-budget-tokens",
                 format!(
-                    "--kv-budget-tokens {budget} cannot hold one request: each reserves \
-                     --prompt-tokens {prompt} plus --output-tokens {output} = {request} tokens; \
-                     give at least {request}"
+                    "--kv-budget-tokens {budget} cannot hold {which} {prompt} {} plus {output} \
+                     {} = {request} tokens; give at least {request}",
+                    lengths.prompt_tokens_max, lengths.output_tokens_max
                 ),
             ));
         }
@@ -681,6 +823,8 @@ mod tests {
             max_queue_delay_ms: 1.5,
             slo_ms: Some(10.0),
             kv_budget_tokens: Some(4096),
+            prompt_tokens_max: Some(64),
+            output_tokens_max: Some(24),
             ttft_slo_ms: Some(500.0),
             tpot_slo_ms: Some(50.0),
         }

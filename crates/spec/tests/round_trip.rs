@@ -171,6 +171,8 @@ prop_compose! {
         max_queue_delay_ms in prop_oneof![Just(0.0), 0.01f64..100.0],
         slo_ms in prop::option::of(positive()),
         kv_budget_tokens in prop::option::of(1u64..1_000_000),
+        prompt_tokens_max in prop::option::of(1u32..100_000),
+        output_tokens_max in prop::option::of(1u32..100_000),
         ttft_slo_ms in prop::option::of(positive()),
         tpot_slo_ms in prop::option::of(positive()),
     ) -> ServeFlags {
@@ -188,6 +190,8 @@ prop_compose! {
             max_queue_delay_ms,
             slo_ms,
             kv_budget_tokens,
+            prompt_tokens_max,
+            output_tokens_max,
             ttft_slo_ms,
             tpot_slo_ms,
         }
@@ -299,12 +303,17 @@ proptest! {
     fn each_open_loop_worker_gets_its_own_serve_flags(serve in serve_flags()) {
         let s = serve.for_workload(Workload::Serve).unwrap();
         prop_assert_eq!((s.kv_budget_tokens, s.ttft_slo_ms, s.tpot_slo_ms), (None, None, None));
+        prop_assert_eq!((s.prompt_tokens_max, s.output_tokens_max), (None, None));
         prop_assert_eq!((s.rate, s.slo_ms, s.max_batch), (serve.rate, serve.slo_ms, serve.max_batch));
         let l = serve.for_workload(Workload::ServeLlm).unwrap();
         prop_assert_eq!(l.slo_ms, None);
         prop_assert_eq!(
             (l.rate, l.kv_budget_tokens, l.ttft_slo_ms, l.tpot_slo_ms, l.max_batch),
             (serve.rate, serve.kv_budget_tokens, serve.ttft_slo_ms, serve.tpot_slo_ms, serve.max_batch)
+        );
+        prop_assert_eq!(
+            (l.prompt_tokens_max, l.output_tokens_max),
+            (serve.prompt_tokens_max, serve.output_tokens_max)
         );
         for w in [Workload::Train, Workload::Infer, Workload::Hog, Workload::Decode] {
             prop_assert!(serve.for_workload(w).is_none());

@@ -135,78 +135,27 @@ impl ArrivalSchedule {
 
     /// Parses an offsets file (`name` is for messages): one offset per line, seconds from the
     /// window's start, non-decreasing; `#` starts a comment. Offsets at or past the window's end
-    /// are left out ([`ArrivalSchedule::beyond_window`]).
+    /// are left out ([`ArrivalSchedule::beyond_window`]). A line with more than the offset is
+    /// refused: the length columns of a `serve-llm` trace ([`crate::LlmTrace`]) mean nothing to
+    /// a `serve` worker, and reading past them would replay a trace other than the one written.
     pub fn from_offsets_text(
         name: &str,
         text: &str,
         window_ns: u64,
     ) -> Result<Self, ScheduleError> {
-        let mut offsets = Vec::new();
-        let mut beyond = 0u64;
-        let mut seen = 0usize;
-        let mut previous: Option<(usize, f64)> = None;
-        for (i, raw) in text.lines().enumerate() {
-            let line = i + 1;
-            let content = raw.split('#').next().unwrap_or("").trim();
-            if content.is_empty() {
-                continue;
+        parse_trace(name, text, window_ns, |line, content, extra, _| {
+            if extra.is_empty() {
+                return Ok(());
             }
-            let bad = |message: String| ScheduleError::BadOffsetsLine {
+            Err(ScheduleError::BadOffsetsLine {
                 file: name.to_owned(),
                 line,
-                message,
-            };
-            let s: f64 = content
-                .parse()
-                .map_err(|_| bad(format!("`{content}` is not a number of seconds")))?;
-            if !s.is_finite() || s < 0.0 {
-                return Err(bad(format!(
-                    "offset {content} s is not a finite, non-negative number of seconds"
-                )));
-            }
-            if let Some((pline, p)) = previous
-                && s < p
-            {
-                return Err(ScheduleError::UnsortedOffsets {
-                    file: name.to_owned(),
-                    line,
-                    offset_s: s,
-                    previous_line: pline,
-                    previous_s: p,
-                });
-            }
-            previous = Some((line, s));
-            seen += 1;
-            let ns = (s * NS_PER_S).round();
-            if ns >= window_ns as f64 {
-                beyond += 1;
-                continue;
-            }
-            if offsets.len() == MAX_REQUESTS {
-                return Err(ScheduleError::TooManyRequests {
-                    requests: offsets.len() + 1,
-                    max: MAX_REQUESTS,
-                });
-            }
-            offsets.push(ns as u64);
-        }
-        if seen == 0 {
-            return Err(ScheduleError::EmptyOffsets {
-                file: name.to_owned(),
-            });
-        }
-        if offsets.is_empty() {
-            return Err(ScheduleError::NoOffsetInWindow {
-                file: name.to_owned(),
-                offsets: seen,
-                window_s: window_ns as f64 / NS_PER_S,
-            });
-        }
-        Ok(ArrivalSchedule {
-            offsets_ns: offsets,
-            window_ns,
-            kind: ArrivalKind::File,
-            beyond_window: beyond,
+                message: format!(
+                    "`{content}` holds {} columns; a serve trace has one offset per line (prompt \
+                     and output token columns are for --workload serve-llm)",
+                    extra.len() + 1
+                ),
+            })
         })
     }
 
@@ -254,6 +203,93 @@ impl ArrivalSchedule {
         }
         self.offsets_ns.len() as f64 / (self.window_ns as f64 / NS_PER_S)
     }
+}
+
+/// Parses a trace: per line (`#` comments and blank lines skipped) whitespace-separated
+/// columns, the first an offset in seconds from the window's start, non-decreasing. `columns`
+/// sees every line's 1-based number, its content, the columns after the offset and whether
+/// the offset falls inside the window (it is kept) before the line counts; its error stops the
+/// parse.
+pub(crate) fn parse_trace(
+    name: &str,
+    text: &str,
+    window_ns: u64,
+    mut columns: impl FnMut(usize, &str, &[&str], bool) -> Result<(), ScheduleError>,
+) -> Result<ArrivalSchedule, ScheduleError> {
+    let mut offsets = Vec::new();
+    let mut beyond = 0u64;
+    let mut seen = 0usize;
+    let mut previous: Option<(usize, f64)> = None;
+    // The columns after the offset, reused from line to line.
+    let mut extra: Vec<&str> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let content = raw.split('#').next().unwrap_or("").trim();
+        let mut fields = content.split_whitespace();
+        let Some(first) = fields.next() else {
+            continue;
+        };
+        extra.clear();
+        extra.extend(fields);
+        let bad = |message: String| ScheduleError::BadOffsetsLine {
+            file: name.to_owned(),
+            line,
+            message,
+        };
+        let s: f64 = first
+            .parse()
+            .map_err(|_| bad(format!("`{first}` is not a number of seconds")))?;
+        if !s.is_finite() || s < 0.0 {
+            return Err(bad(format!(
+                "offset {first} s is not a finite, non-negative number of seconds"
+            )));
+        }
+        if let Some((pline, p)) = previous
+            && s < p
+        {
+            return Err(ScheduleError::UnsortedOffsets {
+                file: name.to_owned(),
+                line,
+                offset_s: s,
+                previous_line: pline,
+                previous_s: p,
+            });
+        }
+        previous = Some((line, s));
+        let ns = (s * NS_PER_S).round();
+        let inside = ns < window_ns as f64;
+        columns(line, content, &extra, inside)?;
+        seen += 1;
+        if !inside {
+            beyond += 1;
+            continue;
+        }
+        if offsets.len() == MAX_REQUESTS {
+            return Err(ScheduleError::TooManyRequests {
+                requests: offsets.len() + 1,
+                max: MAX_REQUESTS,
+            });
+        }
+        offsets.push(ns as u64);
+    }
+    if seen == 0 {
+        return Err(ScheduleError::EmptyOffsets {
+            file: name.to_owned(),
+        });
+    }
+    if offsets.is_empty() {
+        return Err(ScheduleError::NoOffsetInWindow {
+            file: name.to_owned(),
+            offsets: seen,
+            window_s: window_ns as f64 / NS_PER_S,
+        });
+    }
+    Ok(ArrivalSchedule {
+        offsets_ns: offsets,
+        window_ns,
+        kind: ArrivalKind::File,
+        beyond_window: beyond,
+    })
 }
 
 fn check_rate(rate_per_s: f64, window_ns: u64) -> Result<(), ScheduleError> {
@@ -310,6 +346,45 @@ impl Xoshiro256pp {
         s[2] ^= t;
         s[3] = s[3].rotate_left(45);
         result
+    }
+
+    /// Jumps 2^128 draws ahead (the reference `jump()` of xoshiro256plusplus.c): the stream
+    /// from here never overlaps the first 2^128 draws of the unjumped generator, so two uses of
+    /// one seed (arrivals, request lengths) are independent.
+    pub(crate) fn jump(&mut self) {
+        const JUMP: [u64; 4] = [
+            0x180E_C6D3_3CFD_0ABA,
+            0xD5A6_1266_F0C9_392C,
+            0xA958_2618_E03F_C9AA,
+            0x39AB_DC45_29B1_661C,
+        ];
+        let mut jumped = [0u64; 4];
+        for word in JUMP {
+            for bit in 0..64 {
+                if word & (1u64 << bit) != 0 {
+                    for (j, s) in jumped.iter_mut().zip(self.s) {
+                        *j ^= s;
+                    }
+                }
+                self.next_u64();
+            }
+        }
+        self.s = jumped;
+    }
+
+    /// A uniform draw in `0..n` (`n` at least 1), exact: Lemire's multiply-shift with
+    /// rejection ("Fast Random Integer Generation in an Interval", 2019), so no value is
+    /// favoured whatever `n` is.
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        debug_assert!(n > 0);
+        // 2^64 mod n: the low products below it would make some values more likely.
+        let threshold = n.wrapping_neg() % n;
+        loop {
+            let m = u128::from(self.next_u64()) * u128::from(n);
+            if (m as u64) >= threshold {
+                return (m >> 64) as u64;
+            }
+        }
     }
 
     /// A uniform draw in `(0, 1]` with 53 random bits (never 0, so `ln` is finite).

@@ -99,6 +99,18 @@ pub enum ScheduleError {
         /// What is wrong with it.
         message: String,
     },
+    /// A `serve-llm` trace's request cannot be served (longer than the model's context, more
+    /// than the KV budget), or its requests together ask for more tokens than a window may
+    /// record (no line then).
+    #[error("{file}{}: {refusal}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    LlmTraceRefused {
+        /// The file.
+        file: String,
+        /// The 1-based line of the refused request, where one is.
+        line: Option<usize>,
+        /// Why.
+        refusal: LlmServeError,
+    },
     /// The batching policy is not usable.
     #[error("{0}")]
     BadPolicy(String),
@@ -175,6 +187,17 @@ pub enum LlmServeError {
         tokens: u64,
         /// The limit.
         max: u64,
+    },
+    /// A range of lengths holds none, or starts at 0.
+    #[error(
+        "the length range {min}..={max} is empty or starts at 0; give a shortest length of at \
+         least 1 and a longest of at least the shortest"
+    )]
+    BadLengthRange {
+        /// The shortest length asked, tokens.
+        min: u32,
+        /// The longest, tokens.
+        max: u32,
     },
     /// The policy's batch size or budget is not usable.
     #[error("{0}")]

@@ -19,7 +19,8 @@
 //!   length arrive open-loop, a continuous (iteration-level) batcher admits them under a
 //!   KV-cache token budget ([`LlmServePolicy`]) and runs prefill and decode iterations through an
 //!   [`IterationStep`]; TTFT, TPOT and inter-token latencies run from the scheduled arrival.
-//!   [`DecodeCycle`] names the phases of the closed-loop `decode` workload.
+//!   Each request's lengths are fixed, drawn from a [`LengthRange`] with the seed, or read from
+//!   an [`LlmTrace`]; [`DecodeCycle`] names the phases of the closed-loop `decode` workload.
 //!
 //! # Example
 //!
@@ -43,6 +44,7 @@ mod buffer;
 mod clock;
 mod error;
 mod llm_decode;
+mod llm_lengths;
 mod llm_serve;
 mod runner;
 mod serve;
@@ -54,6 +56,7 @@ pub use buffer::{BatchBuffer, RawBatch};
 pub use clock::Clock;
 pub use error::{LlmServeError, ScheduleError, TimingError};
 pub use llm_decode::DecodeCycle;
+pub use llm_lengths::{LengthRange, LlmTrace};
 pub use llm_serve::{
     IterationKind, IterationStep, LlmIteration, LlmRequest, LlmRequestRecord, LlmRequests,
     LlmServeBuffer, LlmServeOutcome, LlmServePolicy, MAX_RUNNING_LIMIT, MAX_WINDOW_TOKENS,

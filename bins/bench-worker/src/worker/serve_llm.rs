@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use coload_barrier::Barrier;
 use coload_cohort_schema::{
-    BarrierTiming, BatchRecord, LlmConfig, LlmRequestLine, LlmServeWindowInfo, Phase, Stage,
-    WindowInfo, Workload,
+    BarrierTiming, BatchRecord, LLM_LENGTHS_FIXED, LlmConfig, LlmRequestLine, LlmServeWindowInfo,
+    Phase, ServeLlmConfig, Stage, WindowInfo, Workload,
 };
 use coload_timing::{
     Clock, IterationKind, LlmRequestRecord, LlmServeBuffer, MonotonicClock, TimingError,
@@ -92,13 +92,53 @@ pub(super) fn iteration_records(
 }
 
 /// Decode steps warmed at each batch size: `--warmup-batches` (at least one), as far as the
-/// output and the context allow (each warmup sequence starts at the prompt's length).
+/// longest output and the context allow (each warmup sequence starts at a prompt's length, the
+/// longest at most).
 pub(super) fn warmup_decodes(warmup_batches: u32, plan: &LlmServePlan) -> u32 {
     let c = &plan.config;
     warmup_batches
         .max(1)
-        .min(c.output_tokens.saturating_sub(1))
-        .min(c.context_tokens.saturating_sub(c.prompt_tokens))
+        .min(longest_output(c).saturating_sub(1))
+        .min(c.context_tokens.saturating_sub(longest_prompt(c)))
+}
+
+/// The longest prompt of the plan's requests, tokens.
+fn longest_prompt(c: &ServeLlmConfig) -> u32 {
+    c.prompt_tokens_max.unwrap_or(c.prompt_tokens)
+}
+
+/// The longest output of the plan's requests, tokens.
+fn longest_output(c: &ServeLlmConfig) -> u32 {
+    c.output_tokens_max.unwrap_or(c.output_tokens)
+}
+
+/// The warmup's prompts: the shortest and the longest of the requests (one where they are the
+/// same), so both ends of the window's prefill shapes have run before it.
+fn warmup_prompts(c: &ServeLlmConfig) -> Vec<u32> {
+    let mut prompts = vec![c.prompt_tokens, longest_prompt(c)];
+    prompts.dedup();
+    prompts
+}
+
+/// The requests' lengths for the log: `32 + 16`, or the ranges and where they came from.
+fn lengths_text(c: &ServeLlmConfig) -> String {
+    let range = |min: u32, max: u32| {
+        if min == max {
+            min.to_string()
+        } else {
+            format!("{min}-{max}")
+        }
+    };
+    let text = format!(
+        "{} + {}",
+        range(c.prompt_tokens, longest_prompt(c)),
+        range(c.output_tokens, longest_output(c))
+    );
+    if c.lengths == LLM_LENGTHS_FIXED {
+        text
+    } else {
+        format!("{text} ({})", c.lengths)
+    }
 }
 
 /// A failed window's typed cause as the worker's (the step's own failure keeps its kind).
@@ -164,7 +204,7 @@ impl Run {
             model,
             device: f.device,
             max_batch: c.max_batch,
-            max_prompt_tokens: c.prompt_tokens,
+            max_prompt_tokens: longest_prompt(c),
             precision: f.precision,
             seed: f.seed,
         };
@@ -186,7 +226,7 @@ impl Run {
         self.record_device(args, &info, build_start, clock, progress)?;
         let decodes = warmup_decodes(f.warmup_batches, plan);
         let medians = step
-            .warm_up(&[c.prompt_tokens], decodes)
+            .warm_up(&warmup_prompts(c), decodes)
             .map_err(|e| in_warmup(llm_failure(e)))?;
         let sizes: Vec<String> = medians
             .iter()
@@ -196,8 +236,8 @@ impl Run {
             "warmup",
             &format!(
                 "done: a prefill and {decodes} decode steps at each batch up to {} (median decode \
-                 {}); {} requests scheduled ({} arrivals, {:.1}/s) of {} + {} tokens, KV budget \
-                 {} tokens, cache {:.1} MiB",
+                 {}); {} requests scheduled ({} arrivals, {:.1}/s) of {} tokens, KV budget {} \
+                 tokens, cache {:.1} MiB",
                 c.max_batch,
                 if sizes.is_empty() {
                     "none".to_owned()
@@ -207,8 +247,7 @@ impl Run {
                 plan.requests.len(),
                 plan.schedule.kind(),
                 plan.schedule.realized_rate_per_s(),
-                c.prompt_tokens,
-                c.output_tokens,
+                lengths_text(c),
                 c.kv_budget_tokens,
                 step.model().cache_bytes() as f64 / f64::from(1u32 << 20)
             ),
@@ -391,6 +430,9 @@ mod tests {
             seed: 0,
             prompt_tokens: 2,
             output_tokens: 3,
+            lengths: LLM_LENGTHS_FIXED.into(),
+            prompt_tokens_max: None,
+            output_tokens_max: None,
             max_batch: 1,
             kv_budget_tokens: 5,
             context_tokens: 64,
@@ -464,5 +506,26 @@ mod tests {
         assert_eq!(warmup_decodes(20, &plan), 4, "context 64 - prompt 60");
         plan.config.output_tokens = 1;
         assert_eq!(warmup_decodes(20, &plan), 0);
+        // With lengths in a range, the longest request bounds the warmup.
+        plan.config.lengths = "uniform".into();
+        plan.config.prompt_tokens = 8;
+        plan.config.prompt_tokens_max = Some(50);
+        plan.config.output_tokens_max = Some(10);
+        assert_eq!(
+            warmup_decodes(20, &plan),
+            9,
+            "longest output 10: nine decodes"
+        );
+        plan.config.prompt_tokens_max = Some(58);
+        assert_eq!(
+            warmup_decodes(20, &plan),
+            6,
+            "context 64 - longest prompt 58"
+        );
+        assert_eq!(warmup_prompts(&plan.config), [8, 58]);
+        assert_eq!(lengths_text(&plan.config), "8-58 + 1-10 (uniform)");
+        plan.config.prompt_tokens_max = Some(8);
+        assert_eq!(warmup_prompts(&plan.config), [8]);
+        assert_eq!(lengths_text(&run().plan.config), "2 + 3");
     }
 }
