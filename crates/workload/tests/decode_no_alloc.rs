@@ -9,63 +9,23 @@
 //! (`f_view_`), reads its tokens' shape through `shim::shape2`, and rotates with `roll` and a
 //! sign folded into the `sin` table. The runner and the worker add none.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Duration;
 
 use coload_cohort_schema::{DeviceChoice, Execution};
 use coload_timing::{BatchBuffer, Clock, Step, run_window};
 use coload_workload::{DecodeOptions, DecodeStep, LlmPreset};
 
-struct Counting;
+// The counting allocator of coload-timing's window tests, the one copy.
+#[path = "../../timing/tests/common/mod.rs"]
+mod common;
 
-thread_local! {
-    static WATCHED: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    if WATCHED.try_with(Cell::get).unwrap_or(false) {
-        let _ = ALLOCATIONS.try_with(|a| a.set(a.get() + 1));
-    }
-}
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
-
-fn watch(on: bool) {
-    WATCHED.with(|w| w.set(on));
-}
-
-#[expect(unsafe_code, reason = "a global allocator is unsafe by definition")]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+use common::{allocations, watch};
 
 /// The step, watched from its first batch in the window to its last.
 struct Watched {
     inner: DecodeStep,
-    began_at: Option<u64>,
-    in_window: u64,
+    began_at: Option<usize>,
+    in_window: usize,
 }
 
 impl Step for Watched {
@@ -84,7 +44,7 @@ impl Step for Watched {
 
 /// Runs a 200 ms window of `model`'s decode step; returns the iterations and the Rust
 /// allocations made in the window.
-fn window_allocations(model: LlmPreset) -> (usize, u64) {
+fn window_allocations(model: LlmPreset) -> (usize, usize) {
     let options = DecodeOptions {
         model,
         device: DeviceChoice::Cpu,

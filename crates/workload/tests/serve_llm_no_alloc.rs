@@ -8,8 +8,6 @@
 //! running sequence, completed sequences retired by moving the last one into the hole), as the
 //! `serve-llm` worker does between its start and its end.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -20,53 +18,15 @@ use coload_timing::{
 };
 use coload_workload::{LlmPreset, LlmServeOptions, LlmServeStep};
 
-struct Counting;
+// The counting allocator of coload-timing's window tests, the one copy.
+#[path = "../../timing/tests/common/mod.rs"]
+mod common;
 
-thread_local! {
-    static WATCHED: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    if WATCHED.try_with(Cell::get).unwrap_or(false) {
-        let _ = ALLOCATIONS.try_with(|a| a.set(a.get() + 1));
-    }
-}
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
-
-fn watch(on: bool) {
-    WATCHED.with(|w| w.set(on));
-}
-
-#[expect(unsafe_code, reason = "a global allocator is unsafe by definition")]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+use common::{allocations, watch};
 
 /// Runs a 400 ms serve window of `model` at 60 requests/s of 8 + 5 tokens, at most 3 running;
 /// returns the iterations, the requests completed and the Rust allocations made in the window.
-fn window_allocations(model: LlmPreset) -> (usize, u64, u64) {
+fn window_allocations(model: LlmPreset) -> (usize, u64, usize) {
     let options = LlmServeOptions {
         model,
         device: DeviceChoice::Cpu,

@@ -1,6 +1,8 @@
 //! The counting allocator the window tests share: a global allocator that counts allocations
 //! on one watched thread, and only while it is watched. Each test binary that declares
 //! `mod common;` gets it as its global allocator, and the test that proves it counts.
+//! `coload-workload`'s window tests include it by path (`#[path =
+//! "../../timing/tests/common/mod.rs"]`), so the counter exists once.
 //!
 //! The flag that selects the watched thread and the count are thread-locals of the window's own
 //! thread, set right before the window and read right after, so allocations by the test
@@ -54,6 +56,26 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
+
+/// Starts (`true`) or stops counting this thread's allocations, for a test that watches part
+/// of a window (the workload crate's, from a step's first call inside it); read the count with
+/// [`allocations`].
+#[allow(
+    dead_code,
+    reason = "each test binary that includes this module uses a part"
+)]
+pub(crate) fn watch(on: bool) {
+    WATCHED.with(|w| w.set(on));
+}
+
+/// The allocations counted on this thread so far.
+#[allow(
+    dead_code,
+    reason = "each test binary that includes this module uses a part"
+)]
+pub(crate) fn allocations() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
 
 /// Runs `f` on a fresh thread with the allocation counter watching that thread only; returns
 /// the allocations it made and its result.
