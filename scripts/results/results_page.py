@@ -506,10 +506,6 @@ def decode_of(folder):
     return (s, decode[0]) if decode else None
 
 
-def ms_words(v):
-    return f"{num(v)} ms"
-
-
 def llm_solo_table(root):
     rows = []
     for model in LLM_PRESETS:
@@ -539,13 +535,13 @@ def llm_share_rows(root):
             alone = decode_of(root / "solo" / f"{model}-b8-{execution}")
             shared = decode_of(root / "mps" / f"{model}-b8-{execution}")
             if alone and shared:
-                out.append((model, execution, alone[1], shared[1], shared[0]))
+                out.append((model, execution, alone[1], shared[1]))
     return out
 
 
 def llm_share_table(root):
     rows = []
-    for model, execution, a, s, _ in llm_share_rows(root):
+    for model, execution, a, s in llm_share_rows(root):
         rows.append([
             model, execution,
             f"{num(a['tpot_ms']['p50'])} → {num(s['tpot_ms']['p50'])}",
@@ -559,7 +555,7 @@ def llm_share_table(root):
 
 def llm_share_verdict(root):
     """MuxServe's claim against the graph-captured runs: decode's slowdown against prefill's."""
-    graph = [(m, a, s) for m, x, a, s, _ in llm_share_rows(root) if x == "cuda-graph"]
+    graph = [(m, a, s) for m, x, a, s in llm_share_rows(root) if x == "cuda-graph"]
     if not graph:
         return "not measured"
     parts = []
