@@ -70,8 +70,10 @@ fn isolation_rows(
 }
 
 /// The figures behind an isolation result, in a few words: `the hog took 139.3 GiB; 6 of 6
-/// others ran out of memory` (`isolation.json` keeps the whole explanation).
-fn isolation_note(r: &coload_cohort_schema::IsolationResult) -> String {
+/// others ran out of memory` (`isolation.json` keeps the whole explanation). The study's index
+/// gives a measured hog cohort the same words.
+#[must_use]
+pub fn isolation_note(r: &coload_cohort_schema::IsolationResult) -> String {
     use coload_cohort_schema::{FailureKind, Status, Workload};
     let held = r
         .workers

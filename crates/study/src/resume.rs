@@ -197,28 +197,9 @@ pub(crate) fn isolation_measured(dir: &Path, job: &Job) -> Option<(String, Strin
     if r.outcome != IsolationOutcome::NotContained || r.mode != job.mode {
         return None;
     }
-    let others: Vec<_> = r
-        .workers
-        .iter()
-        .filter(|w| w.workload != Workload::Hog)
-        .collect();
-    let oom = others
-        .iter()
-        .filter(|w| w.kind == Some(coload_cohort_schema::FailureKind::OutOfMemory))
-        .count();
-    let held = r
-        .workers
-        .iter()
-        .find_map(|w| w.hog.as_ref())
-        .map_or_else(String::new, |h| {
-            format!(
-                " holding {:.1} GiB",
-                h.granted_bytes as f64 / f64::from(1u32 << 30)
-            )
-        });
     let answer = format!(
-        "not contained: {oom} of {} others ran out of memory beside the hog{held}",
-        others.len()
+        "not contained: {}",
+        coload_analysis::study_report::isolation_note(&r)
     );
     Some((r.experiment, answer))
 }
@@ -618,7 +599,7 @@ mod tests {
                 );
                 assert_eq!(
                     answer,
-                    "not contained: 6 of 6 others ran out of memory beside the hog holding 139.2 GiB"
+                    "not contained: the hog got 139.2 GiB; 6 of 6 others ran out of memory"
                 );
                 assert!(dirs.is_empty());
             }
