@@ -7,18 +7,9 @@ use std::process::Command;
 
 use coload_cohort_schema::{AbortRecord, FailureKind, Workload, exit, read_document};
 
-const COHORT: &str = env!("CARGO_BIN_EXE_bench-cohort");
+mod common;
 
-/// The real bench-worker, built next to bench-cohort by `cargo test --workspace`.
-fn worker_bin() -> PathBuf {
-    let p = Path::new(COHORT).with_file_name("bench-worker");
-    assert!(
-        p.exists(),
-        "{} is missing: build it first (cargo build -p bench-worker, or cargo test --workspace)",
-        p.display()
-    );
-    p
-}
+use common::{COHORT, worker_bin};
 
 #[test]
 fn a_real_cpu_cohort_completes_and_is_summarized() {

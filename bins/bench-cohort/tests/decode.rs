@@ -2,24 +2,15 @@
 //! tiny GPT-2 preset: the mix parser takes `decode`, the LLM flags reach every worker, each
 //! record carries its phase, and the summary has each worker's tokens/s and TPOT.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use coload_cohort_schema::{
     CohortSummary, Phase, Precision, Workload, read_batches, read_document, read_worker_report,
 };
 
-const COHORT: &str = env!("CARGO_BIN_EXE_bench-cohort");
+mod common;
 
-fn worker_bin() -> PathBuf {
-    let p = Path::new(COHORT).with_file_name("bench-worker");
-    assert!(
-        p.exists(),
-        "{} is missing: build it first (cargo build -p bench-worker, or cargo test --workspace)",
-        p.display()
-    );
-    p
-}
+use common::{COHORT, worker_bin};
 
 #[test]
 fn a_decode_cohort_on_the_cpu_records_phases_and_tokens() {

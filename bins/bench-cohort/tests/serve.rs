@@ -1,23 +1,14 @@
 //! bench-cohort with a serve worker on the CPU: a cohort beside a trainer, the capacity search,
 //! and the serve flags it refuses.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use coload_cohort_schema::{CapacityReport, CohortSummary, Workload, exit, read_document};
 
-const COHORT: &str = env!("CARGO_BIN_EXE_bench-cohort");
+mod common;
 
-/// The real bench-worker, built next to bench-cohort by `cargo test --workspace`.
-fn worker_bin() -> PathBuf {
-    let p = Path::new(COHORT).with_file_name("bench-worker");
-    assert!(
-        p.exists(),
-        "{} is missing: build it first (cargo build -p bench-worker, or cargo test --workspace)",
-        p.display()
-    );
-    p
-}
+use common::{COHORT, worker_bin};
 
 fn cohort(out: &Path, extra: &[&str]) -> Output {
     Command::new(COHORT)

@@ -3,7 +3,7 @@
 //! it), every iteration and every request is recorded, and the summary has TTFT, TPOT and the
 //! SLO; the capacity search judges TTFT and TPOT together; bad flags are refused at the door.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use coload_cohort_schema::{
@@ -11,17 +11,9 @@ use coload_cohort_schema::{
     files, read_batches, read_document, read_worker_report,
 };
 
-const COHORT: &str = env!("CARGO_BIN_EXE_bench-cohort");
+mod common;
 
-fn worker_bin() -> PathBuf {
-    let p = Path::new(COHORT).with_file_name("bench-worker");
-    assert!(
-        p.exists(),
-        "{} is missing: build it first (cargo build -p bench-worker, or cargo test --workspace)",
-        p.display()
-    );
-    p
-}
+use common::{COHORT, worker_bin};
 
 fn cohort(out: &Path, extra: &[&str]) -> Output {
     Command::new(COHORT)

@@ -9,17 +9,9 @@ use std::process::{Command, Output};
 
 use coload_cohort_schema::{FailureKind, exit};
 
-const COHORT: &str = env!("CARGO_BIN_EXE_bench-cohort");
+mod common;
 
-fn worker_bin() -> PathBuf {
-    let p = Path::new(COHORT).with_file_name("bench-worker");
-    assert!(
-        p.exists(),
-        "{} is missing: build it first (cargo build -p bench-worker, or cargo test --workspace)",
-        p.display()
-    );
-    p
-}
+use common::{COHORT, worker_bin};
 
 /// Runs `bench-cohort study ...` as a node without GPU (an empty `nvidia-smi -L` listing), so
 /// the test is the same on a GPU machine.
