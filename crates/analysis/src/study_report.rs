@@ -637,6 +637,105 @@ fn provenance(
     rows
 }
 
+/// The study's wall time and the part of it inside measurement windows (issue 23: the baseline
+/// for making studies faster), from the runs and cohort times the index recorded:
+/// `2,510 s in 6 runs; 2,050 s of it inside measurement windows (82 % of one lane's time)`.
+/// Cohorts run by a build that kept no times are counted and named, never guessed.
+#[must_use]
+pub fn wall_time(index: &Index) -> Option<String> {
+    use crate::report::number;
+    let ran: Vec<&Entry> = index
+        .cohorts
+        .iter()
+        .filter(|e| {
+            e.outcome.has_summary() || matches!(e.outcome, Outcome::Failed | Outcome::FailedEarlier)
+        })
+        .collect();
+    // A failed cohort measured nothing: no time inside a window, whatever its build recorded.
+    // A complete one with a duration but no windows is an older build's record: not counted.
+    let failed = |e: &Entry| matches!(e.outcome, Outcome::Failed | Outcome::FailedEarlier);
+    let windows_of = |e: &Entry| {
+        if failed(e) { Some(0.0) } else { e.in_windows_s }
+    };
+    let timed: Vec<&Entry> = ran
+        .iter()
+        .copied()
+        .filter(|e| e.duration_s.is_some() && windows_of(e).is_some())
+        .collect();
+    if index.runs.is_empty() && timed.is_empty() {
+        return None;
+    }
+    let wall = index.wall_s();
+    let windows: f64 = timed.iter().filter_map(|e| windows_of(e)).sum();
+    let cohorts_wall: f64 = timed.iter().filter_map(|e| e.duration_s).sum();
+    let lanes = index.lanes.len().max(1);
+    let lane_words = if lanes == 1 {
+        "one lane's".to_owned()
+    } else {
+        format!("{lanes} lanes'")
+    };
+    let pct = |part: f64, whole: f64| {
+        if whole > 0.0 {
+            format!("{:.0} %", 100.0 * part / whole)
+        } else {
+            "-".to_owned()
+        }
+    };
+    let runs = index.runs.len();
+    let first = index.runs.iter().map(|r| r.started_unix_ns).min();
+    let last = index
+        .runs
+        .iter()
+        .map(|r| r.started_unix_ns + (r.wall_s.max(0.0) * 1e9) as u64)
+        .max();
+    let span = match (first, last) {
+        (Some(a), Some(b)) => format!(", {}", crate::report::utc_span(a, b)),
+        _ => String::new(),
+    };
+    let plural = |n: usize, one: &str, many: &str| {
+        if n == 1 {
+            format!("{n} {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    if timed.len() == ran.len() && runs > 0 {
+        return Some(format!(
+            "{} s in {}{span}; {} s of it inside measurement windows ({} of {lane_words} time; \
+             the cohorts' own processes took {} s)",
+            number(wall.round()),
+            plural(runs, "run", "runs"),
+            number(windows.round()),
+            pct(windows, wall * lanes as f64),
+            number(cohorts_wall.round()),
+        ));
+    }
+    let untimed = ran.len() - timed.len();
+    let recorded = if runs > 0 {
+        format!(
+            "{} s in the {} that recorded times{span}; ",
+            number(wall.round()),
+            plural(runs, "run", "runs")
+        )
+    } else {
+        String::new()
+    };
+    if timed.is_empty() {
+        return Some(format!(
+            "{recorded}no cohort's times were recorded ({} ran with builds that kept none)",
+            plural(untimed, "cohort", "cohorts")
+        ));
+    }
+    Some(format!(
+        "{recorded}the {} with recorded times took {} s, {} of it inside measurement windows; \
+         {} ran in earlier runs whose builds kept no times",
+        plural(timed.len(), "cohort", "cohorts"),
+        number(cohorts_wall.round()),
+        pct(windows, cohorts_wall),
+        plural(untimed, "other", "others"),
+    ))
+}
+
 /// The policies the plan named that this node did not offer, each with the first reason given;
 /// MIG also when the workers' records say MIG mode was off and the plan had no MIG policy.
 fn not_measured(
@@ -787,6 +886,7 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
             ("node".to_owned(), about.node.clone()),
         ]
         .into_iter()
+        .chain(wall_time(index).map(|w| ("wall time".to_owned(), w)))
         .chain(provenance(&summaries, &probes, &workers))
         .collect(),
         not_measured: not_measured(index, &workers),

@@ -40,6 +40,7 @@ fn entry(name: &str, policy: &str, mode: &str, outcome: Outcome, reason: &str) -
         exit_code: None,
         lanes: None,
         duration_s: None,
+        in_windows_s: None,
         experiment: None,
         failed_dirs: Vec::new(),
         capacity: None,
@@ -352,8 +353,19 @@ fn where_the_study_kept_the_workers_records_the_header_names_driver_cuda_hosts_a
         node: "1 GPU(s) (GPU 0: NVIDIA H200), MPS available".into(),
         lanes: vec![0],
         cohorts,
+        runs: vec![run(1_796_083_200_000_000_000, 600.0)],
     };
     let (html, _) = report(tmp.path(), &index);
+    // The run is recorded, the cohorts' times are not (fixtures from an older build).
+    assert!(
+        html.contains(
+            "<dt>wall time</dt><dd>600 s in the 1 run that recorded times, 2026-12-01 00:00 to \
+             00:10 UTC; no cohort&#39;s times were recorded (2 cohorts ran with builds that kept \
+             none)</dd>"
+        ),
+        "{}",
+        &html[html.find("<dt>node").unwrap_or(0)..][..600]
+    );
     assert!(
         html.contains("NVIDIA H200; driver 580.159.04, CUDA 13.0</dd>"),
         "{html}"
@@ -371,4 +383,77 @@ fn where_the_study_kept_the_workers_records_the_header_names_driver_cuda_hosts_a
     assert!(html.contains(
         "<strong>Not measured here:</strong> MIG: not measured, the plan has no MIG policy and MIG mode is disabled on this node&#39;s GPUs."
     ));
+}
+
+fn timed(name: &str, outcome: Outcome, duration: Option<f64>, windows: Option<f64>) -> Entry {
+    let mut e = entry(name, "timeslice", "timeslice", outcome, "");
+    e.duration_s = duration;
+    e.in_windows_s = windows;
+    e
+}
+
+fn run(started_unix_ns: u64, wall_s: f64) -> coload_cohort_schema::study::Run {
+    coload_cohort_schema::study::Run {
+        started_unix_ns,
+        wall_s,
+        time_budget_s: Some(540.0),
+        cohorts_run: 1,
+        coload: "0.1.0 (git test)".into(),
+    }
+}
+
+/// The study's wall time adds its runs; the part inside windows adds the cohorts' windows (a
+/// failed cohort's counts none); a cohort run by a build that kept no times is counted as such,
+/// and nothing is guessed for it.
+#[test]
+fn wall_time_adds_runs_and_names_cohorts_without_times() {
+    use coload_analysis::study_report::wall_time;
+    let day = 1_796_083_200_000_000_000; // 2026-12-01 00:00 UTC
+    let mut index = Index {
+        schema_version: coload_cohort_schema::study::INDEX_VERSION,
+        plan: "p".into(),
+        plan_source: "p".into(),
+        node: "n".into(),
+        lanes: vec![0],
+        cohorts: vec![
+            timed("a", Outcome::AlreadyComplete, Some(55.0), Some(45.0)),
+            timed("b", Outcome::Complete, Some(165.0), Some(100.0)),
+            timed("c", Outcome::FailedEarlier, Some(30.0), None),
+            timed("f", Outcome::AlreadyComplete, None, None),
+            timed("d", Outcome::NotOffered, None, None),
+            timed("e", Outcome::NotRun, None, None),
+        ],
+        runs: vec![run(day, 200.0), run(day + 3_600_000_000_000, 100.0)],
+    };
+    assert_eq!(
+        wall_time(&index).unwrap(),
+        "300 s in the 2 runs that recorded times, 2026-12-01 00:00 to 01:01 UTC; the 3 cohorts \
+         with recorded times took 250 s, 58 % of it inside measurement windows; 1 other ran in \
+         earlier runs whose builds kept no times"
+    );
+    // A duration without its windows is an older build's record: still not counted.
+    index.cohorts[3].duration_s = Some(45.0);
+    assert!(
+        wall_time(&index)
+            .unwrap()
+            .contains("1 other ran in earlier runs")
+    );
+    index.cohorts[3].in_windows_s = Some(40.0);
+    assert_eq!(
+        wall_time(&index).unwrap(),
+        "300 s in 2 runs, 2026-12-01 00:00 to 01:01 UTC; 185 s of it inside measurement windows \
+         (62 % of one lane's time; the cohorts' own processes took 295 s)"
+    );
+    index.lanes = vec![0, 1];
+    assert!(
+        wall_time(&index)
+            .unwrap()
+            .contains("(31 % of 2 lanes' time;")
+    );
+    // An index from before runs and times were recorded says nothing.
+    index.runs.clear();
+    for e in &mut index.cohorts {
+        e.duration_s = None;
+    }
+    assert_eq!(wall_time(&index), None);
 }

@@ -21,6 +21,34 @@ pub struct Index {
     pub lanes: Vec<u32>,
     /// Every cohort of the plan, in the order the study runs them.
     pub cohorts: Vec<Entry>,
+    /// Every run of the study so far, oldest first: a study stopped by `--time-budget-s` or
+    /// interrupted and resumed takes several. Their wall times add up to the study's. Absent
+    /// from indexes written before runs were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<Run>,
+}
+
+/// One run of a study: one `bench-cohort study` process, from its start to its last index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// When it started, nanoseconds since the Unix epoch.
+    pub started_unix_ns: u64,
+    /// Its wall time so far, seconds (the index is rewritten after every cohort).
+    pub wall_s: f64,
+    /// Its `--time-budget-s`, where one was given.
+    pub time_budget_s: Option<f64>,
+    /// Cohorts it started (a capacity search counts once).
+    pub cohorts_run: u32,
+    /// The build that ran it: `0.1.0 (git 94b322903b28)`.
+    pub coload: String,
+}
+
+impl Index {
+    /// The study's wall time: every run's, added.
+    #[must_use]
+    pub fn wall_s(&self) -> f64 {
+        self.runs.iter().map(|r| r.wall_s).sum()
+    }
 }
 
 /// One cohort of the plan.
@@ -46,8 +74,13 @@ pub struct Entry {
     pub exit_code: Option<i32>,
     /// GPUs it ran on (`0`, `0,1`, `cpu`), where it ran.
     pub lanes: Option<String>,
-    /// Wall time of its bench-cohort process, seconds, where it ran in this run.
+    /// Wall time of its bench-cohort process, seconds, where it ran: in this run, or in the
+    /// earlier run that completed it (kept across runs since runs were recorded).
     pub duration_s: Option<f64>,
+    /// Seconds of that wall time inside measurement windows: the window, times the cohorts it
+    /// ran (a capacity search runs one per probe). Where it completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_windows_s: Option<f64>,
     /// Its experiment id, where it completed.
     pub experiment: Option<String>,
     /// Folders of its failed runs (`cohorts/<name>.failed-<k>`), relative to the study.

@@ -17,9 +17,9 @@ use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use coload_cohort_schema::study::{Entry, INDEX_VERSION, Index, Outcome};
+use coload_cohort_schema::study::{Entry, INDEX_VERSION, Index, Outcome, Run};
 use coload_cohort_schema::{CohortFailure, exit, files};
 use coload_launch::{Console, INTERRUPTED};
 use coload_spec::Seconds;
@@ -169,6 +169,7 @@ fn entry(job: &Job) -> Entry {
         exit_code: None,
         lanes: None,
         duration_s: None,
+        in_windows_s: None,
         experiment: None,
         failed_dirs: Vec::new(),
         capacity: None,
@@ -374,6 +375,14 @@ pub fn run_with<L: Launcher>(
         });
     }
 
+    // What earlier runs recorded: their wall times, and the times of the cohorts they completed.
+    let earlier = previous_index(out, &plan.name, console);
+    if let Some(earlier) = &earlier {
+        for i in &mut items {
+            carry_times(&mut i.entry, earlier);
+        }
+    }
+
     let estimator = Estimator {
         setup_s: Cell::new(if cpu { SETUP_S_CPU } else { SETUP_S_GPU }),
         measured: Cell::new((0.0, 0)),
@@ -403,7 +412,18 @@ pub fn run_with<L: Launcher>(
         node: node_line.clone(),
         lanes: lanes.clone(),
         cohorts: items.iter().map(|i| i.entry.clone()).collect(),
+        runs: earlier.map(|e| e.runs).unwrap_or_default(),
     };
+    let started = Instant::now();
+    index.runs.push(Run {
+        started_unix_ns: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        wall_s: 0.0,
+        time_budget_s: args.time_budget_s.map(Seconds::get),
+        cohorts_run: 0,
+        coload: build(),
+    });
     write_index(out, &index)?;
 
     let queue: Vec<&Job> = items.iter().filter(|i| i.queued).map(|i| &i.job).collect();
@@ -418,6 +438,7 @@ pub fn run_with<L: Launcher>(
         cohorts: &cohorts_dir,
         index: &mut index,
         estimator: &estimator,
+        started,
         interrupted,
         write_error: None,
     };
@@ -463,6 +484,9 @@ pub fn run_with<L: Launcher>(
                 e.reason = Some(why.clone());
             }
         }
+    }
+    if let Some(run) = index.runs.last_mut() {
+        run.wall_s = started.elapsed().as_secs_f64();
     }
     write_index(out, &index)?;
     console.output(&format!("{}\n", crate::table::table(&index)));
@@ -517,6 +541,63 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), StudyError> {
         path: path.to_owned(),
         source,
     })
+}
+
+/// The build running this study: `0.1.0 (git 94b322903b28)`.
+fn build() -> String {
+    format!(
+        "{} (git {})",
+        env!("CARGO_PKG_VERSION"),
+        option_env!("COLOAD_GIT_REVISION").unwrap_or("revision not recorded in this build")
+    )
+}
+
+/// The index an earlier run of this study left in `out`, if any. One that cannot be read, or
+/// that belongs to another plan, is ignored with a line saying so: its cohorts are still found
+/// from their folders, only the times it recorded are lost.
+fn previous_index(out: &Path, plan: &str, console: &dyn Console) -> Option<Index> {
+    let path = out.join("index.json");
+    if !path.is_file() {
+        return None;
+    }
+    match coload_cohort_schema::read_document::<Index>(&path) {
+        Ok(i) if i.plan == plan => Some(i),
+        Ok(i) => {
+            console.progress(&format!(
+                "{}: written by plan `{}`, not `{plan}`: its run times are not carried over",
+                path.display(),
+                i.plan
+            ));
+            None
+        }
+        Err(e) => {
+            console.progress(&format!(
+                "{}: {e}: earlier runs' times are not carried over",
+                path.display()
+            ));
+            None
+        }
+    }
+}
+
+/// Keeps the times an earlier run recorded for a cohort this run does not run again (complete
+/// or failed earlier), so that the study's index adds up to its whole wall time. Only from the
+/// same completed run: a cohort whose experiment differs from the earlier entry's keeps none.
+fn carry_times(e: &mut Entry, earlier: &Index) {
+    if !matches!(e.outcome, Outcome::AlreadyComplete | Outcome::FailedEarlier) {
+        return;
+    }
+    let Some(old) = earlier.cohorts.iter().find(|o| o.name == e.name) else {
+        return;
+    };
+    if e.experiment.is_some() && old.experiment.is_some() && e.experiment != old.experiment {
+        return;
+    }
+    e.duration_s = old.duration_s;
+    e.in_windows_s = old.in_windows_s;
+    if e.lanes.is_none() {
+        e.lanes.clone_from(&old.lanes);
+    }
 }
 
 fn write_index(out: &Path, index: &Index) -> Result<(), StudyError> {
@@ -669,6 +750,8 @@ struct StudyEvents<'a> {
     cohorts: &'a Path,
     index: &'a mut Index,
     estimator: &'a Estimator,
+    /// When this run started: its wall time goes into the index after every cohort.
+    started: Instant,
     interrupted: &'a AtomicBool,
     write_error: Option<StudyError>,
 }
@@ -678,6 +761,10 @@ impl Events for StudyEvents<'_> {
         self.progress.started(job, placement);
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one arm per way a cohort ends, each setting its outcome, answer and times"
+    )]
     fn ended(&mut self, job: &Job, placement: &Placement, result: &RunResult, elapsed: Duration) {
         self.progress.ended(job, placement, result, elapsed);
         let dir = self.cohorts.join(&job.name);
@@ -686,7 +773,9 @@ impl Events for StudyEvents<'_> {
         };
         e.lanes = Some(placement.label());
         e.duration_s = Some(elapsed.as_secs_f64());
+        e.in_windows_s = None;
         e.reason = None;
+        let window = job.spec.flags.window_s.get();
         let (outcome, code, reason) = match result {
             RunResult::Exited(ended) => {
                 let code = ended.code;
@@ -705,6 +794,7 @@ impl Events for StudyEvents<'_> {
                                 elapsed,
                             );
                             e.capacity = Some(resume::capacity_answer(&r));
+                            e.in_windows_s = Some(window * r.probes.len() as f64);
                             (Outcome::Complete, code, None)
                         }
                         Err(why) => (
@@ -717,6 +807,7 @@ impl Events for StudyEvents<'_> {
                         Ok(s) => {
                             self.estimator.observe(job, 1, elapsed);
                             e.experiment = Some(s.experiment);
+                            e.in_windows_s = Some(window);
                             (Outcome::Complete, code, None)
                         }
                         Err(why) => (
@@ -731,6 +822,8 @@ impl Events for StudyEvents<'_> {
                         let (experiment, answer) = measured_isolation.unwrap_or_default();
                         e.experiment = Some(experiment);
                         e.isolation = Some(answer);
+                        // The others ran out of memory before their window: none ran.
+                        e.in_windows_s = Some(0.0);
                         (Outcome::Complete, code, None)
                     }
                     (Some(c), false) => {
@@ -775,6 +868,7 @@ impl Events for StudyEvents<'_> {
                 e.failed_dirs.push(to);
             }
         }
+        self.count_run(result);
         if let Err(err) = write_index(self.out, self.index) {
             self.write_error.get_or_insert(err);
         }
@@ -786,6 +880,16 @@ impl Events for StudyEvents<'_> {
 }
 
 impl StudyEvents<'_> {
+    /// This run's wall time so far and its cohorts, in the index.
+    fn count_run(&mut self, result: &RunResult) {
+        if let Some(run) = self.index.runs.last_mut() {
+            run.wall_s = self.started.elapsed().as_secs_f64();
+            if !matches!(result, RunResult::NotRun(_)) {
+                run.cohorts_run += 1;
+            }
+        }
+    }
+
     /// Writes `record` into the ended cohort's folder `dir` and renames the folder
     /// `<name>.<kind>-<k>`; returns the new name relative to the study.
     fn set_aside(

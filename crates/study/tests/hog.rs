@@ -6,6 +6,8 @@
 //!
 //! The cohorts are run by a stand-in launcher that writes what bench-cohort leaves: the H200's
 //! `isolation.json` and exit 30 for the hog cohort, a `failure.json`-less exit 30 for the other.
+//!
+//! The same stand-in shows that run and cohort times survive a resume.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -145,4 +147,53 @@ fn others_out_of_memory_beside_a_hog_is_a_measurement_not_a_failure() {
     assert_eq!(index.cohorts[0].outcome, Outcome::Failed);
     assert!(index.cohorts[0].isolation.is_none());
     assert_ne!(code, 0);
+}
+
+/// Each run of a study is recorded in its index, and a cohort's times stay with it when a later
+/// run finds it complete or failed earlier: the study's wall time and its part inside windows
+/// add up across resumed runs (issue 23), instead of only the last run's cohorts keeping theirs.
+#[test]
+fn run_and_cohort_times_survive_a_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = Plan::parse(
+        "plan.toml",
+        "[flags]\nwindow_s = 5\n[[policy]]\nname = \"timeslice\"\nmode = \"timeslice\"\n\
+         [[cohort]]\nworkers = \"hog=1,train=6\"\n[[cohort]]\nworkers = \"train=7\"\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("study");
+    let (_, first) = study(&out, &plan);
+    assert_eq!(first.runs.len(), 1, "{:?}", first.runs);
+    assert_eq!(first.runs[0].cohorts_run, 2);
+    assert!(first.runs[0].wall_s > 0.0);
+    assert!(first.runs[0].coload.starts_with(env!("CARGO_PKG_VERSION")));
+    let hog = &first.cohorts[0];
+    let failed = &first.cohorts[1];
+    assert_eq!(hog.outcome, Outcome::Complete);
+    assert_eq!(failed.outcome, Outcome::Failed);
+    assert!(hog.duration_s.is_some() && failed.duration_s.is_some());
+    // The trainers ran out of memory before their window: no time inside one.
+    assert_eq!(hog.in_windows_s, Some(0.0));
+    assert_eq!(failed.in_windows_s, None);
+
+    let (_, second) = study(&out, &plan);
+    assert_eq!(second.runs.len(), 2);
+    assert_eq!(second.runs[0], first.runs[0]);
+    assert_eq!(second.runs[1].cohorts_run, 0);
+    assert_eq!(second.cohorts[0].outcome, Outcome::AlreadyComplete);
+    assert_eq!(second.cohorts[1].outcome, Outcome::FailedEarlier);
+    for (now, then) in second.cohorts.iter().zip(&first.cohorts) {
+        assert_eq!(now.duration_s, then.duration_s, "{}", now.name);
+        assert_eq!(now.in_windows_s, then.in_windows_s, "{}", now.name);
+        assert_eq!(now.lanes, then.lanes, "{}", now.name);
+    }
+    assert!((second.wall_s() - first.runs[0].wall_s - second.runs[1].wall_s).abs() < 1e-9);
+
+    // An index that does not read is not fatal: the cohorts are found from their folders, and
+    // only the times it held are lost.
+    std::fs::write(out.join("index.json"), "{ not json").unwrap();
+    let (_, third) = study(&out, &plan);
+    assert_eq!(third.runs.len(), 1);
+    assert_eq!(third.cohorts[0].outcome, Outcome::AlreadyComplete);
+    assert_eq!(third.cohorts[0].duration_s, None);
 }
