@@ -814,11 +814,21 @@ def figures(data):
         "isolation": isolation_results(round2),
         "source": {"cap25": " (round 2)", "isolation": " (round 2)"},
     }
+    decision = Study(data / ROUND4 / "decision")
+    plan = Plan(decision)
+    d4 = {
+        "study": decision,
+        "plan": plan,
+        "columns": decision_columns(plan),
+        "cap10": capacity_cohorts(decision, "10ms"),
+        "cap25": capacity_cohorts(decision, "25ms"),
+        "isolation": isolation_results(decision),
+    }
     round1 = read_json(data.parent / "comparison.json")
     article_cohorts = len(article.index["cohorts"])
     complete = sum(1 for e in article.index["cohorts"] if e["outcome"] in ("complete", "already_complete"))
     return {
-        "decision_table": decision_table(d),
+        "decision_table": decision_table(d4),
         "article_protocol": protocol_words(article),
         "article_dates": study_dates(article),
         "article_node": article.index["node"],
@@ -844,6 +854,19 @@ def figures(data):
         "hardware": hardware_words(data),
         "mig": mig_words(data),
         "decision_progress": decision_progress(data / ROUND4 / "decision"),
+        "decision_dates": study_dates(decision),
+        "decision_node": decision.index["node"],
+        "decision_protocol": decision_protocol(decision),
+        "decision_mig": decision_mig(decision),
+        "round4_day": day(decision.summaries() + decision.probe_summaries()),
+        "round4_hardware": hardware_words(decision.path / "cohorts", "*/worker-0/worker.json"),
+        "round4_solo": solo_words(decision),
+        "round4_repeats": repeats_words(decision),
+        "round4_table": shape_table(decision, ARTICLE_ROWS, d4["columns"] + ["exclusive"], plan),
+        "round4_capacity10_table": capacity_table(d4["cap10"], capacity_missing(plan, "10ms")),
+        "round4_capacity25_table": capacity_table(d4["cap25"], capacity_missing(plan, "25ms")),
+        "round4_isolation": isolation_line(d4["isolation"], plan),
+        "round3_decision_table": decision_table(d),
         "llm_day": llm_day(data / LLM),
         "llm_protocol": llm_protocol(data / LLM),
         "llm_solo_table": llm_solo_table(data / LLM),
