@@ -37,8 +37,11 @@ POLICY_WORDS = {
     "timeslice": "time-slicing",
     "mps-plugin": "MPS, plugin replicas 7",
     "mps-unlimited": "MPS, unlimited",
+    "mig": "MIG",
     "exclusive": "exclusive",
 }
+# The outcomes of a study's index that left a cohort's figures.
+DONE = ("complete", "already_complete")
 
 
 class DataError(Exception):
@@ -80,8 +83,17 @@ class Study:
         out = []
         for e in self.index["cohorts"]:
             p = self.path / "cohorts" / e["name"] / "summary.json"
-            if e["outcome"] in ("complete", "already_complete") and p.is_file():
+            if e["outcome"] in DONE and p.is_file():
                 out.append(read_json(p))
+        return out
+
+    def probe_summaries(self):
+        """The summary.json of every probe of the study's complete capacity searches."""
+        out = []
+        for e in self.index["cohorts"]:
+            if e["outcome"] in DONE:
+                folder = self.path / "cohorts" / e["name"]
+                out += [read_json(p) for p in sorted(folder.glob("probe-*/summary.json"))]
         return out
 
     def cell(self, mix, group, policy):
@@ -219,8 +231,12 @@ def bold_if(text, yes):
 
 def protocol_words(study):
     """`ResNet18 ... 20 s windows ...`, read from the summaries' configs."""
+    return config_words(study.summaries())
+
+
+def config_words(summaries):
     seen = []
-    for s in study.summaries():
+    for s in summaries:
         c = s["config"]
         w = (
             f"{c['model']}, batch {c['batch_size']} of 3x{c['image_size']}x{c['image_size']} "
@@ -239,7 +255,7 @@ def num_plain(v):
 def study_dates(study):
     import datetime as dt
 
-    spans = [s["common_interval"] for s in study.summaries()]
+    spans = [s["common_interval"] for s in study.summaries() + study.probe_summaries()]
     if not spans:
         return "-"
     start = min(s["start_unix_ns"] for s in spans) / 1e9
@@ -302,8 +318,45 @@ def isolation_words(r):
     return f"{word}: {held}, {tail}"
 
 
-def shape_table(study, rows, columns):
-    """Rows: (label, mix, group, what) with what in aggregate|p99; columns: policies."""
+class Plan:
+    """A study's index read for the cells that have no figure: which cohorts the plan holds for
+    a policy and shape, and what became of them (not run yet, not offered and why)."""
+
+    def __init__(self, study):
+        self.cohorts = study.index["cohorts"]
+
+    def entries(self, policy, workers, tag=""):
+        """The plan's cohorts of one policy and shape (`train=7`); `tag` picks the capacity
+        searches of one objective by name (`capacity-10ms`)."""
+        return [e for e in self.cohorts
+                if e["policy"] == policy and e["workers"] == workers and tag in e["name"]]
+
+    def offered(self, policy, workers, tag=""):
+        """How many of those cohorts (repeats) the node offered."""
+        return sum(1 for e in self.entries(policy, workers, tag) if e["outcome"] != "not_offered")
+
+    def missing(self, policy, workers, tag=""):
+        """Words for a cell without a figure, or None where the plan has no such cohort (or one
+        that left its figures)."""
+        found = self.entries(policy, workers, tag)
+        outcomes = {e["outcome"] for e in found}
+        if not found or outcomes & set(DONE):
+            return None
+        if outcomes == {"not_offered"}:
+            return f"not offered ({short_reason(found[0]['reason'])})"
+        if "not_run" in outcomes:
+            return "not run yet"
+        return "failed (its `failure.json` says why)"
+
+
+def short_reason(reason):
+    """The first clause of an index's reason: `exclusive with 2 workers needs 2 GPUs, one per worker`."""
+    return (reason or "no reason recorded").split("; ")[0]
+
+
+def shape_table(study, rows, columns, plan=None):
+    """Rows: (label, mix, group, what) with what in aggregate|p99; columns: policies. With the
+    study's `plan`, a cell without a figure says what the index says of its cohort."""
     out = []
     for label, mix, group, what in rows:
         cells = {p: study.cell(mix, group, p) for p in columns}
@@ -313,7 +366,7 @@ def shape_table(study, rows, columns):
         for p in columns:
             c = cells[p]
             if not c:
-                line.append("")
+                line.append((plan.missing(p, workers_words(mix)) if plan else None) or "")
                 continue
             if what == "aggregate":
                 text = f"{with_ci(c['aggregate'], c['aggregate_ci'])} ({ratio(c['aggregate_vs_solo'])}x)"
@@ -323,6 +376,11 @@ def shape_table(study, rows, columns):
         if any(cells.values()):
             out.append(line)
     return table(["shape"] + [POLICY_WORDS.get(p, p) for p in columns], out)
+
+
+def workers_words(mix):
+    """A mix as the index writes its workers: {"train": 6, "infer": 1} -> `infer=1,train=6`."""
+    return ",".join(f"{w}={n}" for w, n in sorted(mix.items()))
 
 
 ARTICLE_ROWS = [
@@ -340,69 +398,187 @@ ARTICLE_ROWS = [
 ]
 
 
-def capacity_table(searches):
+def capacity_table(searches, missing=None):
+    """One row per policy with a search in `searches` ({policy: capacity.json}); `missing(policy)`
+    gives the words for a policy without one (None: no row)."""
     rows = []
     for policy in ["exclusive"] + POLICIES:
         c = searches.get(policy)
-        if not c:
-            continue
         beside = "nothing" if policy == "exclusive" else "6 trainers"
+        label = f"{POLICY_WORDS[policy]}, beside {beside}"
+        if not c:
+            words = missing(policy) if missing else None
+            if words:
+                rows.append([label, words, "", "", ""])
+            continue
         bracket = (f"[{rate_words(c['capacity_per_s']) if c.get('capacity_per_s') is not None else '0'}, "
                    f"{rate_words(c['failed_above_per_s']) if c.get('failed_above_per_s') is not None else '∞'})")
-        rows.append([f"{POLICY_WORDS[policy]}, beside {beside}", capacity_words(c), bracket, c["stop"], probes_words(c)])
+        rows.append([label, capacity_words(c), bracket, c["stop"], probes_words(c)])
     return table(["policy", "capacity, requests/s", "bracket [passed, failed)", "stop", "probes (requests/s: p99)"], rows)
 
 
+def capacity_cohorts(study, objective):
+    """{policy: capacity.json} of a study's capacity searches at one objective (`10ms`): the
+    cohorts named `<policy>-serve1[-train6]-capacity-<objective>-r<n>` that completed."""
+    out = {}
+    for e in study.index["cohorts"]:
+        p = study.path / "cohorts" / e["name"] / "capacity.json"
+        if f"-capacity-{objective}-r" in e["name"] and e["outcome"] in DONE and p.is_file():
+            out[e["policy"]] = read_json(p)
+    return out
+
+
+def capacity_missing(plan, objective):
+    """`missing` for capacity_table: the plan's words for a policy's search not done."""
+    tag = f"capacity-{objective}"
+    return lambda policy: plan.missing(policy, "serve=1" if policy == "exclusive" else "serve=1,train=6", tag)
+
+
 def decision_table(d):
-    """The decision: one row per need, one column per policy, from the newest round that
-    measured it."""
-    a, cap10, cap25, iso, r2 = d["article"], d["cap10"], d["cap25"], d["isolation"], d["round2"]
+    """The decision: one row per need, one column per policy. `d` says where each need's figures
+    come from: `study` (the article's shapes and energy), `cap10` and `cap25` ({policy:
+    capacity.json}), `isolation` ({policy: isolation.json}); optionally `plan` (the study's
+    Plan: cells without a figure say what its index says, and a mean says how many of its
+    planned repeats it has), `columns` (POLICIES unless MIG is offered too) and `source`
+    ({need: words}) for a need measured by another round."""
+    a, plan, source = d["study"], d.get("plan"), d.get("source", {})
+    columns = d.get("columns", POLICIES)
     rows = []
 
-    def row(label, cells, fmt, key, high=True, extra=None):
+    def missing(p, workers, tag="", default=""):
+        return (plan.missing(p, workers, tag) if plan else None) or default
+
+    def repeats(c, p, workers):
+        """`; 1 of 3 repeats` while the plan has repeats of the shape still to run."""
+        planned = plan.offered(p, workers) if plan else 0
+        return f"; {c['n']} of {planned} repeats" if c["n"] < planned else ""
+
+    def row(label, workers, cells, fmt, key, high=True, extra=""):
         top = best(cells, key, high)
         line = [label]
-        for p in POLICIES:
+        for p in columns:
             c = cells.get(p)
-            line.append(bold_if(fmt(c), p == top) if c else "")
-        line.append(extra or "")
+            line.append(bold_if(fmt(c, p), p == top) if c else missing(p, workers))
+        line.append(extra)
         rows.append(line)
 
-    full = {p: a.cell({"train": 7}, "train", p) for p in POLICIES}
-    row("7 trainers on one card, total against one solo [95 % CI of the total]", full,
-        lambda c: f"{ratio(c['aggregate_vs_solo'])}x ({with_ci(c['aggregate'], c['aggregate_ci'])})", "aggregate")
-    alone = {p: a.cell({"train": 1}, "train", p) for p in POLICIES}
-    row("one trainer alone under the policy (card not full), against solo", alone,
-        lambda c: f"{ratio(c['rate_vs_solo'])}x", "rate_vs_solo")
-    two = {p: a.cell({"train": 2}, "train", p) for p in POLICIES}
+    full = {p: a.cell({"train": 7}, "train", p) for p in columns}
+    row("7 trainers on one card, total against one solo [95 % CI of the total]", "train=7", full,
+        lambda c, p: (f"{ratio(c['aggregate_vs_solo'])}x ({with_ci(c['aggregate'], c['aggregate_ci'])}"
+                      f"{repeats(c, p, 'train=7')})"), "aggregate")
+    alone = {p: a.cell({"train": 1}, "train", p) for p in columns}
+    row("one trainer alone under the policy (card not full), against solo", "train=1", alone,
+        lambda c, p: f"{ratio(c['rate_vs_solo'])}x", "rate_vs_solo")
+    two = {p: a.cell({"train": 2}, "train", p) for p in columns}
     cards = a.cell({"train": 2}, "train", "exclusive")
-    row("two trainers, total against one solo", two, lambda c: f"{ratio(c['aggregate_vs_solo'])}x", "aggregate",
-        extra=f"{ratio(cards['aggregate_vs_solo'])}x on two cards" if cards else "")
+    not_two = missing("exclusive", "train=2")
+    row("two trainers, total against one solo", "train=2", two, lambda c, p: f"{ratio(c['aggregate_vs_solo'])}x",
+        "aggregate", extra=f"{ratio(cards['aggregate_vs_solo'])}x on two cards" if cards
+        else (f"on two cards: {not_two}" if not_two else ""))
     solo_infer = a.solo("infer")
-    tail = {p: a.cell({"infer": 1, "train": 6}, "infer", p) for p in POLICIES}
-    row(f"inference p99 beside 6 trainers (solo {num(solo_infer[1])} ms) [95 % CI]", tail,
-        lambda c: f"{with_ci(c['p99'], c['p99_ci'])} ms ({ratio(c['p99_vs_solo'])}x)", "p99", high=False)
-    for label, searches in [("p99 <= 10 ms", cap10), ("p99 <= 25 ms (round 2)", cap25)]:
-        cells = {p: searches.get(p) for p in POLICIES}
+    tail = {p: a.cell({"infer": 1, "train": 6}, "infer", p) for p in columns}
+    row(f"inference p99 beside 6 trainers (solo {num(solo_infer[1])} ms) [95 % CI]", "infer=1,train=6", tail,
+        lambda c, p: (f"{with_ci(c['p99'], c['p99_ci'])} ms ({ratio(c['p99_vs_solo'])}x"
+                      f"{repeats(c, p, 'infer=1,train=6')})"), "p99", high=False)
+    for label, searches, tag in [(f"p99 <= 10 ms{source.get('cap10', '')}", d["cap10"], "capacity-10ms"),
+                                 (f"p99 <= 25 ms{source.get('cap25', '')}", d["cap25"], "capacity-25ms")]:
+        cells = {p: searches.get(p) for p in columns}
         key = lambda c: (c.get("capacity_per_s") or 0)  # noqa: E731
-        top = max((p for p in POLICIES if cells.get(p)), key=lambda p: key(cells[p]), default=None)
+        top = max((p for p in columns if cells.get(p)), key=lambda p: key(cells[p]), default=None)
         line = [f"requests/s at {label} beside 6 trainers"]
-        for p in POLICIES:
+        for p in columns:
             c = cells.get(p)
-            line.append(bold_if(capacity_words(c), p == top and key(c) > 0) if c else "")
+            line.append(bold_if(capacity_words(c), p == top and key(c) > 0) if c
+                        else missing(p, "serve=1,train=6", tag))
         solo = searches.get("exclusive")
-        line.append(f"alone: {capacity_words(solo)}" if solo else "")
+        not_solo = missing("exclusive", "serve=1", tag)
+        line.append(f"alone: {capacity_words(solo)}" if solo else (f"alone: {not_solo}" if not_solo else ""))
         rows.append(line)
-    line = ["a memory hog beside 6 trainers (round 2)"]
-    for p in POLICIES:
-        r = iso.get(p)
-        line.append(bold_if(isolation_words(r), r["outcome"] == "contained") if r else "not run")
+    line = [f"a memory hog beside 6 trainers{source.get('isolation', '')}"]
+    for p in columns:
+        r = d["isolation"].get(p)
+        line.append(bold_if(isolation_words(r), r["outcome"] == "contained") if r
+                    else missing(p, "hog=1,train=6", default="not run"))
     line.append("")
     rows.append(line)
-    row("training samples per device joule, 7 trainers", full,
-        lambda c: num(c["samples_per_joule"]) if c["samples_per_joule"] is not None else "-", "samples_per_joule",
+    row("training samples per device joule, 7 trainers", "train=7", full,
+        lambda c, p: num(c["samples_per_joule"]) if c["samples_per_joule"] is not None else "-", "samples_per_joule",
         extra=f"one alone: {num(a.cell_solo_spj('train'))}" if a.cell_solo_spj("train") else "")
-    return table(["need"] + [POLICY_WORDS[p] for p in POLICIES] + ["exclusive"], rows)
+    return table(["need"] + [POLICY_WORDS[p] for p in columns] + ["exclusive"], rows)
+
+
+def isolation_line(iso, plan=None):
+    """The hog cohorts per policy in one line; with the study's plan, a sharing policy's without
+    an `isolation.json` says what the index says of it (MIG is named where it was measured)."""
+    out = []
+    for p in POLICIES + ["mig"]:
+        words = (isolation_words(iso[p]) if p in iso
+                 else plan.missing(p, "hog=1,train=6") if plan and p in POLICIES else None)
+        if words:
+            out.append(f"{POLICY_WORDS[p]}: {words}")
+    return "; ".join(out) or "not run"
+
+
+def decision_columns(plan):
+    """The policies of the decision table: MIG too where the node offered any MIG cohort."""
+    offered = any(e["policy"] == "mig" and e["outcome"] != "not_offered" for e in plan.cohorts)
+    return POLICIES + (["mig"] if offered else [])
+
+
+def decision_mig(study):
+    """MIG, named when the study did not measure it: the index's reason."""
+    mig = [e for e in study.index["cohorts"] if e["policy"] == "mig"]
+    if not mig:
+        return "MIG is not in the plan of this study"
+    left = [e for e in mig if e["outcome"] == "not_offered"]
+    if len(left) < len(mig):
+        return f"MIG: {len(mig) - len(left)} of the plan's {len(mig)} MIG cohorts offered on this node (the MIG column)"
+    why = "; ".join(sorted({(e["reason"] or "no reason recorded").split("; ", 1)[-1] for e in left}))
+    return f"MIG is not measured: the node offered none of the plan's {len(mig)} MIG cohorts; the index's reason: {why}"
+
+
+def repeats_words(study):
+    """Per shape the plan repeats: how many repeats have left figures, per policy."""
+    shapes = {}
+    for e in study.index["cohorts"]:
+        if e["outcome"] == "not_offered":
+            continue
+        stem = re.sub(rf"^{re.escape(e['policy'])}-|-r\d+$", "", e["name"])
+        shapes.setdefault((stem, e["workers"]), {}).setdefault(e["policy"], []).append(e)
+    out = []
+    for (_, workers), per in shapes.items():
+        planned = max(len(v) for v in per.values())
+        if planned < 2:
+            continue
+        done = {p: sum(1 for e in v if e["outcome"] in DONE) for p, v in per.items()}
+        if len(set(done.values())) == 1:
+            out.append(f"`{workers}`, {next(iter(done.values()))} of {planned} under each policy")
+        else:
+            out.append(f"`{workers}`, " + ", ".join(f"{POLICY_WORDS.get(p, p)} {n}" for p, n in done.items())
+                       + f" of {planned}")
+    return "; ".join(out) or "none"
+
+
+def solo_words(study):
+    """The exclusive solo references: `train 3,726 samples/s (p99 9.98 ms), infer ...`."""
+    out = []
+    for w in ["train", "infer"]:
+        s = study.solo(w)
+        if s:
+            out.append(f"{w} {num(s[0])} samples/s (p99 {num(s[1])} ms)")
+    return ", ".join(out) or "none"
+
+
+def decision_protocol(study):
+    """The study's protocol as its summaries record it, the capacity probes' apart (their
+    window only where their workload words are the cohorts')."""
+    words = protocol_words(study)
+    probes = config_words(study.probe_summaries())
+    if not probes:
+        return words
+    if probes.split("; ")[0] == words.split("; ")[0]:
+        probes = probes.split("; ", 1)[1]
+    return f"{words}; capacity probes: {probes}"
 
 
 def solo_spj(self, workload):
@@ -478,9 +654,11 @@ def mig_words(data):
     return "MIG mode as recorded: " + ", ".join(sorted(str(m) for m in modes))
 
 
-def hardware_words(data):
+def hardware_words(data, pattern="*/worker-0.json"):
+    """The GPUs and software the workers' records name: round 1's `worker-0.json` files by
+    default, or those `pattern` finds under `data`."""
     seen = []
-    for p in sorted(data.glob("*/worker-0.json")):
+    for p in sorted(data.glob(pattern)):
         dev = read_json(p).get("device") or {}
         w = (f"{dev.get('gpu_name')}, driver {dev.get('driver_version')}, CUDA {dev.get('cuda_version')}, "
              f"libtorch {dev.get('libtorch_version')}, cuDNN {dev.get('cudnn_version')}")
@@ -630,17 +808,27 @@ def figures(data):
     article = Study(data / ROUND3 / "article")
     round2 = Study(data / ROUND2 / "study")
     d = {
-        "article": article,
-        "round2": round2,
+        "study": article,
         "cap10": capacity_searches(data / ROUND3 / "capacity-10ms"),
         "cap25": capacity_searches(data / ROUND2 / "capacity"),
         "isolation": isolation_results(round2),
+        "source": {"cap25": " (round 2)", "isolation": " (round 2)"},
+    }
+    decision = Study(data / ROUND4 / "decision")
+    plan = Plan(decision)
+    d4 = {
+        "study": decision,
+        "plan": plan,
+        "columns": decision_columns(plan),
+        "cap10": capacity_cohorts(decision, "10ms"),
+        "cap25": capacity_cohorts(decision, "25ms"),
+        "isolation": isolation_results(decision),
     }
     round1 = read_json(data.parent / "comparison.json")
     article_cohorts = len(article.index["cohorts"])
     complete = sum(1 for e in article.index["cohorts"] if e["outcome"] in ("complete", "already_complete"))
     return {
-        "decision_table": decision_table(d),
+        "decision_table": decision_table(d4),
         "article_protocol": protocol_words(article),
         "article_dates": study_dates(article),
         "article_node": article.index["node"],
@@ -657,7 +845,7 @@ def figures(data):
         "round2_protocol": protocol_words(round2),
         "round2_dates": study_dates(round2),
         "round2_table": shape_table(round2, [r for r in ARTICLE_ROWS if r[1] != {"train": 2}], POLICIES),
-        "round2_isolation": "; ".join(f"{POLICY_WORDS[p]}: {isolation_words(r)}" for p, r in d["isolation"].items()),
+        "round2_isolation": isolation_line(d["isolation"]),
         "round2_gpm_overhead": gpm_overhead(data / ROUND2 / "gpm-overhead" / "overhead.json"),
         "round1_table": round1_table(round1),
         "round1_day": day([read_json(p) for p in sorted(data.glob("*/summary.json"))]),
@@ -666,6 +854,19 @@ def figures(data):
         "hardware": hardware_words(data),
         "mig": mig_words(data),
         "decision_progress": decision_progress(data / ROUND4 / "decision"),
+        "decision_dates": study_dates(decision),
+        "decision_node": decision.index["node"],
+        "decision_protocol": decision_protocol(decision),
+        "decision_mig": decision_mig(decision),
+        "round4_day": day(decision.summaries() + decision.probe_summaries()),
+        "round4_hardware": hardware_words(decision.path / "cohorts", "*/worker-0/worker.json"),
+        "round4_solo": solo_words(decision),
+        "round4_repeats": repeats_words(decision),
+        "round4_table": shape_table(decision, ARTICLE_ROWS, d4["columns"] + ["exclusive"], plan),
+        "round4_capacity10_table": capacity_table(d4["cap10"], capacity_missing(plan, "10ms")),
+        "round4_capacity25_table": capacity_table(d4["cap25"], capacity_missing(plan, "25ms")),
+        "round4_isolation": isolation_line(d4["isolation"], plan),
+        "round3_decision_table": decision_table(d),
         "llm_day": llm_day(data / LLM),
         "llm_protocol": llm_protocol(data / LLM),
         "llm_solo_table": llm_solo_table(data / LLM),
