@@ -786,6 +786,39 @@ def llm_day(root):
 ROUND4 = "2026-12-01-round4"
 
 
+def wall_words(index):
+    """The study's wall time and the part inside measurement windows, by the rule of the report's
+    `wall time` line (`coload_analysis::study_report::wall_time`): runs add up, a failed cohort
+    has no time in a window, and cohorts whose build kept no times are counted, never guessed."""
+    ran = [e for e in index["cohorts"]
+           if e["outcome"] in ("complete", "already_complete", "failed", "failed_earlier")]
+
+    def windows(e):
+        return 0.0 if e["outcome"] in ("failed", "failed_earlier") else e.get("in_windows_s")
+
+    timed = [e for e in ran if e.get("duration_s") is not None and windows(e) is not None]
+    runs = index.get("runs", [])
+    if not runs and not timed:
+        return ("not recorded: the builds that ran it kept no run or cohort times (a study's "
+                "runs record them since; `docs/study.md`)")
+    wall = sum(r["wall_s"] for r in runs)
+    inside = sum(windows(e) for e in timed)
+    cohorts = sum(e["duration_s"] for e in timed)
+    lanes = max(len(index.get("lanes", [])), 1)
+    n = len(runs)
+    runs_words = f"{n} run{'' if n == 1 else 's'}"
+    if len(timed) == len(ran) and runs:
+        return (f"{thousands(round(wall))} s in {runs_words}, {thousands(round(inside))} s of it inside "
+                f"measurement windows ({100 * inside / (wall * lanes):.0f} % of "
+                f"{'one lane' if lanes == 1 else f'{lanes} lanes'}'{'s' if lanes == 1 else ''} time)")
+    untimed = len(ran) - len(timed)
+    recorded = f"{thousands(round(wall))} s in the {runs_words} that recorded times; " if runs else ""
+    share = f"{100 * inside / cohorts:.0f} %" if cohorts > 0 else "-"
+    return (f"{recorded}the {len(timed)} cohort{'' if len(timed) == 1 else 's'} with recorded times "
+            f"took {thousands(round(cohorts))} s, {share} of it inside measurement windows; "
+            f"{untimed} other{'' if untimed == 1 else 's'} ran in earlier runs whose builds kept no times")
+
+
 def decision_progress(folder):
     """How far the decision study has come, from its index: `33 of 49 offered cohorts ...`."""
     index = read_json(folder / "index.json")
@@ -866,6 +899,7 @@ def figures(data):
         "round4_capacity10_table": capacity_table(d4["cap10"], capacity_missing(plan, "10ms")),
         "round4_capacity25_table": capacity_table(d4["cap25"], capacity_missing(plan, "25ms")),
         "round4_isolation": isolation_line(d4["isolation"], plan),
+        "round4_wall": wall_words(decision.index),
         "round3_decision_table": decision_table(d),
         "llm_day": llm_day(data / LLM),
         "llm_protocol": llm_protocol(data / LLM),
