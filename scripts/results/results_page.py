@@ -134,8 +134,14 @@ def ci(e):
 # ---------------------------------------------------------------- words for figures
 
 
+def round_half_away(v):
+    """As Rust's `f64::round` (the report's): halves away from zero, where Python's `round`
+    takes halves to even (1.25 a rate of `1.3` in the report, not `1.2`)."""
+    return int(math.copysign(math.floor(abs(v) + 0.5), v))
+
+
 def thousands(v):
-    return f"{round(v):,}"
+    return f"{round_half_away(v):,}"
 
 
 def num(v):
@@ -160,7 +166,7 @@ def with_ci(v, interval):
 
 def rate_words(v):
     """A probed request rate: whole numbers without decimals, others to one decimal."""
-    r = round(v * 10) / 10
+    r = round_half_away(v * 10) / 10
     return thousands(r) if r == round(r) else f"{r:,.1f}"
 
 
