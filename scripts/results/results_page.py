@@ -146,8 +146,14 @@ def ci(e):
 # ---------------------------------------------------------------- words for figures
 
 
+def round_half_away(v):
+    """As Rust's `f64::round` (the report's): halves away from zero, where Python's `round`
+    takes halves to even (1.25 a rate of `1.3` in the report, not `1.2`)."""
+    return int(math.copysign(math.floor(abs(v) + 0.5), v))
+
+
 def thousands(v):
-    return f"{round(v):,}"
+    return f"{round_half_away(v):,}"
 
 
 def num(v):
@@ -172,7 +178,7 @@ def with_ci(v, interval):
 
 def rate_words(v):
     """A probed request rate: whole numbers without decimals, others to one decimal."""
-    r = round(v * 10) / 10
+    r = round_half_away(v * 10) / 10
     return thousands(r) if r == round(r) else f"{r:,.1f}"
 
 
@@ -783,6 +789,552 @@ def llm_day(root):
     return day([read_json(p) for p in sorted(root.glob("*/*/summary.json"))])
 
 
+# ---------------------------------------------------------------- the `llm` study (issue 24)
+#
+# The built-in plan `crates/study/plans/llm.toml`, run on the H200 in slices of a device call.
+# The section reads the newest study folder of that plan under the data (found by its index,
+# so no folder name is typed here); until there is one, it says so and how to run it.
+
+LLM_STUDY_PLAN = "llm"
+LLM_STUDY_RUN = "scripts/gpu/resume.sh llm docs/results/data/<date>-llm-study/llm 540"
+DONE = ("complete", "already_complete")
+FAILED = ("failed", "failed_earlier")
+WORKER_WORDS = {"train": "trainer", "infer": "inference worker", "serve": "serve worker",
+                "decode": "decode worker", "serve-llm": "LLM endpoint", "hog": "hog"}
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def find_llm_study(data):
+    """The newest study folder of the `llm` plan under `data` (`<round>/<study>/index.json`,
+    newest by the round's folder name, which starts with its date), or None."""
+    found = [p.parent for p in sorted(data.glob("*/*/index.json"))
+             if read_json(p).get("plan") == LLM_STUDY_PLAN]
+    return found[-1] if found else None
+
+
+def workers_mix(workers):
+    """`serve-llm=1,train=6` as {"serve-llm": 1, "train": 6}."""
+    return {w.strip(): int(n) for w, n in (part.split("=") for part in workers.split(","))}
+
+
+def beside_words(mix):
+    """The workers beside the LLM endpoint: `nothing`, `6 trainers`."""
+    parts = [f"{n} {WORKER_WORDS.get(w, w)}{'s' if n > 1 else ''}" for w, n in mix.items() if w != "serve-llm"]
+    return " and ".join(parts) or "nothing"
+
+
+def quantile_words(q):
+    """0.99 as `p99`, 0.999 as `p99.9`."""
+    return f"p{q * 100:.10g}"
+
+
+def gib(v):
+    return f"{v / GIB:.1f} GiB"
+
+
+def first_line(text):
+    lines = (text or "").strip().splitlines()
+    return lines[0] if lines else "no reason recorded"
+
+
+class LlmStudy:
+    """A study folder of the `llm` plan: its index, its plan and what each cohort left."""
+
+    def __init__(self, path, data):
+        import tomllib
+
+        self.path = path
+        self.where = f"docs/results/data/{path.relative_to(data).as_posix()}"
+        self.index = read_json(path / "index.json")
+        try:
+            self.plan = tomllib.loads((path / "plan.toml").read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise DataError(f"{path / 'plan.toml'}: {e}") from e
+        self.entries = self.index["cohorts"]
+
+    def plan_cohort(self, e):
+        """The plan's `[[cohort]]` an index entry comes from: by the cohort's name where the plan
+        names it (the entry is `<policy>-<name>-r<k>`), else by its workers."""
+        cohorts = self.plan.get("cohort", [])
+        for c in cohorts:
+            if c.get("name") and e["name"].startswith(f"{e['policy']}-{c['name']}-r"):
+                return c
+        for c in cohorts:
+            policies = c.get("policies", [e["policy"]])
+            if not c.get("name") and c["workers"] == e["workers"] and e["policy"] in policies:
+                return c
+        return {}
+
+    def kind(self, e):
+        """`decode`, `capacity` (a serve-llm capacity search), `serve` (serve-llm at a fixed rate)."""
+        mix = workers_mix(e["workers"])
+        if "serve-llm" in mix:
+            return "capacity" if self.plan_cohort(e).get("flags", {}).get("find_capacity") else "serve"
+        return "decode" if set(mix) == {"decode"} else None
+
+    def of_kind(self, kind):
+        """The entries of one kind that the node offered (the status line names the others)."""
+        return [e for e in self.entries if e["outcome"] != "not_offered" and self.kind(e) == kind]
+
+    def summary(self, e):
+        p = self.path / "cohorts" / e["name"] / "summary.json"
+        return read_json(p) if e["outcome"] in DONE and p.is_file() else None
+
+    def capacity(self, e):
+        """(capacity.json, its folder) of a search, from its folder or its newest failed one."""
+        for d in [self.path / "cohorts" / e["name"]] + [self.path / f for f in reversed(e["failed_dirs"])]:
+            if (d / "capacity.json").is_file():
+                return read_json(d / "capacity.json"), d
+        return None, None
+
+    def failure(self, e):
+        """(folder, failure.json) of a failed cohort's newest failed folder that has one."""
+        for f in reversed(e["failed_dirs"]):
+            if (self.path / f / "failure.json").is_file():
+                return self.path / f, read_json(self.path / f / "failure.json")
+        return None, None
+
+    def summaries(self):
+        """Every summary the study left, capacity probes included."""
+        return [read_json(p) for p in sorted(self.path.glob("cohorts/*/summary.json"))
+                + sorted(self.path.glob("cohorts/*/probe-*/summary.json"))]
+
+
+def worker_files(folder):
+    """Every `worker-<i>/worker.json` of a cohort folder, by replica."""
+    out = {}
+    for p in folder.glob("worker-*/worker.json"):
+        w = read_json(p)
+        out[w["replica"]] = w
+    return dict(sorted(out.items()))
+
+
+def entry_state(study, e):
+    """A cohort without figures, in words: `not run yet`, `not offered (...)`, `failed: ...`."""
+    o = e["outcome"]
+    if o == "not_offered":
+        return f"not offered ({first_line(e.get('reason'))})"
+    if o in FAILED:
+        folder, f = study.failure(e)
+        if f is None:
+            return f"failed: {first_line(e.get('reason'))}"
+        w = worker_files(folder).get(f.get("replica")) or {}
+        stage = (w.get("failure") or {}).get("stage")
+        words = f"failed: {f['kind']}" + (f" in {stage}" if stage else "")
+        if f.get("replica") is not None:
+            words += f", replica {f['replica']}" + (f" ({w['config']['workload']})" if w else "")
+        return words
+    if o in DONE:
+        return "complete"
+    return o.replace("_", " ") + (" yet" if o == "not_run" else "")
+
+
+def llm_study_status(study):
+    """Where the study ran and how far it has come, from its index."""
+    offered = [e for e in study.entries if e["outcome"] != "not_offered"]
+    done = [e for e in offered if e["outcome"] in DONE]
+    failed = [e for e in offered if e["outcome"] in FAILED]
+    rest = [e for e in offered if e not in done and e not in failed]
+    report = ""
+    if (study.path / "report" / "report.html").is_file():
+        report = f", its report `{study.where}/report/report.html`"
+    when = day(study.summaries())
+    words = (f"`bench-cohort study {LLM_STUDY_PLAN}` {'has begun' if when == '-' else 'ran ' + when} "
+             f"(folder `{study.where}/`{report}; "
+             f"node: {study.index['node']}): {len(done)} of {len(offered)} offered cohorts complete")
+    if failed:
+        words += f", {len(failed)} failed ({', '.join(e['name'] for e in failed)})"
+    if rest:
+        words += (f", {len(rest)} not run yet ({', '.join(e['name'] for e in rest)}; "
+                  f"`scripts/gpu/resume.sh {LLM_STUDY_PLAN} {study.where} 540` runs them)")
+    absent = {e["policy"]: first_line(e.get("reason")) for e in study.entries if e["outcome"] == "not_offered"}
+    if absent:
+        words += "; not offered on this node: " + ", ".join(
+            f"{POLICY_WORDS.get(p, p)} ({r})" for p, r in absent.items())
+    return words + "."
+
+
+# Decode: aggregate tokens/s and the slowest worker's TPOT p99 per shape and policy.
+
+
+def decode_cell(study, entries):
+    """The decode figures of one shape under one policy, over its repeats: mean aggregate
+    tokens/s, mean of the slowest worker's TPOT p99, or the state of the first entry without
+    figures."""
+    aggs, tpots = [], []
+    for e in entries:
+        s = study.summary(e)
+        if s is None:
+            return {"state": entry_state(study, e)}
+        decode = [w["decode"] for w in s["workers"] if w.get("decode")]
+        aggs.append(sum(d["tokens_per_s"] for d in decode))
+        p99 = [d["tpot_ms"]["p99"] for d in decode if d.get("tpot_ms")]
+        tpots.append(max(p99) if p99 else None)
+    return {"n": len(aggs), "aggregate": sum(aggs) / len(aggs),
+            "tpot_p99": None if None in tpots else sum(tpots) / len(tpots)}
+
+
+def decode_solo(study):
+    """(tokens/s, TPOT p50, TPOT p99, summary) of the exclusive one-worker baseline, or None."""
+    for e in study.of_kind("decode"):
+        s = study.summary(e) if e["baseline"] else None
+        if s:
+            d = next(w["decode"] for w in s["workers"] if w.get("decode"))
+            return d["tokens_per_s"], d["tpot_ms"]["p50"], d["tpot_ms"]["p99"], s
+    return None
+
+
+def decode_cells(study):
+    """{(workers, policy): cell} of the shared decode cohorts."""
+    shapes = {}
+    for e in study.of_kind("decode"):
+        if not e["baseline"]:
+            shapes.setdefault((workers_mix(e["workers"])["decode"], e["policy"]), []).append(e)
+    return {k: decode_cell(study, v) for k, v in sorted(shapes.items())}
+
+
+def llm_decode_table(study, solo, cells):
+    counts = sorted({n for n, _ in cells})
+    policies = [p for p in POLICIES if any(k[1] == p for k in cells)]
+    rows = []
+    for n in counts:
+        by_policy = {p: cells.get((n, p)) for p in policies}
+        have = {p: c for p, c in by_policy.items() if c and "aggregate" in c}
+        label = f"{n} decode worker{'s' if n > 1 else ''}"
+        for what, key, high in [("tokens/s in total", "aggregate", True),
+                                ("TPOT p99, slowest worker", "tpot_p99", False)]:
+            top = best(have, key, high) if len(have) > 1 else None
+            line = [f"{label}: {what}"]
+            for p in policies:
+                c = by_policy[p]
+                if c is None:
+                    line.append("")
+                elif "state" in c:
+                    line.append(c["state"])
+                elif key == "aggregate":
+                    line.append(bold_if(f"{num(c['aggregate'])} ({ratio(c['aggregate'] / solo[0])}x)", p == top))
+                elif c["tpot_p99"] is None:
+                    line.append("-")
+                else:
+                    text = f"{num(c['tpot_p99'])} ms ({ratio(c['tpot_p99'] / solo[2])}x solo)"
+                    line.append(bold_if(text, p == top))
+            rows.append(line)
+    return table(["decode shape"] + [POLICY_WORDS[p] for p in policies], rows)
+
+
+def decode_protocol(s):
+    c = s["config"]
+    llm = c["llm"]
+    return (f"`{llm['model']}`, batch {llm['batch_size']}, prompt {llm['prompt_tokens']} tokens and "
+            f"{llm['output_tokens']} generated per cycle, {llm['precision']}, {c['execution']}; "
+            f"{num_plain(c['window_s'])} s windows, {num_plain(c['warmup_batches'])} warmup iterations")
+
+
+def decode_verdict(solo, cells):
+    """At the most decode workers measured: which policy gives the most tokens/s and which the
+    lowest TPOT p99."""
+    counts = sorted({n for n, _ in cells})
+    if not counts:
+        return None
+    n = counts[-1]
+    have = {p: cells[(n, p)] for p in POLICIES if (n, p) in cells and "aggregate" in cells[(n, p)]}
+    if not have:
+        return None
+    most = best(have, "aggregate")
+    missing = [p for p in POLICIES if (n, p) in cells and p not in have]
+    words = (f"{n} decode workers on one card make the most tokens under {POLICY_WORDS[most]}"
+             f"{' (of the policies measured so far)' if missing else ''}: "
+             f"{num(have[most]['aggregate'])} tokens/s, {ratio(have[most]['aggregate'] / solo[0])}x one worker alone")
+    fast = best(have, "tpot_p99", high=False)
+    if fast:
+        words += (f"; the lowest TPOT p99 of the slowest worker is under {POLICY_WORDS[fast]}: "
+                  f"{num(have[fast]['tpot_p99'])} ms, {ratio(have[fast]['tpot_p99'] / solo[2])}x alone")
+    return words + "."
+
+
+def decode_one_verdict(solo, cells):
+    """One decode worker under each policy against alone: what a policy costs a lone decoder
+    (under an MPS share, MuxServe's claim)."""
+    one = {p: cells[(1, p)] for p in POLICIES if "aggregate" in cells.get((1, p), {})}
+    if not one:
+        return None
+    parts = [f"{POLICY_WORDS[p]}: {ratio(c['aggregate'] / solo[0])}x tokens/s"
+             + (f", {ratio(c['tpot_p99'] / solo[2])}x TPOT p99" if c["tpot_p99"] is not None else "")
+             for p, c in one.items()]
+    return "one worker under a policy, against alone: " + "; ".join(parts) + "."
+
+
+# The endpoint's capacity at its TTFT and TPOT objectives, alone and beside trainers.
+
+
+def llm_objective(c):
+    """`TTFT p99 <= 500 ms and TPOT p99 <= 50 ms` from a search's capacity.json."""
+    q = quantile_words(c["quantile"])
+    return f"TTFT {q} <= {num_plain(c['ttft_slo_ms'])} ms and TPOT {q} <= {num_plain(c['tpot_slo_ms'])} ms"
+
+
+def llm_probe_words(c, folder):
+    """Each probe: `20: TTFT 35.2 / TPOT 12.1 ms, 198 requests (pass)`, the slowest endpoint's
+    latencies at the objective's quantile."""
+    out = []
+    for p in c["probes"]:
+        llm = p.get("serve_llm", [])
+        ttft = [w["ttft_ms"] for w in llm]
+        tpot = [w["tpot_ms"] for w in llm]
+        lat = lambda v: "-" if not v or None in v else num(max(v))  # noqa: E731
+        missed = [what for what, bad in [
+            ("TTFT", any(not w["ttft_met"] for w in llm)),
+            ("TPOT", any(not w["tpot_met"] for w in llm)),
+            ("overloaded", any(w["overloaded"] for w in llm)),
+        ] if bad]
+        verdict = {True: "pass", False: "fail" + (f": {', '.join(missed)}" if missed else ""),
+                   None: "cohort failed"}[p.get("passed")]
+        n = probe_requests(folder, p)
+        n = "" if n is None else f", {n} requests"
+        out.append(f"{rate_words(p['rate_per_s'])}: TTFT {lat(ttft)} / TPOT {lat(tpot)} ms{n} ({verdict})")
+    return "; ".join(out)
+
+
+def probe_requests(folder, p):
+    """The fewest requests a serve-llm worker of a probe was offered, from the probe's summary
+    (the search keeps each probe's folder inside its own), or None."""
+    s = folder / Path(p["dir"]).name / "summary.json"
+    reqs = [w["serve_llm"]["requests"] for w in read_json(s)["workers"] if w.get("serve_llm")] if s.is_file() else []
+    return min(reqs) if reqs else None
+
+
+def few_requests_words(found):
+    """A note where a probe had too few requests for its quantile to be more than their maximum
+    (nearest rank: below 1 / (1 - q) requests, the quantile is the slowest one)."""
+    for _, c, folder in found:
+        for p in (c or {}).get("probes", []):
+            n = probe_requests(folder, p)
+            if n is not None and n * (1 - c["quantile"]) < 1:
+                return (f"; a probe of fewer than {round(1 / (1 - c['quantile'])):,} requests has its "
+                        f"{quantile_words(c['quantile'])} at its slowest request")
+    return ""
+
+
+def llm_capacities(study):
+    """[(entry, capacity.json or None, its folder)] of the study's searches, exclusive first."""
+    order = ["exclusive"] + POLICIES
+    found = []
+    for e in study.of_kind("capacity"):
+        c, folder = study.capacity(e)
+        found.append((e, c, folder))
+    rank = lambda e: order.index(e["policy"]) if e["policy"] in order else len(order)  # noqa: E731
+    return sorted(found, key=lambda x: (rank(x[0]), x[0]["name"]))
+
+
+def llm_capacity_table(study, found, alone):
+    rows = []
+    for e, c, folder in found:
+        mix = workers_mix(e["workers"])
+        if c is None:
+            rows.append([POLICY_WORDS.get(e["policy"], e["policy"]), beside_words(mix), entry_state(study, e),
+                         "", "", "", ""])
+            continue
+        x_alone = "-"
+        base = (alone or {}).get("capacity_per_s")
+        if e["policy"] != "exclusive" and c.get("capacity_per_s") and base:
+            x_alone = f"{ratio(c['capacity_per_s'] / base)}x"
+        lo, hi = c.get("capacity_per_s"), c.get("failed_above_per_s")
+        bracket = f"[{'0' if lo is None else rate_words(lo)}, {'∞' if hi is None else rate_words(hi)})"
+        rows.append([POLICY_WORDS.get(e["policy"], e["policy"]), beside_words(mix), capacity_words(c), x_alone,
+                     bracket, c["stop"], llm_probe_words(c, folder)])
+    return table(["policy", "beside the endpoint", "capacity, requests/s", "x alone", "bracket [passed, failed)",
+                  "stop", "probes (requests/s: the endpoint's TTFT / TPOT at the quantile)"], rows)
+
+
+def llm_capacity_verdict(found, alone):
+    """Beside other workers: which policy sustains the highest rate, and each policy's rate as
+    a fraction of the endpoint's alone (the lower ends of the brackets)."""
+    beside = [(e, c) for e, c, _ in found if e["policy"] != "exclusive"]
+    measured = [(e, c) for e, c in beside if c is not None]
+    measured.sort(key=lambda ec: -(ec[1].get("capacity_per_s") or 0))
+    if not measured:
+        return None
+    base = alone.get("capacity_per_s") if alone else None
+
+    def words(e, c):
+        x = f", {ratio(c['capacity_per_s'] / base)}x alone" if base and c.get("capacity_per_s") else ""
+        return f"{POLICY_WORDS.get(e['policy'], e['policy'])}: {capacity_words(c)} requests/s{x}"
+
+    text = (f"at {llm_objective(measured[0][1])}, the endpoint's capacity alone is "
+            f"{capacity_words(alone) + ' requests/s' if alone else 'not measured yet'}; beside "
+            f"{beside_words(workers_mix(measured[0][0]['workers']))}, ")
+    top = measured[0][1].get("capacity_per_s")
+    if top is None:
+        text += "no policy passed a probe (" + "; ".join(words(e, c) for e, c in measured) + ")"
+    else:
+        winners = [POLICY_WORDS.get(e["policy"], e["policy"])
+                   for e, c in measured if c.get("capacity_per_s") == top]
+        text += (f"{' and '.join(winners)} sustain{'s' if len(winners) == 1 else ''} the highest rate "
+                 f"({'; '.join(words(e, c) for e, c in measured)}")
+        text += "; x alone: the lower ends of the brackets)" if base else ")"
+    missing = [e["name"] for e, c in beside if c is None]
+    if missing:
+        text += f"; not measured yet: {', '.join(missing)}"
+    return text + "."
+
+
+# Serve-llm at a fixed rate: the KV-cache cohort (a cache larger than the MPS memory share).
+
+
+def llm_endpoint_worker(folder):
+    """The serve-llm worker's worker.json of a cohort folder, or None."""
+    workers = worker_files(folder).values()
+    return next((w for w in workers if w["config"].get("workload") == "serve-llm"), None)
+
+
+def kv_per_sequence(study):
+    """{model: (bytes of KV cache per sequence, precision)} from the study's completed endpoints
+    (a cache holds `max_batch` sequences of the whole context)."""
+    out = {}
+    for s in study.summaries():
+        llm = s["config"].get("llm")
+        for w in s["workers"]:
+            v = w.get("serve_llm")
+            if v and v.get("kv_cache_bytes") and llm:
+                out[llm["model"]] = (v["kv_cache_bytes"] / v["max_batch"], llm["precision"])
+    return out
+
+
+def llm_fixed_rows(study):
+    """One row per fixed-rate serve-llm cohort (its state, KV cache, the memory limit its share
+    declared and its figures), and the facts the verdict reads."""
+    per_seq = kv_per_sequence(study)
+    rows, facts = [], []
+    for e in study.of_kind("serve"):
+        policy, beside = POLICY_WORDS.get(e["policy"], e["policy"]), beside_words(workers_mix(e["workers"]))
+        folder = study.path / "cohorts" / e["name"]
+        if e["outcome"] in FAILED:
+            folder = study.failure(e)[0] or folder
+        w = llm_endpoint_worker(folder) if folder.is_dir() else None
+        if w is None:
+            rows.append([policy, beside, entry_state(study, e), "", "", "", ""])
+            continue
+        cfg = w["config"]
+        sl = cfg["serve_llm"]
+        room = f"{sl['max_batch']} sequences of {thousands(sl['context_tokens'])} tokens"
+        held = (cfg.get("llm") or {}).get("kv_cache_bytes")
+        asked = None
+        if held:
+            cache = f"{gib(held)} held ({room})"
+        else:
+            model = (cfg.get("model_by_workload") or {}).get("serve-llm") or cfg.get("model")
+            cache = f"none built; room for {room} asked"
+            if model in per_seq:
+                each, precision = per_seq[model]
+                asked = each * sl["max_batch"]
+                cache += (f" (about {gib(asked)}: {sl['max_batch']} times the {num(each / MIB)} MiB per sequence "
+                          f"of the study's other `{model}` endpoints, {precision})")
+        limit = (((w.get("share") or {}).get("declared")) or {}).get("pinned_memory_limit_bytes")
+        state, latency, attain = entry_state(study, e), "-", "-"
+        s = study.summary(e)
+        v = next((x["serve_llm"] for x in s["workers"] if x.get("serve_llm")), None) if s else None
+        if v:
+            p99 = lambda d: "-" if d["p99"] is None else num(d["p99"])  # noqa: E731
+            latency = f"{p99(v['ttft_ms'])} / {p99(v['tpot_ms'])}"
+            q = v["slo"]
+            if q:
+                attain = (f"{q['attainment'] * 100:.1f} % of {v['requests']} requests, goodput "
+                          f"{num(q['goodput_per_s'])}/s ({'meets' if q['meets'] else 'misses'} its "
+                          f"{quantile_words(q['quantile'])} objectives)")
+            state = f"complete at {num(v['offered_per_s'])} requests/s offered"
+            state += ", overloaded" if v["overloaded"] else ""
+        rows.append([policy, beside, state, cache, gib(limit) + " pinned" if limit else "none", latency, attain])
+        facts.append({"policy": policy, "beside": beside, "state": state, "held": held, "asked": asked,
+                      "limit": limit, "summary": v})
+    header = ["policy", "beside the endpoint", "outcome", "KV cache", "memory limit per client",
+              "TTFT / TPOT p99 ms", "SLO attainment"]
+    return table(header, rows), facts
+
+
+def llm_kv_verdict(facts):
+    """Per policy: whether the endpoint held its cache beside the others, against its memory
+    limit, and met its objectives."""
+    parts = []
+    for f in facts:
+        name = f["policy"]
+        held, asked, limit, v = f["held"], f["asked"], f["limit"], f["summary"]
+        if v is not None:
+            against = ""
+            if held and limit:
+                against = f" ({'above' if held > limit else 'within'} the {gib(limit)} pinned per client)"
+            met = ""
+            if v.get("slo"):
+                met = (f" and {'met' if v['slo']['meets'] else 'missed'} its objectives "
+                       f"({v['slo']['attainment'] * 100:.1f} % of requests within both)")
+            cache = f"{gib(held)} cache" if held else "cache"
+            parts.append(f"under {name} the endpoint held its {cache}{against} beside {f['beside']}{met}")
+        else:
+            against = f", about {gib(asked)} against the {gib(limit)} pinned per client" if asked and limit else ""
+            parts.append(f"under {name} the cohort {f['state']}{against}")
+    if not parts:
+        return None
+    words = "; ".join(parts) + "."
+    return words[0].upper() + words[1:]
+
+
+def llm_study(data):
+    """The `llm` study's section: a line when it has not run, else its status, tables and verdicts."""
+    path = find_llm_study(data)
+    if path is None:
+        return (f"The `{LLM_STUDY_PLAN}` study has not been run on the H200 yet: there is no study folder of "
+                f"plan `{LLM_STUDY_PLAN}` under `docs/results/data/`. It runs on the GPU host in slices of a "
+                f"device call, `{LLM_STUDY_RUN}`, each slice's `study.tar.gz` unpacked over that folder here, "
+                f"until its index has every offered cohort complete; this section is then generated from the "
+                f"newest study folder of that plan.")
+    study = LlmStudy(path, data)
+    out = [llm_study_status(study)]
+    short = []
+    solo = decode_solo(study)
+    cells = decode_cells(study)
+    if solo:
+        out.append("### Decode workers together\n\n"
+                   f"Protocol, as the baseline's summary records it: {decode_protocol(solo[3])}. Alone "
+                   f"(exclusive, one worker): {num(solo[0])} tokens/s, TPOT p50 / p99 {num(solo[1])} / "
+                   f"{num(solo[2])} ms. Tokens/s in total against that one worker; the slowest worker's TPOT "
+                   f"p99 against its p99.\n\n" + llm_decode_table(study, solo, cells))
+        v = decode_verdict(solo, cells)
+        if v:
+            short.append(f"- Decode: {v}")
+        v = decode_one_verdict(solo, cells)
+        if v:
+            short.append(f"- Decode, {v}")
+    elif cells:
+        base = next((e for e in study.of_kind("decode") if e["baseline"]), None)
+        out.append("### Decode workers together\n\nNo figures against alone yet: the exclusive baseline is "
+                   + (entry_state(study, base) if base else "not in the plan") + ".")
+    found = llm_capacities(study)
+    if found:
+        alone = next((c for e, c, _ in found if e["policy"] == "exclusive"), None)
+        objectives = sorted({llm_objective(c) for _, c, _ in found if c})
+        out.append("### The endpoint's capacity, alone and beside trainers\n\n"
+                   f"One `serve-llm` endpoint, one capacity search per policy at "
+                   f"{'; '.join(objectives) or 'its objectives'}: a probe passes when the endpoint meets both at "
+                   "the quantile and is not overloaded; a TTFT of `-` falls on a request that got no first "
+                   f"token in the window, a TPOT of `-` means no request completed{few_requests_words(found)}."
+                   "\n\n" + llm_capacity_table(study, found, alone))
+        v = llm_capacity_verdict(found, alone)
+        if v:
+            short.append(f"- Serving: {v[0].upper()}{v[1:]}")
+    if study.of_kind("serve"):
+        t, facts = llm_fixed_rows(study)
+        out.append("### A larger KV cache beside the trainers\n\n"
+                   "The endpoint at a fixed rate with room for more sequences than in the capacity searches "
+                   "(`max_batch`), beside the same workers: its KV cache is allocated whole before the window, "
+                   "so it fits beside them under the policy's memory limit, or the cohort fails.\n\n" + t)
+        v = llm_kv_verdict(facts)
+        if v:
+            short.append(f"- Memory: {v}")
+    if short:
+        out.insert(1, "In short, from this study's data:\n\n" + "\n".join(short))
+    return "\n\n".join(out)
+
+
 ROUND4 = "2026-12-01-round4"
 
 
@@ -907,6 +1459,7 @@ def figures(data):
         "llm_share_table": llm_share_table(data / LLM),
         "llm_share_verdict": llm_share_verdict(data / LLM),
         "llm_pytorch_table": llm_pytorch_table(data / LLM),
+        "llm_study": llm_study(data),
     }
 
 
