@@ -1087,6 +1087,7 @@ def llm_probe_words(c, folder):
             ("TTFT", any(not w["ttft_met"] for w in llm)),
             ("TPOT", any(not w["tpot_met"] for w in llm)),
             ("overloaded", any(w["overloaded"] for w in llm)),
+            ("too few requests for the quantile", any(not w.get("early_stopping_pass", True) for w in llm)),
         ] if bad]
         verdict = {True: "pass", False: "fail" + (f": {', '.join(missed)}" if missed else ""),
                    None: "cohort failed"}[p.get("passed")]

@@ -38,7 +38,9 @@ use coload_cohort_schema::{
 };
 
 use crate::interval::Span;
-use crate::serve::{BACKLOG_BATCHES, BACKLOG_FRACTION, GROWTH_FLOOR_NS, GROWTH_RATIO};
+use crate::serve::{
+    BACKLOG_BATCHES, BACKLOG_FRACTION, GROWTH_FLOOR_NS, GROWTH_RATIO, early_stopping_min_met,
+};
 use crate::stats::{P50, P90, P99, P999, nearest_rank};
 
 /// Nanoseconds per millisecond.
@@ -240,6 +242,12 @@ pub(crate) fn serve_llm_summary(
         let tpot_met = scan.multi_token_requests == 0
             || at_rank(&scan.tpot_ns, tpot_count, permille)
                 .is_some_and(|t| t <= slo.tpot_ms * NS_PER_MS);
+        // As for `serve`: a window of too few requests cannot show its percentile within the
+        // objective with confidence, whatever it observed (a p99 of 50 requests is their
+        // slowest one).
+        let misses = scan.requests.saturating_sub(scan.slo_met);
+        let min_met = early_stopping_min_met(misses, slo.quantile);
+        let early_stopping_pass = scan.slo_met >= min_met;
         LlmSloAttainment {
             ttft_slo_ms: slo.ttft_ms,
             tpot_slo_ms: slo.tpot_ms,
@@ -249,7 +257,9 @@ pub(crate) fn serve_llm_summary(
             goodput_per_s: scan.slo_met as f64 / common_s,
             ttft_met,
             tpot_met,
-            meets: ttft_met && tpot_met && !overloaded,
+            early_stopping_pass,
+            early_stopping_requests_needed: Some(min_met.saturating_add(misses)),
+            meets: ttft_met && tpot_met && early_stopping_pass && !overloaded,
         }
     });
     ServeLlmSummary {
@@ -456,8 +466,12 @@ mod tests {
         // and request 3's TTFT (40) miss; 4 and 5 did not complete.
         let slo = s.slo.unwrap();
         assert_eq!((slo.met, slo.attainment, slo.goodput_per_s), (1, 0.2, 10.0));
-        // At p50: TTFT 20 <= 20 and TPOT 4 <= 5: the verdict passes.
-        assert!(slo.ttft_met && slo.tpot_met && slo.meets, "{slo:?}");
+        // At p50: TTFT 20 <= 20 and TPOT 4 <= 5: both percentiles are met, but 1 request met of
+        // 5 does not show the median within the objectives with 99 % confidence (LoadGen's
+        // early stopping needs 19 requests with 4 misses): the verdict fails.
+        assert!(slo.ttft_met && slo.tpot_met, "{slo:?}");
+        assert!(!slo.early_stopping_pass && !slo.meets, "{slo:?}");
+        assert_eq!(slo.early_stopping_requests_needed, Some(19));
         assert!(!s.overloaded, "{:?}", s.overload_reasons);
         assert_eq!(s.kv_cache_bytes, Some(4096));
         // A TTFT objective 1 ms tighter fails the TTFT at p50.
@@ -558,6 +572,44 @@ mod tests {
         assert_eq!(s.tpot_ms.p50, None);
         let a = s.slo.unwrap();
         assert_eq!(a.met, 1);
-        assert!(a.tpot_met && a.ttft_met && a.meets);
+        assert!(a.tpot_met && a.ttft_met);
+        // Two requests cannot show a median with confidence.
+        assert!(!a.early_stopping_pass && !a.meets);
+    }
+
+    /// At p99 a window must hold 459 requests that all meet the objectives (LoadGen's early
+    /// stopping, as for `serve`): 458 observe a p99 within them and still fail, so a short
+    /// probe cannot pass on its slowest request.
+    #[test]
+    fn p99_needs_459_requests_without_a_miss() {
+        let judge = |n: u64| {
+            let reqs: Vec<(u64, Option<u64>, Vec<u64>, u32)> = (0..n)
+                .map(|i| (i * 2, Some(i * 2), vec![i * 2 + 1], 1))
+                .collect();
+            let refs: Vec<Req<'_>> = reqs
+                .iter()
+                .map(|(a, ad, t, o)| (*a, *ad, t.as_slice(), *o))
+                .collect();
+            let p = file(&refs);
+            let slo = LlmSlo {
+                ttft_ms: 10.0,
+                tpot_ms: 10.0,
+                quantile: 0.99,
+            };
+            let scan = scan_llm_requests(&p, span(0, 2 * n + 10), Some(slo)).unwrap();
+            let one = LlmShape {
+                output_tokens: 1,
+                ..SHAPE
+            };
+            serve_llm_summary(&scan, (2 * n + 10) as f64 / 1e3, one, Some(slo))
+                .slo
+                .unwrap()
+        };
+        let short = judge(458);
+        assert!(short.ttft_met && short.tpot_met, "{short:?}");
+        assert!(!short.early_stopping_pass && !short.meets, "{short:?}");
+        assert_eq!(short.early_stopping_requests_needed, Some(459));
+        let enough = judge(459);
+        assert!(enough.early_stopping_pass && enough.meets, "{enough:?}");
     }
 }

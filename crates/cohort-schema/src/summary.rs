@@ -288,8 +288,23 @@ pub struct LlmSloAttainment {
     pub ttft_met: bool,
     /// The TPOT at the quantile is within its objective (no TPOT: not).
     pub tpot_met: bool,
-    /// The verdict: `ttft_met`, `tpot_met`, and the server not overloaded.
+    /// MLPerf LoadGen's early-stopping test at 99 % confidence, on the requests that met both
+    /// objectives against those that did not (as `SloAttainment::early_stopping_pass`): the
+    /// window held enough requests for its percentile to be a claim. Absent in older files,
+    /// whose verdict did not test it: true.
+    #[serde(default = "older_files_passed")]
+    pub early_stopping_pass: bool,
+    /// The requests that test needs with this many misses (absent in older files).
+    #[serde(default)]
+    pub early_stopping_requests_needed: Option<u64>,
+    /// The verdict: `ttft_met`, `tpot_met`, `early_stopping_pass`, and the server not
+    /// overloaded.
     pub meets: bool,
+}
+
+/// What a field a verdict did not yet test reads as in older files.
+fn older_files_passed() -> bool {
+    true
 }
 
 /// A decode worker's kept iterations split by phase (issue 24). Every iteration generates one
@@ -785,6 +800,10 @@ pub struct CapacityProbeLlmWorker {
     pub ttft_met: bool,
     /// The TPOT objective was met at the quantile.
     pub tpot_met: bool,
+    /// LoadGen's early-stopping test passed: the window held enough requests (absent in older
+    /// files, which did not test it: true).
+    #[serde(default = "older_files_passed")]
+    pub early_stopping_pass: bool,
     /// The server was judged overloaded.
     pub overloaded: bool,
 }

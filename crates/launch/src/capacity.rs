@@ -200,6 +200,7 @@ fn serve_verdicts(
             attainment: slo.map_or(0.0, |a| a.attainment),
             ttft_met: slo.is_some_and(|a| a.ttft_met),
             tpot_met: slo.is_some_and(|a| a.tpot_met),
+            early_stopping_pass: slo.is_some_and(|a| a.early_stopping_pass),
             overloaded: v.overloaded,
         });
     }

@@ -47,11 +47,16 @@ pub(crate) fn serve_llm_table(s: &CohortSummary) -> Option<Table> {
             || "-".to_owned(),
             |a| {
                 let verdict = if a.meets {
-                    "met"
+                    "met".to_owned()
                 } else if !a.ttft_met || !a.tpot_met {
-                    "missed"
+                    "missed".to_owned()
+                } else if v.overloaded {
+                    "missed: overloaded".to_owned()
                 } else {
-                    "missed: overloaded"
+                    match a.early_stopping_requests_needed {
+                        Some(n) => format!("not shown: needs {n} requests"),
+                        None => "not shown: too few requests".to_owned(),
+                    }
                 };
                 format!(
                     "TTFT {} ms, TPOT {} ms at p{}: {:.2} %, goodput {:.2}/s ({verdict})",
