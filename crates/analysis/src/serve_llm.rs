@@ -583,14 +583,14 @@ mod tests {
     #[test]
     fn p99_needs_459_requests_without_a_miss() {
         let judge = |n: u64| {
-            let reqs: Vec<(u64, Option<u64>, Vec<u64>, u32)> = (0..n)
+            let owned: Vec<(u64, Option<u64>, Vec<u64>, u32)> = (0..n)
                 .map(|i| (i * 2, Some(i * 2), vec![i * 2 + 1], 1))
                 .collect();
-            let refs: Vec<Req<'_>> = reqs
+            let borrowed: Vec<Req<'_>> = owned
                 .iter()
                 .map(|(a, ad, t, o)| (*a, *ad, t.as_slice(), *o))
                 .collect();
-            let p = file(&refs);
+            let p = file(&borrowed);
             let slo = LlmSlo {
                 ttft_ms: 10.0,
                 tpot_ms: 10.0,

@@ -269,6 +269,10 @@ pub struct ServeLlmSummary {
 
 /// How many `serve-llm` requests met the TTFT and TPOT objectives together, and whether the
 /// objectives are met at the quantile.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each verdict of the objectives is its own field in the JSON: TTFT, TPOT, early stopping, and their conjunction"
+)]
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LlmSloAttainment {
     /// The TTFT objective, milliseconds.
@@ -781,6 +785,10 @@ pub struct CapacityProbe {
 }
 
 /// One `serve-llm` worker in one probe.
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "each part of the probe's verdict is its own field in the JSON"
+)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapacityProbeLlmWorker {
     /// Replica id.
