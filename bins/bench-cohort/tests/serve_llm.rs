@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use coload_cohort_schema::{
-    CapacityReport, CohortSummary, LlmRequestLine, LlmRequestReader, Phase, StopReason, Workload,
-    files, read_batches, read_document, read_worker_report,
+    CapacityReport, CohortSummary, Execution, LlmRequestLine, LlmRequestReader, Phase, Stage,
+    StopReason, Workload, exit, files, read_batches, read_document, read_worker_report,
 };
 
 mod common;
@@ -237,11 +237,6 @@ fn serve_llm_flags_are_refused_naming_the_flag() {
             "--kv-budget-tokens",
             "cannot hold one request",
         ),
-        (
-            &["--execution", "cuda-graph"],
-            "--execution",
-            "serve-llm runs eager only",
-        ),
         (&["--slo-ms", "10"], "--slo-ms", "needs a serve worker"),
         // Lengths drawn from a range (the base flags are 16 and 8 here).
         (
@@ -289,6 +284,48 @@ fn serve_llm_flags_are_refused_naming_the_flag() {
             "{stderr}"
         );
     }
+}
+
+/// `--execution cuda-graph` passes the door for serve-llm (one graph per decode batch-size
+/// bucket) and reaches the worker, which records it in `worker.json` and refuses it on the CPU
+/// before the barrier, as train, infer and decode workers do.
+#[test]
+fn a_serve_llm_cuda_graph_on_the_cpu_is_refused_by_the_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = cohort(
+        &out,
+        &[
+            "--workers",
+            "serve-llm=1",
+            "--rate",
+            "5",
+            "--execution",
+            "cuda-graph",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INCOMPLETE_COHORT)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("replica 0: failed in warmup")
+            && stderr.contains("--execution cuda-graph needs a CUDA device")
+            && stderr.contains("(invalid_option)"),
+        "{stderr}"
+    );
+    let report = read_worker_report(&out.join("worker-0").join(files::WORKER_REPORT)).unwrap();
+    assert_eq!(report.config.workload, Workload::ServeLlm);
+    assert_eq!(report.config.execution, Execution::CudaGraph);
+    let failure = report.failure.expect("a failure");
+    assert_eq!(failure.stage, Stage::Warmup);
+    assert!(
+        failure.message.contains("needs a CUDA device"),
+        "{}",
+        failure.message
+    );
 }
 
 /// The requests of a worker's `llm_requests.jsonl`.

@@ -178,7 +178,8 @@ prop_compose! {
         if model < MODELS.len() && llm == 0 {
             f.model = Some(MODELS[model].parse().unwrap());
         }
-        f.execution = if graph && serve + llm == 0 {
+        // A serve worker runs eager only; a serve-llm worker replays a graph per decode bucket.
+        f.execution = if graph && serve == 0 {
             Execution::CudaGraph
         } else {
             Execution::Eager

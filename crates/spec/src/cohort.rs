@@ -612,6 +612,31 @@ mod tests {
             ))
             .is_ok()
         );
+        // A serve-llm worker replays a CUDA graph per decode batch-size bucket, alone or beside
+        // graph-captured trainers (the worker refuses a graph on the CPU, as decode's does).
+        assert!(
+            check(&format!(
+                "--workers serve-llm=1 --rate 5 {tiny} --execution cuda-graph"
+            ))
+            .is_ok()
+        );
+        assert!(
+            check(
+                "--workers serve-llm=1,train=2 --model serve-llm=gpt2-tiny,train=resnet18 \
+                 --rate 2 --prompt-tokens 8 --output-tokens 8 --execution cuda-graph"
+            )
+            .is_ok()
+        );
+        // A serve worker beside it still runs eager only.
+        let e = check(
+            "--workers serve=1,serve-llm=1 --model serve=resnet18,serve-llm=gpt2-tiny --rate 3 \
+             --prompt-tokens 8 --output-tokens 8 --execution cuda-graph",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("--execution|") && e.contains("serve runs eager only"),
+            "{e}"
+        );
         // A cohort of both open-loop workloads takes both kinds of objective.
         assert!(
             check(&format!(
@@ -655,11 +680,6 @@ mod tests {
                 "= 64 tokens",
             ),
             ("--model resnet18", "--model", "built-in LLM"),
-            (
-                &format!("{tiny} --execution cuda-graph"),
-                "--execution",
-                "serve-llm runs eager only",
-            ),
             (
                 &format!("{tiny} --ttft-slo-ms 0"),
                 "--ttft-slo-ms",

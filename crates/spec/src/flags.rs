@@ -247,7 +247,8 @@ impl WorkerFlags {
     }
 
     /// Checks the flags against one workload a worker runs: a serve worker runs eager only
-    /// (its batches are padded to several sizes, each a different graph), and a per-workload
+    /// (its batches are padded to several sizes, each a different graph; a serve-llm worker
+    /// captures a graph per decode batch-size bucket and takes either), and a per-workload
     /// model declaration must name a model for it (a hog runs none).
     pub fn validate_for(&self, workload: Workload) -> Result<(), SpecError> {
         if workload == Workload::Serve && self.execution != Execution::Eager {
@@ -256,17 +257,6 @@ impl WorkerFlags {
                 format!(
                     "--workload serve runs eager only (its batches are padded to several sizes, \
                      each a different graph); --execution {} is for train and infer",
-                    self.execution
-                ),
-            ));
-        }
-        if workload == Workload::ServeLlm && self.execution != Execution::Eager {
-            return Err(SpecError::flag(
-                "--execution",
-                format!(
-                    "--workload serve-llm runs eager only (its decode batch changes size every \
-                     iteration; graphs per batch-size bucket are not written); --execution {} is \
-                     for train, infer and decode",
                     self.execution
                 ),
             ));

@@ -854,12 +854,12 @@ flags = { window_s = 40 }
     }
 
     /// The LLM plan: decode alone and together per policy, a serve-llm capacity search at
-    /// TTFT and TPOT objectives alone and beside six trainers, and the KV cache above the
-    /// plugin's MPS share; every cohort's spec passes the spec's checks.
+    /// TTFT and TPOT objectives alone (graph-captured and eager) and beside six trainers, and
+    /// the KV cache above the plugin's MPS share; every cohort's spec passes the spec's checks.
     #[test]
     fn the_llm_plan_covers_decode_serving_and_the_cache_per_policy() {
         let jobs = Plan::load("llm").unwrap().jobs(false);
-        assert_eq!(jobs.len(), 16);
+        assert_eq!(jobs.len(), 17);
         for j in &jobs {
             j.spec
                 .validate()
@@ -893,6 +893,35 @@ flags = { window_s = 40 }
             .unwrap();
         assert_eq!(cache.spec.serve.max_batch, 640);
         assert!(!cache.finds_capacity());
+        // Serving engines capture their decode: every serve-llm cohort replays graphs, but one
+        // search alone runs eager beside the graph one, so the report has both.
+        let serving: Vec<&Job> = jobs
+            .iter()
+            .filter(|j| j.name.contains("serve-llm"))
+            .collect();
+        assert_eq!(serving.len(), 7);
+        for j in &serving {
+            let eager = j.name == "exclusive-serve-llm1-capacity-eager-r1";
+            let expected = if eager {
+                Execution::Eager
+            } else {
+                Execution::CudaGraph
+            };
+            assert_eq!(j.spec.flags.execution, expected, "{}", j.name);
+        }
+        let eager = jobs
+            .iter()
+            .find(|j| j.name == "exclusive-serve-llm1-capacity-eager-r1")
+            .unwrap();
+        let graph = jobs
+            .iter()
+            .find(|j| j.name == "exclusive-serve-llm1-capacity-r1")
+            .unwrap();
+        assert!(eager.finds_capacity() && graph.finds_capacity());
+        // The same search but for the execution.
+        let mut same = eager.spec.clone();
+        same.flags.execution = Execution::CudaGraph;
+        assert_eq!(same, graph.spec);
         let decode = jobs
             .iter()
             .find(|j| j.name == "exclusive-decode1-r1")

@@ -647,6 +647,156 @@ fn continuous_batching_generates_what_each_request_generates_alone() {
     assert_eq!(step.model().lengths().iter().filter(|&&l| l > 0).count(), 1);
 }
 
+/// Three waves of three long requests (each running alone in its wave's last steps), then a
+/// mixed wave of seven that fills all four slots: a one-token request, completions out of
+/// arrival order, requests waiting for a slot. With a cache of four slots the buckets are 1, 2
+/// and 4, so while three run the fourth slot is padding, for `3 * (context - 25)` decode steps
+/// (more than the context: 117 for GPT-2 tiny, 309 for Llama tiny) before a request first lands
+/// in it.
+fn padded_schedule(context: u32) -> LlmRequests {
+    let mut requests = Vec::new();
+    for wave in 0..3 {
+        for (prompt, shorter) in [(4, 8), (5, 16), (6, 24)] {
+            requests.push(request(wave, prompt, context - shorter));
+        }
+    }
+    for (prompt, output) in [(3, 10), (7, 5), (5, 1), (4, 12), (6, 4), (2, 7), (8, 3)] {
+        requests.push(request(3, prompt, output));
+    }
+    LlmRequests::new(requests, 10_000_000).unwrap()
+}
+
+/// Runs `padded_schedule` on the simulated clock over a four-slot serve step of `config`, the
+/// dynamic eager decode or the bucketed static one (what the CUDA graphs replay); returns what
+/// each request generated, the iterations, and the step.
+fn serve_padded(
+    config: &LlmConfig,
+    bucketed: bool,
+) -> (
+    Vec<Vec<i64>>,
+    Vec<coload_timing::LlmIteration>,
+    LlmServeStep,
+) {
+    let requests = padded_schedule(config.context);
+    let policy = LlmServePolicy::new(4, 4 * u64::from(config.context), config.context).unwrap();
+    policy.check(&requests).unwrap();
+    let step = LlmServeStep::new(config, cpu(), 4, 8, 5)
+        .unwrap()
+        .recording();
+    let mut step = if bucketed {
+        step.static_buckets()
+    } else {
+        step
+    };
+    let mut buffer = LlmServeBuffer::new(&requests, &policy);
+    let out = run_llm_serve(
+        &mut step,
+        &SimulatedClock::new(),
+        &requests,
+        &policy,
+        &mut buffer,
+        &AtomicBool::new(false),
+    );
+    assert!(out.error.is_none(), "bucketed {bucketed}: {:?}", out.error);
+    assert_eq!(out.requests_completed, 16, "bucketed {bucketed}");
+    (
+        step.transcripts().to_vec(),
+        buffer.iterations().to_vec(),
+        step,
+    )
+}
+
+/// The CUDA graphs' computation on the CPU (issue 24): every decode padded to its batch-size
+/// bucket, attention over the whole context under the mask, the idle slots' positions bounded
+/// inside the step. It must generate exactly what the dynamic eager decode generates (and so
+/// what each request generates alone), through slot moves, a slot reused before a decode
+/// retires it, and a padding slot that decoded garbage for more steps than its context holds
+/// before a request lands in it; the host counts only the real sequences.
+#[test]
+fn the_bucketed_static_decode_generates_what_the_dynamic_decode_generates() {
+    for preset in [LlmPreset::Gpt2Tiny, LlmPreset::LlamaTiny] {
+        let config = tiny(preset);
+        let (dynamic, _, _) = serve_padded(&config, false);
+        let (bucketed, iterations, step) = serve_padded(&config, true);
+        assert_eq!(step.bucket_sizes(), [1, 2, 4]);
+        assert_eq!(step.execution(), Execution::Eager);
+        let requests = padded_schedule(config.context);
+        assert_eq!(bucketed.len(), requests.len());
+        for (k, r) in requests.requests().iter().enumerate() {
+            assert_eq!(bucketed[k].len(), r.output_tokens as usize, "{preset} {k}");
+            assert_eq!(bucketed[k], dynamic[k], "{preset}: request {k}");
+        }
+        for k in [0, 9, 13] {
+            let r = requests.requests()[k];
+            let prompt = step.request_prompt(k as u64, r.prompt_tokens).unwrap();
+            assert_eq!(
+                bucketed[k],
+                alone(&config, 5, &prompt, r.output_tokens),
+                "{preset}: request {k} alone"
+            );
+        }
+        // The fourth slot was padding for more decode steps than the context holds positions,
+        // then held a request.
+        let decodes = |n: u32| {
+            iterations
+                .iter()
+                .filter(move |i| i.kind == IterationKind::Decode && i.sequences == n)
+        };
+        let first_full = iterations
+            .iter()
+            .position(|i| i.kind == IterationKind::Decode && i.sequences == 4)
+            .expect("a decode of four sequences");
+        let padded_before = iterations[..first_full]
+            .iter()
+            .filter(|i| i.kind == IterationKind::Decode && i.sequences == 3)
+            .count();
+        assert!(
+            padded_before > config.context as usize,
+            "{preset}: {padded_before} padded decodes before the slot was used"
+        );
+        assert!(decodes(1).count() > 0 && decodes(2).count() > 0);
+        // The host advanced only the real sequences: the slots it holds no sequence in are at
+        // length 0, whatever the device's padding did.
+        let held = step.model().lengths().iter().filter(|&&l| l > 0).count();
+        assert_eq!(
+            held,
+            step.running(),
+            "{preset}: {:?}",
+            step.model().lengths()
+        );
+    }
+}
+
+/// The bucketed step warms its buckets, the only decode shapes its window runs, and leaves
+/// nothing behind.
+#[test]
+fn a_bucketed_serve_step_warms_each_bucket() {
+    let config = tiny(LlmPreset::Gpt2Tiny);
+    let mut step = LlmServeStep::new(&config, cpu(), 5, 8, 0)
+        .unwrap()
+        .recording()
+        .static_buckets();
+    let medians = step.warm_up(&[8, 2], 3).unwrap();
+    assert_eq!(
+        medians.iter().map(|m| m.0).collect::<Vec<_>>(),
+        [1, 2, 4, 5]
+    );
+    assert_eq!(step.running(), 0);
+    assert!(step.transcripts().is_empty());
+    assert!(step.model().lengths().iter().all(|&l| l == 0));
+    // Eager steps keep warming every batch up to 32.
+    let mut eager = LlmServeStep::new(&config, cpu(), 5, 8, 0).unwrap();
+    let medians = eager.warm_up(&[8], 1).unwrap();
+    assert_eq!(medians.len(), 5);
+    assert!(eager.bucket_sizes().is_empty());
+    // A CUDA graph needs a CUDA device.
+    let e = LlmServeStep::new(&config, cpu(), 5, 8, 0)
+        .unwrap()
+        .capture_graphs()
+        .unwrap_err();
+    assert!(e.to_string().contains("needs a CUDA device"), "{e}");
+}
+
 #[test]
 fn the_serve_step_refuses_what_it_was_not_built_for() {
     let config = tiny(LlmPreset::Gpt2Tiny);

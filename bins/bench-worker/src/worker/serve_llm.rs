@@ -1,7 +1,8 @@
 //! The `serve-llm` worker's life after the preflight (issue 24): the built-in LLM behind the
-//! continuous batcher, warmed at every batch size up to 32 (then powers of two and
-//! `--max-batch`), the barrier, the LLM serve window (`coload_timing::run_llm_serve`) on the
-//! real clock, and its records.
+//! continuous batcher (with `--execution cuda-graph`, one decode graph captured per batch-size
+//! bucket), warmed at every batch size up to 32 (then powers of two and `--max-batch`; with
+//! graphs, at each bucket), the barrier, the LLM serve window (`coload_timing::run_llm_serve`)
+//! on the real clock, and its records.
 //!
 //! Everything the window records lives in the scheduler's [`LlmServeBuffer`], sized before the
 //! start from the planned requests; `batches.jsonl` (the iterations) and `llm_requests.jsonl`
@@ -12,8 +13,8 @@ use std::time::Duration;
 
 use coload_barrier::Barrier;
 use coload_cohort_schema::{
-    BarrierTiming, BatchRecord, LLM_LENGTHS_FIXED, LlmConfig, LlmRequestLine, LlmServeWindowInfo,
-    Phase, ServeLlmConfig, Stage, WindowInfo, Workload,
+    BarrierTiming, BatchRecord, Execution, LLM_LENGTHS_FIXED, LlmConfig, LlmRequestLine,
+    LlmServeWindowInfo, Phase, ServeLlmConfig, Stage, WindowInfo, Workload,
 };
 use coload_timing::{
     Clock, IterationKind, LlmRequestRecord, LlmServeBuffer, MonotonicClock, TimingError,
@@ -207,6 +208,7 @@ impl Run {
             max_prompt_tokens: longest_prompt(c),
             precision: f.precision,
             seed: f.seed,
+            execution: f.execution,
         };
         let mut step = LlmServeStep::for_preset(&options).map_err(|e| in_warmup(llm_failure(e)))?;
         let info = step.info();
@@ -232,13 +234,20 @@ impl Run {
             .iter()
             .map(|(b, d)| format!("{b}: {:.2} ms", d.as_secs_f64() * 1e3))
             .collect();
+        let batches = match step.execution() {
+            Execution::CudaGraph => format!(
+                "batch-size bucket's CUDA graph ({} graphs for up to {})",
+                step.bucket_sizes().len(),
+                c.max_batch
+            ),
+            Execution::Eager => format!("batch up to {}", c.max_batch),
+        };
         progress.phase(
             "warmup",
             &format!(
-                "done: a prefill and {decodes} decode steps at each batch up to {} (median decode \
+                "done: a prefill and {decodes} decode steps at each {batches} (median decode \
                  {}); {} requests scheduled ({} arrivals, {:.1}/s) of {} tokens, KV budget {} \
                  tokens, cache {:.1} MiB",
-                c.max_batch,
                 if sizes.is_empty() {
                     "none".to_owned()
                 } else {

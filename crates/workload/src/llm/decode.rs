@@ -160,51 +160,26 @@ impl DecodeStep {
         })?;
         let batch = self.batch;
         let mut captured = None;
-        let mut failure: Option<LlmError> = None;
-        let mut failed_in_capture = false;
-        let graph = {
-            let (model, prompt, tokens) = (&mut self.model, &self.prompt, &mut self.tokens);
-            shim::CudaGraph::capture(index, GRAPH_WARMUP_STEPS, 0, |phase| {
-                let result = (|| -> Result<(), LlmError> {
-                    match phase {
-                        CapturePhase::Warmup => {
-                            model.reset()?;
-                            let logits = model.prefill(prompt)?;
-                            tokens.f_copy_(&logits.f_argmax(-1, true)?)?;
-                            let logits = model.decode_static(tokens, batch)?;
-                            tokens.f_copy_(&logits.f_argmax(-1, true)?)?;
-                        }
-                        CapturePhase::Prepare => {}
-                        CapturePhase::Capture => {
-                            let logits = model.decode_static(tokens, batch)?;
-                            tokens.f_copy_(&logits.f_argmax(-1, true)?)?;
-                            captured = Some(logits);
-                        }
-                    }
-                    Ok(())
-                })();
-                failed_in_capture = result.is_err() && phase == CapturePhase::Capture;
-                result.map_err(|e| {
-                    let shown = WorkloadError::Libtorch(e.to_string());
-                    failure = Some(e);
-                    shown
-                })
-            })
-        };
-        let graph = match graph {
-            Ok(g) => g,
-            Err(e) => {
-                return Err(match (failure, failed_in_capture) {
-                    (Some(inner), true) => LlmError::Workload(WorkloadError::CudaGraph(format!(
-                        "the {} decode step cannot be captured in a CUDA graph; use --execution \
-                         eager: {inner}",
-                        self.options.model
-                    ))),
-                    (Some(inner), false) => inner,
-                    (None, _) => LlmError::Workload(e),
-                });
+        let what = format!("the {} decode step", self.options.model);
+        let (model, prompt, tokens) = (&mut self.model, &self.prompt, &mut self.tokens);
+        let graph = capture_decode(index, &what, |phase| {
+            match phase {
+                CapturePhase::Warmup => {
+                    model.reset()?;
+                    let logits = model.prefill(prompt)?;
+                    tokens.f_copy_(&logits.f_argmax(-1, true)?)?;
+                    let logits = model.decode_static(tokens, batch)?;
+                    tokens.f_copy_(&logits.f_argmax(-1, true)?)?;
+                }
+                CapturePhase::Prepare => {}
+                CapturePhase::Capture => {
+                    let logits = model.decode_static(tokens, batch)?;
+                    tokens.f_copy_(&logits.f_argmax(-1, true)?)?;
+                    captured = Some(logits);
+                }
             }
-        };
+            Ok(())
+        })?;
         self.graph = Some(graph);
         self.graph_logits = captured;
         self.model.reset()?;
@@ -305,6 +280,38 @@ impl DecodeStep {
         self.tokens.f_copy_(&logits.f_argmax(-1, true)?)?;
         Ok(())
     }
+}
+
+/// Captures an LLM decode iteration in a CUDA graph on CUDA device `index`: `f` runs at each
+/// [`CapturePhase`] (`GRAPH_WARMUP_STEPS` warmups on the capture's side stream, then the
+/// recorded step). A failure while recording is a [`WorkloadError::CudaGraph`] naming `what`
+/// (`the gpt2-small decode step`) and saying to run eager; one in a warmup is returned as is.
+pub(crate) fn capture_decode<F>(
+    index: usize,
+    what: &str,
+    mut f: F,
+) -> Result<shim::CudaGraph, LlmError>
+where
+    F: FnMut(CapturePhase) -> Result<(), LlmError>,
+{
+    let mut failure: Option<LlmError> = None;
+    let mut failed_in_capture = false;
+    let graph = shim::CudaGraph::capture(index, GRAPH_WARMUP_STEPS, 0, |phase| {
+        let result = f(phase);
+        failed_in_capture = result.is_err() && phase == CapturePhase::Capture;
+        result.map_err(|e| {
+            let shown = WorkloadError::Libtorch(e.to_string());
+            failure = Some(e);
+            shown
+        })
+    });
+    graph.map_err(|e| match (failure, failed_in_capture) {
+        (Some(inner), true) => LlmError::Workload(WorkloadError::CudaGraph(format!(
+            "{what} cannot be captured in a CUDA graph; use --execution eager: {inner}"
+        ))),
+        (Some(inner), false) => inner,
+        (None, _) => LlmError::Workload(e),
+    })
 }
 
 /// An LLM step's device, versions and model identity, for `worker.json` (the decode and the

@@ -21,4 +21,4 @@ mod serve;
 pub use config::{LlmArchitecture, LlmConfig, LlmPreset};
 pub use decode::{DecodeOptions, DecodeStep};
 pub use model::{LlmModel, LlmPlacement};
-pub use serve::{LlmServeOptions, LlmServeStep, PROMPT_SHIFTS, warmup_batches};
+pub use serve::{LlmServeOptions, LlmServeStep, PROMPT_SHIFTS, decode_buckets, warmup_batches};

@@ -311,6 +311,27 @@ impl LlmModel {
         Ok(logits)
     }
 
+    /// [`LlmModel::decode_static`] over slots `0..n` of which only some hold sequences: the
+    /// serve step's batch padded to a captured size. An idle slot computes garbage, writes it
+    /// at its own position and advances, step after step; each position is then bounded to the
+    /// context's last (one more kernel, no host decision), so that an idle slot's position never
+    /// indexes the position tables or the cache past its own slot's positions. Harmless to the
+    /// slot's later sequence: a prefill sets the position and writes the prompt's keys before
+    /// any read, and the mask hides the positions not yet written. A running sequence never
+    /// meets the bound ([`LlmModel::check_decode`] refuses a full slot on the host), except the
+    /// step that fills its context, which leaves its device position one below its host length;
+    /// that slot is refused from then on either way.
+    pub(crate) fn decode_static_padded(
+        &mut self,
+        tokens: &Tensor,
+        n: i64,
+    ) -> Result<Tensor, LlmError> {
+        let logits = self.decode_static(tokens, n)?;
+        let last = i64::from(self.config.context) - 1;
+        let _ = self.cache.positions.f_narrow(0, 0, n)?.f_clamp_max_(last)?;
+        Ok(logits)
+    }
+
     /// Checks a decode step's tokens and slots on the host; returns the batch.
     pub(crate) fn check_decode(&self, tokens: &Tensor) -> Result<i64, LlmError> {
         // Read without allocating: this runs in the timed window.

@@ -12,22 +12,35 @@
 //!   last running sequence moves into the hole ([`LlmModel::move_slot`], a copy of the positions
 //!   it holds), then decodes slots `0..b` and writes each argmax back as its next input.
 //!
+//! With `execution: cuda-graph` the decode is one CUDA-graph replay per iteration, as serving
+//! engines run it (vLLM captures its decode for a set of batch sizes): at build, one graph per
+//! batch-size bucket of [`decode_buckets`] (the powers of two below `max_batch`, and
+//! `max_batch`), each over the first `n` slots of the step's own token buffer and the cache,
+//! attending over the whole context under the position mask ([`LlmModel::decode_static`]: a
+//! graph cannot change shape). A decode of `b` running sequences replays the smallest bucket
+//! that holds them; the idle slots `b..n` it pads with compute garbage that no sequence reads,
+//! and their positions are bounded inside the graph
+//! (`LlmModel::decode_static_padded`). The host checks and counts only the `b` real
+//! sequences. The prefill stays eager (one forward per admitted request). The same padded,
+//! whole-context computation runs without graphs under [`LlmServeStep::static_buckets`], so
+//! the CPU tests check it against the dynamic eager path.
+//!
 //! Prompts are windows of one random token pool drawn at build, the k-th admitted request's
 //! starting k tokens further (modulo [`PROMPT_SHIFTS`]), so that no two running sequences share
-//! a cache prefix. Each iteration ends with a device synchronize. The step's own bookkeeping lives in vectors sized at build; the
-//! libtorch calls allocate what every step's do (tensor handles, activations from the caching
-//! allocator), never cache memory.
+//! a cache prefix. Each iteration ends with a device synchronize. The step's own bookkeeping
+//! lives in vectors sized at build; the libtorch calls allocate what every step's do (tensor
+//! handles, activations from the caching allocator), never cache memory.
 
 use coload_cohort_schema::{DeviceChoice, Execution, MemoryInfo, Precision};
 use coload_timing::IterationStep;
 use tch::{Device, Kind, Tensor};
 
-use crate::error::LlmError;
+use crate::error::{LlmError, WorkloadError};
 use crate::llm::config::{LlmConfig, LlmPreset};
-use crate::llm::decode::{llm_info, llm_peak_memory};
+use crate::llm::decode::{capture_decode, llm_info, llm_peak_memory};
 use crate::llm::model::{LlmModel, LlmPlacement, at_least_one};
-use crate::shim;
-use crate::step::{WorkloadInfo, resolve_device};
+use crate::shim::{self, CapturePhase};
+use crate::step::{WorkloadInfo, check_execution, resolve_device};
 
 /// No physical slot (or no scheduler slot).
 const NONE: u32 = u32::MAX;
@@ -36,10 +49,25 @@ const NONE: u32 = u32::MAX;
 /// `k mod PROMPT_SHIFTS` of the pool.
 pub const PROMPT_SHIFTS: u32 = 64;
 
+/// How the step runs a decode iteration.
+#[derive(Debug)]
+enum DecodePath {
+    /// [`LlmModel::decode_step`] over the running slots, attending over the longest sequence.
+    Dynamic,
+    /// The running slots padded to the smallest of `sizes` that holds them, then
+    /// `decode_static_padded` over the whole context: one replay of the size's graph where
+    /// `graphs` holds one per size, else run eagerly ([`LlmServeStep::static_buckets`]).
+    Buckets {
+        sizes: Vec<i64>,
+        graphs: Vec<shim::CudaGraph>,
+    },
+}
+
 /// The built-in LLM as a continuous-batching server's iteration step.
 #[derive(Debug)]
 pub struct LlmServeStep {
     model: LlmModel,
+    decode_path: DecodePath,
     /// The prompt pool, `[1, max_prompt_tokens + PROMPT_SHIFTS]` int64 on the device.
     pool: Tensor,
     /// Requests prefilled since the step was built.
@@ -78,6 +106,28 @@ pub struct LlmServeOptions {
     pub precision: Option<Precision>,
     /// Seed of the weights and the prompt pool.
     pub seed: u64,
+    /// Eager, or each decode iteration one replay of its batch-size bucket's CUDA graph.
+    pub execution: Execution,
+}
+
+/// The decode batch sizes a `serve-llm` step captures a CUDA graph for: the powers of two below
+/// `max_batch`, then `max_batch` (32: 1, 2, 4, 8, 16, 32; 640: 1, 2, ..., 512, 640). A decode
+/// of `b` sequences runs the smallest that holds it, so at most about half of a replay's
+/// sequences are padding, and a cache of `max_batch` slots needs `log2(max_batch) + 1` graphs.
+/// vLLM captures a similar list (1, 2, 4, then steps of 8); powers of two keep the count
+/// logarithmic for the 640-slot cache.
+#[must_use]
+pub fn decode_buckets(max_batch: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut b = 1;
+    while b < max_batch {
+        out.push(b);
+        b = b.saturating_mul(2);
+    }
+    if max_batch > 0 {
+        out.push(max_batch);
+    }
+    out
 }
 
 /// The batches [`LlmServeStep::warm_up`] runs for a cache of `slots` sequences: every batch up
@@ -103,6 +153,8 @@ impl LlmServeStep {
     /// the whole context.
     pub fn for_preset(options: &LlmServeOptions) -> Result<Self, LlmError> {
         let device = resolve_device(options.device)?;
+        // Before the model exists: a graph on the CPU is refused without building anything.
+        check_execution(options.execution, device)?;
         let placement = LlmPlacement::new(device, options.precision);
         let mut step = Self::new(
             &options.model.config(),
@@ -112,17 +164,105 @@ impl LlmServeStep {
             options.seed,
         )?;
         step.preset = Some(options.model);
-        Ok(step)
+        match options.execution {
+            Execution::Eager => Ok(step),
+            Execution::CudaGraph => step.capture_graphs(),
+        }
     }
 
-    /// Device, versions and the model's identity, for `worker.json` (eager execution).
+    /// How a decode iteration runs: [`Execution::CudaGraph`] once the graphs are captured
+    /// ([`LlmServeStep::capture_graphs`]), else [`Execution::Eager`] (the
+    /// [`LlmServeStep::static_buckets`] path included: it launches kernel by kernel).
+    #[must_use]
+    pub fn execution(&self) -> Execution {
+        match &self.decode_path {
+            DecodePath::Buckets { graphs, .. } if !graphs.is_empty() => Execution::CudaGraph,
+            _ => Execution::Eager,
+        }
+    }
+
+    /// The decode batch sizes the step pads to ([`decode_buckets`] of its slots); empty on the
+    /// dynamic eager path, which decodes the running sequences as they are.
+    #[must_use]
+    pub fn bucket_sizes(&self) -> &[i64] {
+        match &self.decode_path {
+            DecodePath::Dynamic => &[],
+            DecodePath::Buckets { sizes, .. } => sizes,
+        }
+    }
+
+    /// Pads every decode to its batch-size bucket and runs the whole-context static decode
+    /// eagerly: what the CUDA graphs of [`LlmServeStep::capture_graphs`] replay, kernel by
+    /// kernel and on any device. For the CPU tests of the captured path's computation (the
+    /// padding, the bound on idle positions, the buckets), not for measuring: it does the
+    /// graphs' extra attention work without their launch savings. A step with graphs keeps them.
+    #[must_use]
+    pub fn static_buckets(mut self) -> Self {
+        if matches!(self.decode_path, DecodePath::Dynamic) {
+            self.decode_path = DecodePath::Buckets {
+                sizes: self.bucket_list(),
+                graphs: Vec::new(),
+            };
+        }
+        self
+    }
+
+    /// Captures one CUDA graph per batch-size bucket ([`decode_buckets`]), so that every decode
+    /// iteration is one replay: each graph decodes slots `0..n` of the step's token buffer
+    /// (whose storage never moves) with `decode_static_padded` and writes the argmax back into
+    /// it, after `GRAPH_WARMUP_STEPS` warmups on the capture's side stream (allocator pools,
+    /// cuBLAS workspaces). Each graph keeps its own memory pool (the shim's capture), about one
+    /// decode's activations at its size. Then forgets what the warmups and captures left in the
+    /// cache. CUDA only.
+    pub fn capture_graphs(mut self) -> Result<Self, LlmError> {
+        check_execution(Execution::CudaGraph, self.model.placement().device)?;
+        let index = self.cuda_index.ok_or_else(|| {
+            WorkloadError::InvalidOption("a CUDA graph needs a CUDA device".into())
+        })?;
+        let sizes = self.bucket_list();
+        let name = self.preset.map_or("custom", LlmPreset::as_str);
+        let mut graphs = Vec::with_capacity(sizes.len());
+        for &n in &sizes {
+            let what = format!("the {name} serve step's decode of {n} sequences");
+            let (model, tokens) = (&mut self.model, &self.tokens);
+            graphs.push(capture_decode(index, &what, |phase| {
+                let mut slots = tokens.f_narrow(0, 0, n)?;
+                match phase {
+                    CapturePhase::Warmup => {
+                        model.reset()?;
+                        let logits = model.decode_static_padded(&slots, n)?;
+                        slots.f_copy_(&logits.f_argmax(-1, true)?)?;
+                    }
+                    CapturePhase::Prepare => {}
+                    CapturePhase::Capture => {
+                        let logits = model.decode_static_padded(&slots, n)?;
+                        slots.f_copy_(&logits.f_argmax(-1, true)?)?;
+                    }
+                }
+                Ok(())
+            })?);
+        }
+        self.decode_path = DecodePath::Buckets { sizes, graphs };
+        self.forget()?;
+        self.synchronize()?;
+        Ok(self)
+    }
+
+    fn bucket_list(&self) -> Vec<i64> {
+        decode_buckets(self.physical.len() as u32)
+            .into_iter()
+            .map(i64::from)
+            .collect()
+    }
+
+    /// Device, versions and the model's identity, for `worker.json`.
     #[must_use]
     pub fn info(&self) -> WorkloadInfo {
         let mut info = llm_info(
             &self.model,
             self.cuda_index,
             self.preset.unwrap_or(LlmPreset::Gpt2Small),
-            Execution::Eager,
+            self.execution(),
         );
         if self.preset.is_none() {
             "custom".clone_into(&mut info.model);
@@ -173,6 +313,7 @@ impl LlmServeStep {
         let n = max_batch as usize;
         Ok(LlmServeStep {
             model,
+            decode_path: DecodePath::Dynamic,
             pool,
             admitted: 0,
             tokens,
@@ -196,8 +337,10 @@ impl LlmServeStep {
     /// of [`warmup_batches`] (every one up to 32, then powers of two and the cache's slots), so
     /// that no kernel is chosen or compiled for the first time inside the window at the batches
     /// a serving window reaches; then forgets everything (the window's requests get the prompts
-    /// they would have had without it). Returns how long each batch's decodes took, median,
-    /// for the worker's notes.
+    /// they would have had without it). With batch-size buckets (CUDA graphs) the batches are
+    /// the buckets, the only decode shapes the window runs: each graph is replayed (its capture
+    /// already warmed its kernels) and each prefill runs. Returns how long each batch's decodes
+    /// took, median, for the worker's notes.
     pub fn warm_up(
         &mut self,
         prompt_tokens: &[u32],
@@ -205,7 +348,10 @@ impl LlmServeStep {
     ) -> Result<Vec<(u32, std::time::Duration)>, LlmError> {
         let slots = self.physical.len() as u32;
         let all: Vec<u32> = (0..slots).collect();
-        let batches = warmup_batches(slots);
+        let batches = match &self.decode_path {
+            DecodePath::Dynamic => warmup_batches(slots),
+            DecodePath::Buckets { .. } => decode_buckets(slots),
+        };
         let mut medians = Vec::with_capacity(batches.len());
         for batch in batches {
             let listed = &all[..batch as usize];
@@ -409,12 +555,38 @@ impl IterationStep for LlmServeStep {
             }
         }
         let b = self.running as i64;
-        let input = self.tokens.f_narrow(0, 0, b)?;
-        let logits = self.model.decode_step(&input)?;
-        let _no_grad = tch::no_grad_guard();
-        self.tokens
-            .f_narrow(0, 0, b)?
-            .f_copy_(&logits.f_argmax(-1, true)?)?;
+        let mut input = self.tokens.f_narrow(0, 0, b)?;
+        match &mut self.decode_path {
+            DecodePath::Dynamic => {
+                let logits = self.model.decode_step(&input)?;
+                let _no_grad = tch::no_grad_guard();
+                input.f_copy_(&logits.f_argmax(-1, true)?)?;
+            }
+            DecodePath::Buckets { sizes, graphs } => {
+                // The smallest bucket that holds the running sequences (no allocation: this
+                // runs in the timed window).
+                let bucket = sizes.partition_point(|&n| n < b);
+                let Some(&n) = sizes.get(bucket) else {
+                    return Err(LlmError::Slots {
+                        first: 0,
+                        end: b,
+                        slots: self.physical.len() as i64,
+                    });
+                };
+                // The host checks and counts the real sequences only; the graph (or its eager
+                // twin) also advances the padded slots' device positions, bounded.
+                self.model.check_decode(&input)?;
+                if let Some(graph) = graphs.get_mut(bucket) {
+                    graph.replay()?;
+                } else {
+                    let mut padded = self.tokens.f_narrow(0, 0, n)?;
+                    let logits = self.model.decode_static_padded(&padded, n)?;
+                    let _no_grad = tch::no_grad_guard();
+                    padded.f_copy_(&logits.f_argmax(-1, true)?)?;
+                }
+                self.model.advance_host(b);
+            }
+        }
         self.synchronize()?;
         self.record(0, self.running)
     }
@@ -422,7 +594,30 @@ impl IterationStep for LlmServeStep {
 
 #[cfg(test)]
 mod tests {
-    use super::warmup_batches;
+    use super::{decode_buckets, warmup_batches};
+
+    /// Powers of two below the cache's slots, then the slots: every batch has a bucket at most
+    /// twice its size, and each bucket is a batch the warmup of an eager step runs too.
+    #[test]
+    fn decode_buckets_are_powers_of_two_and_the_cache() {
+        assert_eq!(decode_buckets(1), [1]);
+        assert_eq!(decode_buckets(2), [1, 2]);
+        assert_eq!(decode_buckets(3), [1, 2, 3]);
+        assert_eq!(decode_buckets(5), [1, 2, 4, 5]);
+        assert_eq!(decode_buckets(32), [1, 2, 4, 8, 16, 32]);
+        assert_eq!(
+            decode_buckets(640),
+            [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 640]
+        );
+        assert!(decode_buckets(0).is_empty());
+        for slots in 1..=700 {
+            let buckets = decode_buckets(slots);
+            assert_eq!(buckets.last(), Some(&slots));
+            assert!(buckets.windows(2).all(|w| w[0] < w[1] && w[1] <= 2 * w[0]));
+            let warmed = warmup_batches(slots);
+            assert!(buckets.iter().all(|b| warmed.contains(b)), "{slots}");
+        }
+    }
 
     /// Every batch up to 32, then powers of two and the cache's own size: a 640-sequence cache
     /// warms 37 batches, not 640.
