@@ -328,6 +328,64 @@ fn a_serve_llm_cuda_graph_on_the_cpu_is_refused_by_the_worker() {
     );
 }
 
+/// `--execution` per workload reaches each worker as its own: the endpoint's CUDA graph (refused
+/// on the CPU in its warmup) beside an eager trainer, both recording the declaration.
+#[test]
+fn a_per_workload_execution_reaches_each_worker_as_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = Command::new(COHORT)
+        .args(["--mode", "timeslice", "--device", "cpu"])
+        .args(["--workers", "serve-llm=1,train=1", "--rate", "5"])
+        .args(["--model", "serve-llm=gpt2-tiny,train=resnet18"])
+        .args(["--execution", "serve-llm=cuda-graph,train=eager"])
+        .args([
+            "--prompt-tokens",
+            "16",
+            "--output-tokens",
+            "8",
+            "--max-batch",
+            "4",
+        ])
+        .args(["--batch-size", "2", "--image-size", "32"])
+        .args(["--warmup-batches", "1", "--start-lead-s", "2"])
+        .args(["--join-timeout-s", "120"])
+        .arg("--worker-bin")
+        .arg(worker_bin())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INCOMPLETE_COHORT)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--execution cuda-graph needs a CUDA device"),
+        "{stderr}"
+    );
+    let declared: std::collections::BTreeMap<Workload, Execution> = [
+        (Workload::ServeLlm, Execution::CudaGraph),
+        (Workload::Train, Execution::Eager),
+    ]
+    .into();
+    for (replica, workload, execution) in [
+        (0, Workload::ServeLlm, Execution::CudaGraph),
+        (1, Workload::Train, Execution::Eager),
+    ] {
+        let worker = out.join(format!("worker-{replica}"));
+        let report = read_worker_report(&worker.join(files::WORKER_REPORT)).unwrap();
+        assert_eq!(report.config.workload, workload);
+        assert_eq!(report.config.execution, execution, "replica {replica}");
+        assert_eq!(
+            report.config.execution_by_workload.as_ref(),
+            Some(&declared)
+        );
+    }
+}
+
 /// The requests of a worker's `llm_requests.jsonl`.
 fn request_lines(worker: &Path) -> Vec<LlmRequestLine> {
     LlmRequestReader::open(&worker.join(files::LLM_REQUESTS))

@@ -2,7 +2,7 @@
 //! them on), plus this worker's own output settings.
 
 use clap::{Parser, ValueEnum};
-use coload_cohort_schema::{InputShape, TORCHSCRIPT_MODEL, Workload};
+use coload_cohort_schema::{Execution, InputShape, TORCHSCRIPT_MODEL, Workload};
 use coload_spec::{ServeFlags, WorkerFlags, WorkerPlace};
 use coload_workload::{LlmPreset, ModelSource, TorchScriptSpec, ZooModel};
 
@@ -118,6 +118,14 @@ impl Args {
                 .map(ModelSource::Zoo)
                 .map_err(|e| format!("--model: {e}")),
         }
+    }
+
+    /// How this worker issues its batches: `--execution`'s entry for its workload (checked by
+    /// `validate`, so the fallback to eager is never taken).
+    pub(crate) fn execution(&self) -> Execution {
+        self.flags
+            .execution_for(self.place.workload)
+            .unwrap_or_default()
     }
 
     /// `config.model`: this worker's built-in model, or `torchscript`.

@@ -147,7 +147,8 @@ fn initial_report(args: &Args) -> WorkerReport {
             window_s: args.flags.window_s.get(),
             start_lead_s: args.flags.start_lead_s.get(),
             seed: args.flags.seed,
-            execution: args.flags.execution,
+            execution: args.execution(),
+            execution_by_workload: args.flags.execution.per_workload().cloned(),
             // Known once the model is built (see build_and_warm).
             parameter_count: None,
             model_by_workload: args
@@ -436,7 +437,7 @@ impl Run {
             precision: f.vision_precision(),
             seed: f.seed,
             model,
-            execution: f.execution,
+            execution: args.execution(),
         };
         let mut step = if args.place.workload == Workload::Hog {
             Load::Hog(crate::hog::allocate(args, clock).map_err(in_warmup)?)

@@ -445,19 +445,36 @@ fn distinct(values: impl IntoIterator<Item = String>) -> String {
 /// eager`), an LLM's sequences and tokens (`gpt2-small, batch 8, prompt 512 + 128 generated
 /// tokens, bf16, cuda-graph`), and both for a mix of the two.
 fn workload_words(c: &coload_cohort_schema::WorkerConfig) -> String {
-    let vision = |model: &str| {
+    // One execution per workload, where the cohort declared so: each its own.
+    let execution = |w: Option<coload_cohort_schema::Workload>| match (&c.execution_by_workload, w)
+    {
+        (Some(m), Some(w)) => m
+            .get(&w)
+            .map_or_else(|| c.execution.to_string(), ToString::to_string),
+        (Some(m), None) => m
+            .iter()
+            .map(|(w, e)| format!("{w}={e}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        (None, _) => c.execution.to_string(),
+    };
+    let vision = |model: &str, w: Option<coload_cohort_schema::Workload>| {
         format!(
             "{model}, batch {} of 3x{size}x{size}, {}, {}",
             c.batch_size,
             c.precision,
-            c.execution,
+            execution(w),
             size = c.image_size
         )
     };
-    let llm = |model: &str| match &c.llm {
+    let llm = |model: &str, w: Option<coload_cohort_schema::Workload>| match &c.llm {
         Some(l) => format!(
             "{model}, batch {}, prompt {} + {} generated tokens, {}, {}",
-            l.batch_size, l.prompt_tokens, l.output_tokens, l.precision, c.execution
+            l.batch_size,
+            l.prompt_tokens,
+            l.output_tokens,
+            l.precision,
+            execution(w)
         ),
         None => model.to_owned(),
     };
@@ -466,15 +483,15 @@ fn workload_words(c: &coload_cohort_schema::WorkerConfig) -> String {
             .iter()
             .map(|(w, name)| {
                 if w.is_llm() {
-                    format!("{w} {}", llm(name))
+                    format!("{w} {}", llm(name, Some(*w)))
                 } else {
-                    format!("{w} {}", vision(name))
+                    format!("{w} {}", vision(name, Some(*w)))
                 }
             })
             .collect::<Vec<_>>()
             .join("; "),
-        None if c.llm.is_some() => llm(&c.model),
-        None => vision(&c.model),
+        None if c.llm.is_some() => llm(&c.model, None),
+        None => vision(&c.model, None),
     }
 }
 #[expect(

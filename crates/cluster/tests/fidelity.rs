@@ -14,7 +14,7 @@ use std::process::Command;
 use clap::Parser;
 use coload_cluster::{ResourceKey, Site, kubernetes, polyaxon};
 use coload_cohort_schema::{
-    ByteSize, DeviceChoice, Execution, InputShape, Mode, Precision, Workload,
+    ByteSize, DeviceChoice, Execution, ExecutionDeclaration, InputShape, Mode, Precision, Workload,
 };
 use coload_spec::{Arrivals, CohortSpec, Mix, Seconds, ServeFlags, WorkerFlags, WorkerPlace};
 use proptest::prelude::*;
@@ -179,10 +179,17 @@ prop_compose! {
             f.model = Some(MODELS[model].parse().unwrap());
         }
         // A serve worker runs eager only; a serve-llm worker replays a graph per decode bucket.
+        // Beside a serve worker, the others capture theirs through a per-workload declaration.
         f.execution = if graph && serve == 0 {
-            Execution::CudaGraph
+            ExecutionDeclaration::One(Execution::CudaGraph)
+        } else if graph {
+            let mut per = vec!["serve=eager".to_owned()];
+            for (w, n) in [("serve-llm", llm), ("infer", infer), ("train", train)] {
+                if n > 0 { per.push(format!("{w}=cuda-graph")); }
+            }
+            per.join(",").parse().unwrap()
         } else {
-            Execution::Eager
+            ExecutionDeclaration::One(Execution::Eager)
         };
         f.strict_device = strict_device;
         f.telemetry_hz = f64::from(telemetry) / 2.0;

@@ -413,6 +413,116 @@ impl<'de> Deserialize<'de> for ModelDeclaration {
     }
 }
 
+/// What `--execution` declares: one execution for every worker, or one per workload in a mixed
+/// cohort (`serve-llm=cuda-graph,train=eager`: a graph-captured LLM endpoint beside trainers as
+/// PyTorch users run them). Every worker of a cohort is given the same declaration and runs the
+/// entry of its own workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExecutionDeclaration {
+    /// Every worker runs this way.
+    One(Execution),
+    /// Each workload runs its own way.
+    PerWorkload(BTreeMap<Workload, Execution>),
+}
+
+impl Default for ExecutionDeclaration {
+    fn default() -> Self {
+        ExecutionDeclaration::One(Execution::Eager)
+    }
+}
+
+impl ExecutionDeclaration {
+    /// How a worker of `workload` runs, or why the declaration names nothing for it.
+    pub fn execution_for(&self, workload: Workload) -> Result<Execution, ValueError> {
+        match self {
+            ExecutionDeclaration::One(e) => Ok(*e),
+            ExecutionDeclaration::PerWorkload(map) => {
+                map.get(&workload).copied().ok_or_else(|| {
+                    format!(
+                        "--execution `{self}` names no execution for {workload} workers; add \
+                     {workload}=eager or {workload}=cuda-graph"
+                    )
+                    .into()
+                })
+            }
+        }
+    }
+
+    /// The per-workload declaration, recorded in [`WorkerConfig::execution_by_workload`].
+    #[must_use]
+    pub fn per_workload(&self) -> Option<&BTreeMap<Workload, Execution>> {
+        match self {
+            ExecutionDeclaration::One(_) => None,
+            ExecutionDeclaration::PerWorkload(map) => Some(map),
+        }
+    }
+
+    /// Whether any worker may run a CUDA graph.
+    #[must_use]
+    pub fn any_graph(&self) -> bool {
+        match self {
+            ExecutionDeclaration::One(e) => *e == Execution::CudaGraph,
+            ExecutionDeclaration::PerWorkload(map) => {
+                map.values().any(|e| *e == Execution::CudaGraph)
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for ExecutionDeclaration {
+    type Err = ValueError;
+
+    /// `eager`, `cuda-graph`, or `workload=EXECUTION` pairs separated by commas.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if !s.contains('=') {
+            return Ok(ExecutionDeclaration::One(s.parse()?));
+        }
+        let mut map = BTreeMap::new();
+        for part in s.split(',').map(str::trim) {
+            let (workload, execution) = part.split_once('=').ok_or_else(|| {
+                ValueError::from(format!(
+                    "`{part}` in --execution is not of the form workload=EXECUTION (e.g. \
+                     serve-llm=cuda-graph)"
+                ))
+            })?;
+            let workload: Workload = workload.trim().parse()?;
+            let execution: Execution = execution.trim().parse()?;
+            if map.insert(workload, execution).is_some() {
+                return Err(format!("--execution names {workload} twice").into());
+            }
+        }
+        Ok(ExecutionDeclaration::PerWorkload(map))
+    }
+}
+
+impl fmt::Display for ExecutionDeclaration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExecutionDeclaration::One(e) => f.write_str(e.as_str()),
+            ExecutionDeclaration::PerWorkload(map) => f.write_str(
+                &map.iter()
+                    .map(|(w, e)| format!("{w}={e}"))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        }
+    }
+}
+
+impl Serialize for ExecutionDeclaration {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ExecutionDeclaration {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// One input sample's shape for a TorchScript model, written `C,H,W` on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct InputShape(pub [u32; 3]);
@@ -510,6 +620,11 @@ pub struct WorkerConfig {
     /// identical in every worker; `null` when every worker runs `model`.
     #[serde(default)]
     pub model_by_workload: Option<BTreeMap<Workload, String>>,
+    /// A mixed cohort's one execution per workload (`{"serve-llm": "cuda-graph", "train":
+    /// "eager"}`), identical in every worker; absent when every worker runs `execution`. Each
+    /// worker's `execution` is then its own workload's entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_by_workload: Option<BTreeMap<Workload, Execution>>,
     /// The user's TorchScript file, when `model` is [`TORCHSCRIPT_MODEL`].
     #[serde(default)]
     pub model_file: Option<ModelFile>,
@@ -674,6 +789,7 @@ impl WorkerConfig {
             execution: Execution::Eager,
             parameter_count: None,
             model_by_workload: None,
+            execution_by_workload: None,
             model_file: None,
             serve: None,
             llm: None,
@@ -692,6 +808,64 @@ impl WorkerConfig {
             }
             _ => self.model.clone(),
         }
+    }
+
+    /// `execution` and `execution_by_workload` as [`WorkerConfig::differences`] compares them.
+    fn execution_differences(&self, reference: &WorkerConfig) -> Vec<ConfigDifference> {
+        let mut out = Vec::new();
+        let mut push = |field: &'static str, found: String, expected: String| {
+            if found != expected {
+                out.push(ConfigDifference {
+                    field,
+                    found,
+                    expected,
+                });
+            }
+        };
+        // As for the model: a per-workload declaration is identical everywhere, each worker runs
+        // its own workload's entry, and executions compare only within a workload.
+        let executions = |c: &WorkerConfig| {
+            c.execution_by_workload.as_ref().map_or_else(
+                || "none".to_owned(),
+                |m| {
+                    m.iter()
+                        .map(|(w, e)| format!("{w}={e}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
+            )
+        };
+        push(
+            "execution_by_workload",
+            executions(self),
+            executions(reference),
+        );
+        match &self.execution_by_workload {
+            Some(declared) => {
+                if declared.get(&self.workload) != Some(&self.execution) {
+                    push(
+                        "execution",
+                        self.execution.to_string(),
+                        declared.get(&self.workload).map_or_else(
+                            || format!("none declared for {}", self.workload),
+                            |e| format!("{e} (declared for {})", self.workload),
+                        ),
+                    );
+                } else if self.workload == reference.workload {
+                    push(
+                        "execution",
+                        self.execution.to_string(),
+                        reference.execution.to_string(),
+                    );
+                }
+            }
+            None => push(
+                "execution",
+                self.execution.to_string(),
+                reference.execution.to_string(),
+            ),
+        }
+        out
     }
 
     /// The fields on which `self` differs from `reference`, ignoring `workload` and `serve`
@@ -769,11 +943,9 @@ impl WorkerConfig {
         for (field, text) in file_fields {
             check(field, file(self, text), file(reference, text));
         }
-        check(
-            "execution",
-            self.execution.to_string(),
-            reference.execution.to_string(),
-        );
+        for d in self.execution_differences(reference) {
+            check(d.field, d.found, d.expected);
+        }
         check(
             "batch_size",
             self.batch_size.to_string(),
@@ -970,6 +1142,87 @@ mod tests {
             .map(|d| d.field)
             .collect();
         assert_eq!(fields, ["model"]);
+    }
+
+    /// A graph-captured LLM endpoint beside eager trainers (issue 24): one execution per
+    /// workload, identical in every worker, each worker running its own workload's entry.
+    #[test]
+    fn a_per_workload_execution_lets_workloads_differ_only_as_declared() {
+        let declared: ExecutionDeclaration = "serve-llm=cuda-graph,train=eager".parse().unwrap();
+        assert_eq!(declared.to_string(), "train=eager,serve-llm=cuda-graph");
+        assert_eq!(
+            declared
+                .to_string()
+                .parse::<ExecutionDeclaration>()
+                .unwrap(),
+            declared
+        );
+        assert!(declared.any_graph());
+        let map = declared.per_workload().cloned();
+        let worker = |workload: Workload| {
+            let mut c = sample();
+            c.workload = workload;
+            c.execution = declared.execution_for(workload).unwrap();
+            c.execution_by_workload.clone_from(&map);
+            c
+        };
+        let (train, server) = (worker(Workload::Train), worker(Workload::ServeLlm));
+        assert_eq!(server.execution, Execution::CudaGraph);
+        assert!(server.differences(&train).is_empty());
+        assert!(train.differences(&server).is_empty());
+        // A trainer that captured a graph though eager was declared for training.
+        let mut rogue = worker(Workload::Train);
+        rogue.execution = Execution::CudaGraph;
+        let text: Vec<String> = rogue
+            .differences(&server)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(text, ["execution cuda-graph != eager (declared for train)"]);
+        // A worker given no declaration.
+        let mut other = worker(Workload::Train);
+        other.execution_by_workload = None;
+        let fields: Vec<&str> = other.differences(&server).iter().map(|d| d.field).collect();
+        assert_eq!(fields, ["execution_by_workload", "execution"]);
+        // Without a declaration, executions differ whatever the workloads.
+        let mut plain = sample();
+        plain.workload = Workload::ServeLlm;
+        plain.execution = Execution::CudaGraph;
+        let fields: Vec<&str> = plain
+            .differences(&sample())
+            .iter()
+            .map(|d| d.field)
+            .collect();
+        assert_eq!(fields, ["execution"]);
+    }
+
+    #[test]
+    fn execution_declarations_parse_and_refuse() {
+        assert_eq!(
+            "cuda-graph".parse::<ExecutionDeclaration>().unwrap(),
+            ExecutionDeclaration::One(Execution::CudaGraph)
+        );
+        let two: ExecutionDeclaration = "train=eager, infer=cuda-graph".parse().unwrap();
+        assert_eq!(
+            two.execution_for(Workload::Infer).unwrap(),
+            Execution::CudaGraph
+        );
+        let e = two.execution_for(Workload::Serve).unwrap_err().to_string();
+        assert!(e.contains("names no execution for serve workers"), "{e}");
+        for bad in [
+            "train=eager,train=cuda-graph",
+            "train",
+            "fast",
+            "train=fast",
+            "gpu=eager,x",
+        ] {
+            assert!(bad.parse::<ExecutionDeclaration>().is_err(), "{bad}");
+        }
+        let e = "train=eager,train=cuda-graph"
+            .parse::<ExecutionDeclaration>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("names train twice"), "{e}");
     }
 
     #[test]

@@ -49,9 +49,10 @@ pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::{BatchRecord, Phase};
 pub use cohort_failure::{CohortFailure, WorkerOutcome};
 pub use config::{
-    ConfigDifference, DeviceChoice, Execution, FCFS_PREFILL_FIRST, InputShape, LLM_LENGTHS_FILE,
-    LLM_LENGTHS_FIXED, LLM_LENGTHS_UNIFORM, LlmConfig, Mode, ModelDeclaration, ModelFile,
-    Precision, ServeConfig, ServeLlmConfig, TORCHSCRIPT_MODEL, WorkerConfig, Workload,
+    ConfigDifference, DeviceChoice, Execution, ExecutionDeclaration, FCFS_PREFILL_FIRST,
+    InputShape, LLM_LENGTHS_FILE, LLM_LENGTHS_FIXED, LLM_LENGTHS_UNIFORM, LlmConfig, Mode,
+    ModelDeclaration, ModelFile, Precision, ServeConfig, ServeLlmConfig, TORCHSCRIPT_MODEL,
+    WorkerConfig, Workload,
 };
 pub use error::{SchemaError, ValueError};
 pub use failure::{FailureKind, Stage, Status};

@@ -637,6 +637,36 @@ mod tests {
             e.starts_with("--execution|") && e.contains("serve runs eager only"),
             "{e}"
         );
+        // One execution per workload: the serve worker eager beside a graph-captured endpoint,
+        // or the endpoint's graphs beside eager trainers; every workload of the mix declared.
+        assert!(
+            check(
+                "--workers serve=1,serve-llm=1 --model serve=resnet18,serve-llm=gpt2-tiny --rate 3 \
+                 --prompt-tokens 8 --output-tokens 8 --execution serve=eager,serve-llm=cuda-graph"
+            )
+            .is_ok()
+        );
+        assert!(
+            check(
+                "--workers serve-llm=1,train=2 --model serve-llm=gpt2-tiny,train=resnet18 \
+                 --rate 2 --prompt-tokens 8 --output-tokens 8 \
+                 --execution serve-llm=cuda-graph,train=eager"
+            )
+            .is_ok()
+        );
+        let e = check(
+            "--workers serve-llm=1,train=2 --model serve-llm=gpt2-tiny,train=resnet18 --rate 2 \
+             --prompt-tokens 8 --output-tokens 8 --execution serve-llm=cuda-graph",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("--execution|") && e.contains("names no execution for train workers"),
+            "{e}"
+        );
+        let e =
+            check("--workers serve=1,train=1 --rate 3 --execution serve=cuda-graph,train=eager")
+                .unwrap_err();
+        assert!(e.contains("serve runs eager only"), "{e}");
         // A cohort of both open-loop workloads takes both kinds of objective.
         assert!(
             check(&format!(

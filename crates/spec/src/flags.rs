@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use coload_cohort_schema::{
-    ByteSize, DEFAULT_GPM_INTERVAL_S, DeclaredShare, DeviceChoice, Execution, InputShape,
-    MAX_GPM_INTERVAL_S, MIB, MIN_GPM_INTERVAL_S, Mode, ModelDeclaration, Precision, Workload,
+    ByteSize, DEFAULT_GPM_INTERVAL_S, DeclaredShare, DeviceChoice, Execution, ExecutionDeclaration,
+    InputShape, MAX_GPM_INTERVAL_S, MIB, MIN_GPM_INTERVAL_S, Mode, ModelDeclaration, Precision,
+    Workload,
 };
 
 use crate::error::SpecError;
@@ -96,9 +97,10 @@ pub struct WorkerFlags {
     pub num_classes: Option<u32>,
 
     /// How batches are issued: eager (kernel by kernel), or cuda-graph (the step captured once
-    /// after warmup and replayed: no launch cost per kernel; CUDA only)
-    #[arg(long, default_value_t = Execution::Eager)]
-    pub execution: Execution,
+    /// after warmup and replayed: no launch cost per kernel; CUDA only); or one per workload of
+    /// a mixed cohort, e.g. serve-llm=cuda-graph,train=eager
+    #[arg(long, default_value_t = ExecutionDeclaration::One(Execution::Eager))]
+    pub execution: ExecutionDeclaration,
 
     /// Fail (instead of warning) when the device does not match --mode
     #[arg(long)]
@@ -164,6 +166,15 @@ impl WorkerFlags {
         self.model
             .clone()
             .unwrap_or_else(|| ModelDeclaration::One(DEFAULT_MODEL.to_owned()))
+    }
+
+    /// How a worker of `workload` runs: the declaration's entry for it (a hog runs nothing, and
+    /// reads as eager when the declaration names none for it).
+    pub fn execution_for(&self, workload: Workload) -> Result<Execution, SpecError> {
+        match self.execution.execution_for(workload) {
+            Err(_) if workload == Workload::Hog => Ok(Execution::Eager),
+            other => other.map_err(|e| SpecError::flag("--execution", e)),
+        }
     }
 
     /// The model a worker of `workload` runs: the declaration's entry for it, or the default
@@ -251,13 +262,14 @@ impl WorkerFlags {
     /// captures a graph per decode batch-size bucket and takes either), and a per-workload
     /// model declaration must name a model for it (a hog runs none).
     pub fn validate_for(&self, workload: Workload) -> Result<(), SpecError> {
-        if workload == Workload::Serve && self.execution != Execution::Eager {
+        let execution = self.execution_for(workload)?;
+        if workload == Workload::Serve && execution != Execution::Eager {
             return Err(SpecError::flag(
                 "--execution",
                 format!(
                     "--workload serve runs eager only (its batches are padded to several sizes, \
-                     each a different graph); --execution {} is for train and infer",
-                    self.execution
+                     each a different graph); --execution {execution} is for train, infer, \
+                     decode and serve-llm (give one per workload: serve=eager,train=cuda-graph)"
                 ),
             ));
         }
@@ -846,7 +858,7 @@ mod tests {
                 model_file: None,
                 input_shape: None,
                 num_classes: None,
-                execution: Execution::CudaGraph,
+                execution: ExecutionDeclaration::One(Execution::CudaGraph),
                 strict_device: true,
                 mps_replicas: None,
                 mps_unlimited: false,

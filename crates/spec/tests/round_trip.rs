@@ -6,7 +6,8 @@ use std::ffi::OsString;
 
 use clap::Parser;
 use coload_cohort_schema::{
-    ByteSize, DeviceChoice, Execution, InputShape, Mode, ModelDeclaration, Precision, Workload,
+    ByteSize, DeviceChoice, Execution, ExecutionDeclaration, InputShape, Mode, ModelDeclaration,
+    Precision, Workload,
 };
 use coload_spec::{
     Arrivals, CapacityFlags, CohortSpec, Mix, Seconds, ServeFlags, WorkerFlags, WorkerPlace, plan,
@@ -147,7 +148,12 @@ prop_compose! {
             model_file: file.as_ref().map(|f| f.0.clone().into()),
             input_shape: file.as_ref().map(|f| InputShape(f.1)),
             num_classes: file.as_ref().map(|f| f.2),
-            execution: if graph { Execution::CudaGraph } else { Execution::Eager },
+            // One execution, or (a third of the graph cases) one per workload.
+            execution: match (graph, seed % 3) {
+                (false, _) => ExecutionDeclaration::One(Execution::Eager),
+                (true, 0) => "serve-llm=cuda-graph,train=eager,serve=eager".parse().unwrap(),
+                (true, _) => ExecutionDeclaration::One(Execution::CudaGraph),
+            },
             strict_device,
             mps_replicas: match share { Share::Replicas(n) => Some(n), _ => None },
             mps_unlimited: matches!(share, Share::Unlimited),

@@ -724,12 +724,15 @@ fn what_it_runs(flags: &coload_spec::WorkerFlags, workload: Workload) -> String 
         },
         |path| format!("model file {}", path.display()),
     );
-    format!("{model}, {}", flags.execution)
+    let execution = flags
+        .execution_for(workload)
+        .map_or_else(|_| flags.execution.to_string(), |e| e.to_string());
+    format!("{model}, {execution}")
 }
 
 #[cfg(test)]
 mod tests {
-    use coload_cohort_schema::Execution;
+    use coload_cohort_schema::{Execution, ExecutionDeclaration};
     use coload_spec::Seconds;
 
     use super::*;
@@ -907,7 +910,21 @@ flags = { window_s = 40 }
             } else {
                 Execution::CudaGraph
             };
-            assert_eq!(j.spec.flags.execution, expected, "{}", j.name);
+            assert_eq!(
+                j.spec.flags.execution_for(Workload::ServeLlm).unwrap(),
+                expected,
+                "{}",
+                j.name
+            );
+            // Trainers beside the endpoint run as PyTorch users run them: eager.
+            if j.workers.contains("train") {
+                assert_eq!(
+                    j.spec.flags.execution_for(Workload::Train).unwrap(),
+                    Execution::Eager,
+                    "{}",
+                    j.name
+                );
+            }
         }
         let eager = jobs
             .iter()
@@ -920,14 +937,17 @@ flags = { window_s = 40 }
         assert!(eager.finds_capacity() && graph.finds_capacity());
         // The same search but for the execution.
         let mut same = eager.spec.clone();
-        same.flags.execution = Execution::CudaGraph;
+        same.flags.execution = ExecutionDeclaration::One(Execution::CudaGraph);
         assert_eq!(same, graph.spec);
         let decode = jobs
             .iter()
             .find(|j| j.name == "exclusive-decode1-r1")
             .unwrap();
         assert!(decode.baseline);
-        assert_eq!(decode.spec.flags.execution, Execution::CudaGraph);
+        assert_eq!(
+            decode.spec.flags.execution,
+            ExecutionDeclaration::One(Execution::CudaGraph)
+        );
     }
 
     #[test]

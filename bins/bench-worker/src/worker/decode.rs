@@ -31,7 +31,7 @@ pub(super) fn build(args: &Args) -> Result<DecodeStep, WorkloadError> {
         generate_tokens: output_tokens,
         precision: f.precision,
         seed: f.seed,
-        execution: f.execution,
+        execution: args.execution(),
     };
     DecodeStep::new(&options).map_err(llm_failure)
 }

@@ -75,7 +75,7 @@ impl Run {
             precision: f.vision_precision(),
             seed: f.seed,
             model,
-            execution: f.execution,
+            execution: args.execution(),
         };
         let mut step = ServeStep::new(&options, plan.policy.sizes()).map_err(in_warmup)?;
         let info = step.info();

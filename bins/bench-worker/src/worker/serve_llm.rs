@@ -208,7 +208,7 @@ impl Run {
             max_prompt_tokens: longest_prompt(c),
             precision: f.precision,
             seed: f.seed,
-            execution: f.execution,
+            execution: args.execution(),
         };
         let mut step = LlmServeStep::for_preset(&options).map_err(|e| in_warmup(llm_failure(e)))?;
         let info = step.info();
