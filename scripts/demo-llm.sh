@@ -53,9 +53,18 @@ for w in summary["workers"]:
     if not s:
         continue
     slo = s.get("slo")
+    def verdict(slo):
+        q = f"p{slo['quantile'] * 100:g}"
+        if slo["meets"]:
+            return f"{q} met"
+        if slo["ttft_met"] and slo["tpot_met"] and not slo.get("early_stopping_pass", True):
+            # Within the objectives, but too few requests to show it with 99 % confidence.
+            return (f"{q} within the objectives but not shown: needs "
+                    f"{slo.get('early_stopping_requests_needed')} requests (a longer window)")
+        return f"{q} missed" + (" (overloaded)" if s.get("overloaded") else "")
     met = (f"{slo['attainment'] * 100:.1f} % of requests within TTFT {slo['ttft_slo_ms']} ms and "
            f"TPOT {slo['tpot_slo_ms']} ms, goodput {slo['goodput_per_s']:.2f}/s, "
-           f"p{slo['quantile'] * 100:g} {'met' if slo['meets'] else 'missed'}") if slo else "no SLO"
+           f"{verdict(slo)}") if slo else "no SLO"
     print(f"serve-llm replica {w['replica']}: {s['requests']} requests, {s['completed']} completed; "
           f"TTFT p50 {fmt(s['ttft_ms']['p50'])}, p99 {fmt(s['ttft_ms']['p99'])}; "
           f"TPOT p50 {fmt(s['tpot_ms']['p50'])}, p99 {fmt(s['tpot_ms']['p99'])}; "
