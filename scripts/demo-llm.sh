@@ -26,6 +26,7 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   echo "GPU found: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1); running on cuda:0" >&2
   set -- --workers decode=4 --device cuda:0 --model gpt2-small --batch-size 8 \
     --prompt-tokens 128 --output-tokens 128 --window-s 20
+  # shellcheck disable=SC2054 # the commas are inside --workers' value
   serve=(--workers serve-llm=1,decode=1 --device cuda:0 --model gpt2-small --batch-size 8
     --prompt-tokens 128 --output-tokens 128 --max-batch 16 --rate 10 --window-s 20
     --ttft-slo-ms 500 --tpot-slo-ms 50)
