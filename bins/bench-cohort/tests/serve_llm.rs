@@ -15,17 +15,30 @@ mod common;
 
 use common::{COHORT, worker_bin};
 
-fn cohort(out: &Path, extra: &[&str]) -> Output {
-    Command::new(COHORT)
-        .args(["--mode", "timeslice", "--device", "cpu"])
-        .args(["--model", "gpt2-tiny", "--prompt-tokens", "16"])
-        .args(["--output-tokens", "8", "--max-batch", "4"])
-        .args(["--warmup-batches", "2", "--start-lead-s", "2"])
-        .args(["--join-timeout-s", "120"])
+/// A time-sliced CPU cohort of short requests (16 + 8 tokens, at most 4 running) into `out`;
+/// the model and the rest are the caller's.
+fn command(out: &Path) -> Command {
+    let mut c = Command::new(COHORT);
+    c.args(["--mode", "timeslice", "--device", "cpu"])
+        .args([
+            "--prompt-tokens",
+            "16",
+            "--output-tokens",
+            "8",
+            "--max-batch",
+            "4",
+        ])
+        .args(["--start-lead-s", "2", "--join-timeout-s", "120"])
         .arg("--worker-bin")
         .arg(worker_bin())
         .arg("--out")
-        .arg(out)
+        .arg(out);
+    c
+}
+
+fn cohort(out: &Path, extra: &[&str]) -> Output {
+    command(out)
+        .args(["--model", "gpt2-tiny", "--warmup-batches", "2"])
         .args(extra)
         .output()
         .unwrap()
@@ -334,26 +347,18 @@ fn a_serve_llm_cuda_graph_on_the_cpu_is_refused_by_the_worker() {
 fn a_per_workload_execution_reaches_each_worker_as_its_own() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let o = Command::new(COHORT)
-        .args(["--mode", "timeslice", "--device", "cpu"])
+    let o = command(&out)
         .args(["--workers", "serve-llm=1,train=1", "--rate", "5"])
         .args(["--model", "serve-llm=gpt2-tiny,train=resnet18"])
         .args(["--execution", "serve-llm=cuda-graph,train=eager"])
         .args([
-            "--prompt-tokens",
-            "16",
-            "--output-tokens",
-            "8",
-            "--max-batch",
-            "4",
+            "--batch-size",
+            "2",
+            "--image-size",
+            "32",
+            "--warmup-batches",
+            "1",
         ])
-        .args(["--batch-size", "2", "--image-size", "32"])
-        .args(["--warmup-batches", "1", "--start-lead-s", "2"])
-        .args(["--join-timeout-s", "120"])
-        .arg("--worker-bin")
-        .arg(worker_bin())
-        .arg("--out")
-        .arg(&out)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);

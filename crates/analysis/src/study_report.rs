@@ -451,11 +451,9 @@ fn workload_words(c: &coload_cohort_schema::WorkerConfig) -> String {
         (Some(m), Some(w)) => m
             .get(&w)
             .map_or_else(|| c.execution.to_string(), ToString::to_string),
-        (Some(m), None) => m
-            .iter()
-            .map(|(w, e)| format!("{w}={e}"))
-            .collect::<Vec<_>>()
-            .join(","),
+        (Some(m), None) => {
+            coload_cohort_schema::ExecutionDeclaration::PerWorkload(m.clone()).to_string()
+        }
         (None, _) => c.execution.to_string(),
     };
     let vision = |model: &str, w: Option<coload_cohort_schema::Workload>| {

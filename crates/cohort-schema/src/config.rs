@@ -358,23 +358,17 @@ impl std::str::FromStr for ModelDeclaration {
             }
             return Ok(ModelDeclaration::One(s.to_owned()));
         }
-        let mut map = BTreeMap::new();
-        for part in s.split(',').map(str::trim) {
-            let (workload, name) = part.split_once('=').ok_or_else(|| {
-                ValueError::from(format!(
-                    "`{part}` in --model is not of the form workload=NAME (e.g. train=resnet50)"
-                ))
-            })?;
-            let workload: Workload = workload.trim().parse()?;
-            let name = name.trim();
-            if name.is_empty() {
-                return Err(format!("--model names no model for {workload} (`{part}`)").into());
-            }
-            if map.insert(workload, name.to_owned()).is_some() {
-                return Err(format!("--model names {workload} twice").into());
-            }
-        }
-        Ok(ModelDeclaration::PerWorkload(map))
+        parse_per_workload(
+            s,
+            ("--model", "NAME", "train=resnet50"),
+            |workload, name, part| {
+                if name.is_empty() {
+                    return Err(format!("--model names no model for {workload} (`{part}`)").into());
+                }
+                Ok(name.to_owned())
+            },
+        )
+        .map(ModelDeclaration::PerWorkload)
     }
 }
 
@@ -456,17 +450,6 @@ impl ExecutionDeclaration {
             ExecutionDeclaration::PerWorkload(map) => Some(map),
         }
     }
-
-    /// Whether any worker may run a CUDA graph.
-    #[must_use]
-    pub fn any_graph(&self) -> bool {
-        match self {
-            ExecutionDeclaration::One(e) => *e == Execution::CudaGraph,
-            ExecutionDeclaration::PerWorkload(map) => {
-                map.values().any(|e| *e == Execution::CudaGraph)
-            }
-        }
-    }
 }
 
 impl std::str::FromStr for ExecutionDeclaration {
@@ -478,21 +461,12 @@ impl std::str::FromStr for ExecutionDeclaration {
         if !s.contains('=') {
             return Ok(ExecutionDeclaration::One(s.parse()?));
         }
-        let mut map = BTreeMap::new();
-        for part in s.split(',').map(str::trim) {
-            let (workload, execution) = part.split_once('=').ok_or_else(|| {
-                ValueError::from(format!(
-                    "`{part}` in --execution is not of the form workload=EXECUTION (e.g. \
-                     serve-llm=cuda-graph)"
-                ))
-            })?;
-            let workload: Workload = workload.trim().parse()?;
-            let execution: Execution = execution.trim().parse()?;
-            if map.insert(workload, execution).is_some() {
-                return Err(format!("--execution names {workload} twice").into());
-            }
-        }
-        Ok(ExecutionDeclaration::PerWorkload(map))
+        parse_per_workload(
+            s,
+            ("--execution", "EXECUTION", "serve-llm=cuda-graph"),
+            |_, text, _| text.parse(),
+        )
+        .map(ExecutionDeclaration::PerWorkload)
     }
 }
 
@@ -500,12 +474,7 @@ impl fmt::Display for ExecutionDeclaration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ExecutionDeclaration::One(e) => f.write_str(e.as_str()),
-            ExecutionDeclaration::PerWorkload(map) => f.write_str(
-                &map.iter()
-                    .map(|(w, e)| format!("{w}={e}"))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
+            ExecutionDeclaration::PerWorkload(map) => f.write_str(&per_workload_text(map)),
         }
     }
 }
@@ -572,11 +541,36 @@ impl<'de> Deserialize<'de> for InputShape {
 type FileText = fn(&ModelFile) -> String;
 
 /// `train=resnet50,infer=resnet18`.
-fn per_workload_text(map: &BTreeMap<Workload, String>) -> String {
+/// `train=resnet50,infer=resnet18`: a per-workload declaration as the flags write it.
+fn per_workload_text<T: fmt::Display>(map: &BTreeMap<Workload, T>) -> String {
     map.iter()
         .map(|(w, m)| format!("{w}={m}"))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// `workload=VALUE` pairs separated by commas (`flag`'s per-workload form; `what` names the
+/// value, `example` is one pair), each value read by `value` (given the workload, the trimmed
+/// text and the pair), at most one per workload.
+fn parse_per_workload<T>(
+    s: &str,
+    (flag, what, example): (&str, &str, &str),
+    value: impl Fn(Workload, &str, &str) -> Result<T, ValueError>,
+) -> Result<BTreeMap<Workload, T>, ValueError> {
+    let mut map = BTreeMap::new();
+    for part in s.split(',').map(str::trim) {
+        let (workload, text) = part.split_once('=').ok_or_else(|| {
+            ValueError::from(format!(
+                "`{part}` in {flag} is not of the form workload={what} (e.g. {example})"
+            ))
+        })?;
+        let workload: Workload = workload.trim().parse()?;
+        let v = value(workload, text.trim(), part)?;
+        if map.insert(workload, v).is_some() {
+            return Err(format!("{flag} names {workload} twice").into());
+        }
+    }
+    Ok(map)
 }
 
 /// The configuration a worker declares. Every worker of a cohort must declare the same one,
@@ -825,15 +819,9 @@ impl WorkerConfig {
         // As for the model: a per-workload declaration is identical everywhere, each worker runs
         // its own workload's entry, and executions compare only within a workload.
         let executions = |c: &WorkerConfig| {
-            c.execution_by_workload.as_ref().map_or_else(
-                || "none".to_owned(),
-                |m| {
-                    m.iter()
-                        .map(|(w, e)| format!("{w}={e}"))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                },
-            )
+            c.execution_by_workload
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), per_workload_text)
         };
         push(
             "execution_by_workload",
@@ -1157,7 +1145,6 @@ mod tests {
                 .unwrap(),
             declared
         );
-        assert!(declared.any_graph());
         let map = declared.per_workload().cloned();
         let worker = |workload: Workload| {
             let mut c = sample();
