@@ -154,7 +154,8 @@ fn describe(map: &BTreeMap<&str, Vec<u32>>) -> String {
         .join("; ")
 }
 
-fn plural(n: usize, one: &str, many: &str) -> String {
+/// "1 cohort", "2 cohorts".
+pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 

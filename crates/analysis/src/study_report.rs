@@ -5,6 +5,7 @@
 //! `coload-study` calls [`write`] at the end of every run; another tool can call it on any
 //! study folder, as the report needs only what the folder holds.
 
+use crate::colocation::plural;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -707,13 +708,6 @@ pub fn wall_time(index: &Index) -> Option<String> {
         (Some(a), Some(b)) => format!(", {}", crate::report::utc_span(a, b)),
         _ => String::new(),
     };
-    let plural = |n: usize, one: &str, many: &str| {
-        if n == 1 {
-            format!("{n} {one}")
-        } else {
-            format!("{n} {many}")
-        }
-    };
     if timed.len() == ran.len() && runs > 0 {
         return Some(format!(
             "{} s in {}{span}; {} s of it inside measurement windows ({} of {lane_words} time; \
@@ -771,7 +765,7 @@ fn not_measured(
             continue;
         }
         let mut why = e.reason.clone().unwrap_or_else(|| "not offered".to_owned());
-        if mig_off && e.mode.starts_with("mig") {
+        if mig_off && e.mode.starts_with("mig") && !why.contains("MIG mode disabled") {
             why.push_str("; MIG mode is disabled on this node's GPUs");
         }
         let n = index
@@ -779,19 +773,27 @@ fn not_measured(
             .iter()
             .filter(|k| k.policy == e.policy && k.outcome == Outcome::NotOffered)
             .count();
+        let cohorts = plural(n, "cohort", "cohorts");
+        // A policy measured elsewhere in the study (exclusive alone, say) lost only these
+        // cohorts: the words say so instead of "not measured".
+        let measured_elsewhere = index
+            .cohorts
+            .iter()
+            .any(|k| k.policy == e.policy && k.outcome != Outcome::NotOffered);
         out.push((
             e.policy.clone(),
-            format!(
-                "not measured, {why} ({n} cohort{} not offered)",
-                if n == 1 { "" } else { "s" }
-            ),
+            if measured_elsewhere {
+                format!("{cohorts} not offered: {why}")
+            } else {
+                format!("not measured: {why} ({cohorts} not offered)")
+            },
         ));
     }
     let plan_has_mig = index.cohorts.iter().any(|e| e.mode.starts_with("mig"));
     if !plan_has_mig && mig_off {
         out.push((
             "MIG".to_owned(),
-            "not measured, the plan has no MIG policy and MIG mode is disabled on this node's GPUs"
+            "not measured: the plan has no MIG policy and MIG mode is disabled on this node's GPUs"
                 .to_owned(),
         ));
     }

@@ -132,7 +132,7 @@ fn a_policy_the_node_did_not_offer_is_named_with_its_reason_and_failures_read_as
     ));
     let (html, _) = report(tmp.path(), &index);
     assert!(
-        html.contains("<strong>Not measured here:</strong> mig: not measured, mode mig needs 7 MIG instance(s) on one GPU; nvidia-smi -L lists 0 on the lanes (MIG is set up by the node&#39;s owner) (2 cohorts not offered)."),
+        html.contains("<strong>Not measured here:</strong> mig: not measured: mode mig needs 7 MIG instance(s) on one GPU; nvidia-smi -L lists 0 on the lanes (MIG is set up by the node&#39;s owner) (2 cohorts not offered)."),
         "{}",
         &html[html.find("Not measured here").unwrap_or(0)..][..400]
     );
@@ -281,6 +281,15 @@ fn a_decision_study_answers_all_six_needs_on_its_first_screen() {
         Outcome::NotOffered,
         "mode mig needs 7 MIG instance(s) on one GPU",
     ));
+    // Exclusive ran alone above: two exclusive trainers on a one-GPU node lose one cohort, and
+    // the verdict does not call the policy unmeasured.
+    index.cohorts.push(entry(
+        "exclusive-train2-r1",
+        "exclusive",
+        "exclusive",
+        Outcome::NotOffered,
+        "exclusive with 2 workers needs 2 GPUs, one per worker; this node has 1 out of MIG mode (GPU 0)",
+    ));
     let (html, _) = report(tmp.path(), &index);
     let verdict = &html[html.find("<ul class=\"findings\">").unwrap()..html.find("</ul>").unwrap()];
     for need in [
@@ -291,7 +300,7 @@ fn a_decision_study_answers_all_six_needs_on_its_first_screen() {
         "Serving capacity at the objective (p99 &lt;= 25 ms):</strong> mps-plugin sustains the most (serve=1,train=6): mps-plugin at least 2,400,",
         "Memory isolation against a worker that takes all memory:</strong> mps-plugin (the hog got 19.9 GiB; 6 of 6 others completed) kept the others running; timeslice (the hog got 139.2 GiB;",
         "Energy per sample (train, 7 on one device):</strong> training samples per device joule: mps-plugin 9.60",
-        "Not measured here:</strong> mig: not measured, mode mig needs 7 MIG instance(s) on one GPU (1 cohort not offered).",
+        "Not measured here:</strong> mig: not measured: mode mig needs 7 MIG instance(s) on one GPU (1 cohort not offered); exclusive: 1 cohort not offered: exclusive with 2 workers needs 2 GPUs, one per worker; this node has 1 out of MIG mode (GPU 0).",
     ] {
         assert!(verdict.contains(need), "{need}\n{verdict}");
     }
@@ -381,7 +390,7 @@ fn where_the_study_kept_the_workers_records_the_header_names_driver_cuda_hosts_a
     );
     // The plan had no MIG policy and the workers say MIG mode was off: the verdict says both.
     assert!(html.contains(
-        "<strong>Not measured here:</strong> MIG: not measured, the plan has no MIG policy and MIG mode is disabled on this node&#39;s GPUs."
+        "<strong>Not measured here:</strong> MIG: not measured: the plan has no MIG policy and MIG mode is disabled on this node&#39;s GPUs."
     ));
 }
 

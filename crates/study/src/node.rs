@@ -61,6 +61,15 @@ pub struct Placement {
     pub mig_profile: Option<String>,
 }
 
+/// " (GPU 0, GPU 1)" for lanes 0 and 1; nothing for none.
+fn gpu_words(lanes: &[u32]) -> String {
+    if lanes.is_empty() {
+        return String::new();
+    }
+    let gpus: Vec<String> = lanes.iter().map(|l| format!("GPU {l}")).collect();
+    format!(" ({})", gpus.join(", "))
+}
+
 /// Why the node does not offer a cohort (the index's `not_offered` reason).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotOffered {
@@ -80,15 +89,16 @@ pub enum NotOffered {
     },
     /// Not enough GPUs out of MIG mode.
     #[error(
-        "exclusive with {need} workers needs {need} GPUs, one per worker; {have} lane(s) out of \
-         MIG mode here ({lanes:?})"
+        "exclusive with {need} workers needs {need} GPUs, one per worker; this node has {have} out \
+         of MIG mode{}",
+        gpu_words(.lanes)
     )]
     TooFewGpus {
         /// Workers.
         need: usize,
         /// GPUs that could host them.
         have: usize,
-        /// The lanes.
+        /// The GPUs out of MIG mode among the lanes.
         lanes: Vec<u32>,
     },
     /// No MPS control program.
@@ -279,7 +289,7 @@ impl Node {
                     return Err(NotOffered::TooFewGpus {
                         need: n,
                         have: whole.len(),
-                        lanes: on_lanes.iter().map(|g| g.facts.index).collect(),
+                        lanes: whole.clone(),
                     });
                 }
                 Ok(Placement {
@@ -607,7 +617,11 @@ mod tests {
         let e = mixed
             .place(&job("exclusive", "train=2"), &[0, 1])
             .unwrap_err();
-        assert!(e.to_string().contains("1 lane(s) out of MIG mode"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("this node has 1 out of MIG mode (GPU 1)"),
+            "{e}"
+        );
         let e = mixed
             .place(&job("mig-timeslice", "train=1"), &[0, 1])
             .unwrap_err();
