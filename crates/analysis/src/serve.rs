@@ -3,9 +3,11 @@
 //!
 //! Only requests whose scheduled arrival lies in the common interval count. A request is
 //! completed when its batch completed by the interval's end; the others (queued or running at
-//! the end) are never dropped: they count as requests, as SLO misses, and rank above every
-//! completed request in the latency percentiles (pessimistic: a percentile judged this way can
-//! only be too high, never too low).
+//! the end) are never dropped: they count as requests, as SLO misses in the attainment, and rank
+//! above every completed request in the latency percentiles (pessimistic: a percentile judged
+//! this way can only be too high, never too low). LoadGen's early-stopping test counts the ones
+//! still within the objective at the end (the window closed on them) as *censored*, neither met
+//! nor missed: otherwise the last arrivals of every window would count against it.
 //!
 //! The file is read once, line by line; memory is three fixed histograms
 //! ([`crate::histogram::LogHistogram`]) and a few counters, whatever the number of requests.
@@ -105,6 +107,8 @@ pub(crate) struct ServeScan {
     queueing: LogHistogram,
     service: LogHistogram,
     slo_met: u64,
+    /// Requests not completed by the end whose age then was still within the objective.
+    slo_censored: u64,
     batches: u64,
     batch_requests: u64,
     batch_sizes: BTreeMap<u32, u64>,
@@ -133,6 +137,7 @@ pub(crate) fn scan_requests(
         queueing: LogHistogram::new(),
         service: LogHistogram::new(),
         slo_met: 0,
+        slo_censored: 0,
         batches: 0,
         batch_requests: 0,
         batch_sizes: BTreeMap::new(),
@@ -176,6 +181,10 @@ pub(crate) fn scan_requests(
             } else {
                 let age = end - a;
                 s.max_age_ns = Some(s.max_age_ns.map_or(age, |m| m.max(age)));
+                // The window closed on it before it could miss: censored, not a miss.
+                if slo_ns.is_some_and(|slo| age <= slo) {
+                    s.slo_censored += 1;
+                }
                 // Its wait so far: to its dispatch if it ran across the end, else to the end.
                 line.dispatch_unix_ns.map_or(age, |d| d.min(end) - a)
             };
@@ -267,7 +276,9 @@ pub(crate) fn serve_summary(
             nearest_rank(scan.requests, (slo.quantile * 1000.0).round() as u32)
         };
         let percentile_met = scan.requests > 0 && scan.slo_met >= needed;
-        let misses = scan.requests - scan.slo_met;
+        // In-flight requests the window's end cut off before they could miss are neither
+        // met nor missed in the test; every other unanswered request is a miss.
+        let misses = scan.requests - scan.slo_met - scan.slo_censored;
         let min_met = early_stopping_min_met(misses, slo.quantile);
         let early_stopping_pass = scan.slo_met >= min_met;
         SloAttainment {
@@ -278,6 +289,7 @@ pub(crate) fn serve_summary(
             percentile_met,
             early_stopping_pass,
             early_stopping_requests_needed: min_met.saturating_add(misses),
+            censored: scan.slo_censored,
             meets: percentile_met && early_stopping_pass && !overloaded,
         }
     });
@@ -409,6 +421,13 @@ mod tests {
             (1, 0.25, false)
         );
         assert!(!slo.meets);
+        // The two the end cut off (ages 5 and 1 ms, within 9) are censored in the early-stopping
+        // test: 1 met against 1 missed (the 10 ms request), not against 3.
+        assert_eq!(slo.censored, 2);
+        assert_eq!(
+            slo.early_stopping_requests_needed,
+            early_stopping_min_met(1, 0.5) + 1
+        );
         // 2 unfinished of 4 exceeds the allowance of max(1, 2 * 1).
         assert!(!s.overloaded, "{:?}", s.overload_reasons);
     }

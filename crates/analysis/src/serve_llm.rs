@@ -17,6 +17,8 @@
 //! - **SLO**: a request meets the objectives when it completed with its TTFT and its TPOT
 //!   within them (a one-token request has no TPOT and is judged on its TTFT); unfinished and
 //!   never-admitted requests are misses. Attainment = met / requests, goodput = met / seconds.
+//!   LoadGen's early-stopping test counts the unfinished ones that had broken neither objective
+//!   by `end` as *censored*, neither met nor missed: the window closed on them.
 //!   The verdict (what `--find-capacity` searches on) is the TTFT and the TPOT at the quantile
 //!   within their objectives and the server not overloaded. Requests arriving within one
 //!   end-to-end latency of the interval's end cannot complete, so attainment is a lower bound
@@ -72,8 +74,31 @@ pub(crate) struct LlmScan {
     /// Requests in the interval that ask for two tokens or more (the ones a TPOT judges).
     multi_token_requests: u64,
     slo_met: u64,
+    /// Requests not completed by the end that had broken neither objective by then.
+    slo_censored: u64,
     quarter_wait_sum_ns: [u128; 4],
     quarter_count: [u64; 4],
+}
+
+/// Whether a request not completed by `end` had already broken an objective then: its first
+/// token later than the TTFT objective (or none yet, past it), or, with the first token out, its
+/// remaining tokens unable to bring the TPOT within its objective even if they all came at once
+/// (`end - first > tpot x (output - 1)`).
+fn missed_by(
+    r: &coload_cohort_schema::LlmRequestLine,
+    first: Option<u64>,
+    end: u64,
+    slo: LlmSlo,
+) -> bool {
+    let ttft_ns = slo.ttft_ms * NS_PER_MS;
+    match first {
+        None => (end - r.arrival_unix_ns) as f64 > ttft_ns,
+        Some(f) => {
+            (f - r.arrival_unix_ns) as f64 > ttft_ns
+                || (r.output_tokens > 1
+                    && (end - f) as f64 > slo.tpot_ms * NS_PER_MS * f64::from(r.output_tokens - 1))
+        }
+    }
 }
 
 /// Streams `path`, keeping the requests whose arrival lies in `common`; `slo` counts those
@@ -129,8 +154,15 @@ pub(crate) fn scan_llm_requests(
             {
                 s.slo_met += 1;
             }
-        } else if admitted.is_some() {
-            s.unfinished += 1;
+        } else {
+            if admitted.is_some() {
+                s.unfinished += 1;
+            }
+            if let Some(slo) = slo
+                && !missed_by(&r, out.first().copied(), end, slo)
+            {
+                s.slo_censored += 1;
+            }
         }
         // Its wait: to its admission, or so far when it was not admitted by the end.
         let wait = admitted.map_or(end, |a| a) - r.arrival_unix_ns;
@@ -245,7 +277,12 @@ pub(crate) fn serve_llm_summary(
         // As for `serve`: a window of too few requests cannot show its percentile within the
         // objective with confidence, whatever it observed (a p99 of 50 requests is their
         // slowest one).
-        let misses = scan.requests.saturating_sub(scan.slo_met);
+        // Requests the window's end cut off before they broke an objective are neither met nor
+        // missed in the test (every window ends on a few: the last arrivals cannot complete).
+        let misses = scan
+            .requests
+            .saturating_sub(scan.slo_met)
+            .saturating_sub(scan.slo_censored);
         let min_met = early_stopping_min_met(misses, slo.quantile);
         let early_stopping_pass = scan.slo_met >= min_met;
         LlmSloAttainment {
@@ -259,6 +296,7 @@ pub(crate) fn serve_llm_summary(
             tpot_met,
             early_stopping_pass,
             early_stopping_requests_needed: Some(min_met.saturating_add(misses)),
+            censored: scan.slo_censored,
             meets: ttft_met && tpot_met && early_stopping_pass && !overloaded,
         }
     });
@@ -463,15 +501,18 @@ mod tests {
         // Queueing of the admitted by the end: 2, 10, 30, 10 -> p50 = 2nd of 4 = 10.
         assert_eq!(s.queueing_ms.p50, Some(10.0));
         // SLO 20 ms TTFT and 5 ms TPOT: request 1 (10, 4) meets both; request 2's TPOT (10)
-        // and request 3's TTFT (40) miss; 4 and 5 did not complete.
+        // and request 3's TTFT (40) miss; 4 and 5 did not complete, and had broken neither
+        // objective by 110 (4: TTFT 15, 5 ms since its first token of 2 x 5 allowed; 5: 10 ms
+        // without a first token): censored.
         let slo = s.slo.unwrap();
         assert_eq!((slo.met, slo.attainment, slo.goodput_per_s), (1, 0.2, 10.0));
+        assert_eq!(slo.censored, 2);
         // At p50: TTFT 20 <= 20 and TPOT 4 <= 5: both percentiles are met, but 1 request met of
-        // 5 does not show the median within the objectives with 99 % confidence (LoadGen's
-        // early stopping needs 19 requests with 4 misses): the verdict fails.
+        // 3 judged does not show the median within the objectives with 99 % confidence
+        // (LoadGen's early stopping needs 14 requests with 2 misses): the verdict fails.
         assert!(slo.ttft_met && slo.tpot_met, "{slo:?}");
         assert!(!slo.early_stopping_pass && !slo.meets, "{slo:?}");
-        assert_eq!(slo.early_stopping_requests_needed, Some(19));
+        assert_eq!(slo.early_stopping_requests_needed, Some(14));
         assert!(!s.overloaded, "{:?}", s.overload_reasons);
         assert_eq!(s.kv_cache_bytes, Some(4096));
         // A TTFT objective 1 ms tighter fails the TTFT at p50.
@@ -575,6 +616,81 @@ mod tests {
         assert!(a.tpot_met && a.ttft_met);
         // Two requests cannot show a median with confidence.
         assert!(!a.early_stopping_pass && !a.meets);
+    }
+
+    /// The window's end cuts off the last arrivals of every window. Interval [0, 100) ms, TTFT
+    /// objective 10 ms, TPOT 5 ms, three-token requests:
+    ///
+    /// | request | arrival | tokens by 100 | at the end                                       |
+    /// | 0       | 0       | 2, 4, 6       | met                                              |
+    /// | 1       | 50      | 70, 99        | missed: TTFT 20 ms                               |
+    /// | 2       | 60      | 65, 80        | missed: 35 ms since its first token, 10 allowed  |
+    /// | 3       | 80      | none          | missed: 20 ms without a first token              |
+    /// | 4       | 90      | 95, 97        | censored: TTFT 5, 5 ms since it, 2 x 5 allowed   |
+    /// | 5       | 95      | none          | censored: 5 ms without a first token, 10 allowed |
+    ///
+    /// Attainment still counts the censored as misses (1 of 6); the early-stopping test does
+    /// not: 1 met and 3 missed.
+    #[test]
+    fn requests_the_end_cut_off_are_censored_not_missed() {
+        let p = file(&[
+            (0, Some(1), &[2, 4, 6], 3),
+            (50, Some(51), &[70, 99], 3),
+            (60, Some(61), &[65, 80], 3),
+            (80, None, &[], 3),
+            (90, Some(91), &[95, 97], 3),
+            (95, None, &[], 3),
+        ]);
+        let slo = LlmSlo {
+            ttft_ms: 10.0,
+            tpot_ms: 5.0,
+            quantile: 0.5,
+        };
+        let scan = scan_llm_requests(&p, span(0, 100), Some(slo)).unwrap();
+        assert_eq!((scan.slo_met, scan.slo_censored), (1, 2));
+        let a = serve_llm_summary(&scan, 0.1, SHAPE, Some(slo)).slo.unwrap();
+        assert_eq!(a.censored, 2);
+        assert_eq!(a.attainment, 1.0 / 6.0);
+        // 1 met against 3 missed, not against 5.
+        assert_eq!(
+            a.early_stopping_requests_needed,
+            Some(early_stopping_min_met(3, 0.5) + 3)
+        );
+    }
+
+    /// A p99 probe of 459 requests that met both objectives passes with the few the window's
+    /// end cut off: they are censored, not misses (counted as misses they would ask for 1,000
+    /// more requests, the H200 capacity search's first figure).
+    #[test]
+    fn a_window_full_of_met_requests_passes_with_its_last_arrivals_in_flight() {
+        let mut owned: Vec<(u64, Option<u64>, Vec<u64>, u32)> = (0..459)
+            .map(|i| (i * 2, Some(i * 2), vec![i * 2 + 1, i * 2 + 2], 2))
+            .collect();
+        let end = 2 * 459 + 10;
+        // Three arrive in the window's last milliseconds and are running at its end.
+        for k in (1..=3).rev() {
+            owned.push((end - k, Some(end - k), vec![end - k + 1], 2));
+        }
+        let borrowed: Vec<Req<'_>> = owned
+            .iter()
+            .map(|(a, ad, t, o)| (*a, *ad, t.as_slice(), *o))
+            .collect();
+        let p = file(&borrowed);
+        let slo = LlmSlo {
+            ttft_ms: 10.0,
+            tpot_ms: 10.0,
+            quantile: 0.99,
+        };
+        let scan = scan_llm_requests(&p, span(0, end), Some(slo)).unwrap();
+        let two = LlmShape {
+            output_tokens: 2,
+            ..SHAPE
+        };
+        let a = serve_llm_summary(&scan, end as f64 / 1e3, two, Some(slo))
+            .slo
+            .unwrap();
+        assert_eq!((a.met, a.censored), (459, 3));
+        assert!(a.early_stopping_pass && a.ttft_met && a.tpot_met, "{a:?}");
     }
 
     /// At p99 a window must hold 459 requests that all meet the objectives (LoadGen's early

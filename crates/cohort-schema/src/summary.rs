@@ -301,6 +301,12 @@ pub struct LlmSloAttainment {
     /// The requests that test needs with this many misses (absent in older files).
     #[serde(default)]
     pub early_stopping_requests_needed: Option<u64>,
+    /// Requests still in flight at the interval's end that had broken no objective by then: the
+    /// window closed on them (the last arrivals of any window), so the early-stopping test counts
+    /// them neither as met nor as missed. Attainment still counts them as misses. Absent in
+    /// older files, whose test counted them as misses: 0.
+    #[serde(default)]
+    pub censored: u64,
     /// The verdict: `ttft_met`, `tpot_met`, `early_stopping_pass`, and the server not
     /// overloaded.
     pub meets: bool,
@@ -430,6 +436,12 @@ pub struct SloAttainment {
     /// The requests that test needs with this many misses (it passes when `requests` reaches
     /// it and every extra request meets the objective).
     pub early_stopping_requests_needed: u64,
+    /// Requests still in flight at the interval's end that had broken no objective by then: the
+    /// window closed on them (the last arrivals of any window), so the early-stopping test counts
+    /// them neither as met nor as missed. Attainment still counts them as misses. Absent in
+    /// older files, whose test counted them as misses: 0.
+    #[serde(default)]
+    pub censored: u64,
     /// The verdict: `percentile_met`, `early_stopping_pass`, and the server not overloaded.
     pub meets: bool,
 }
