@@ -1128,13 +1128,31 @@ def llm_capacities(study):
     return sorted(found, key=lambda x: (rank(x[0]), x[0]["name"]))
 
 
+def serve_llm_execution(study, e):
+    """How the plan runs an entry's serve-llm endpoint: `cuda-graph` or `eager`, from its
+    `execution` flag (one for every workload, or per workload as `serve-llm=cuda-graph,...`)."""
+    flags = {**study.plan.get("flags", {}), **study.plan_cohort(e).get("flags", {})}
+    value = str(flags.get("execution", "eager"))
+    if "=" in value:
+        per = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
+        value = per.get("serve-llm", "eager")
+    return value
+
+
 def llm_capacity_table(study, found, alone):
     rows = []
+    # Searches of one policy and mix that differ in execution (the endpoint alone, eager and
+    # graph-captured) name it, or their rows would read the same.
+    seen = {}
+    for e, _, _ in found:
+        seen.setdefault((e["policy"], e["workers"]), set()).add(serve_llm_execution(study, e))
     for e, c, folder in found:
         mix = workers_mix(e["workers"])
+        policy = POLICY_WORDS.get(e["policy"], e["policy"])
+        if len(seen[(e["policy"], e["workers"])]) > 1:
+            policy += f" ({serve_llm_execution(study, e)})"
         if c is None:
-            rows.append([POLICY_WORDS.get(e["policy"], e["policy"]), beside_words(mix), entry_state(study, e),
-                         "", "", "", ""])
+            rows.append([policy, beside_words(mix), entry_state(study, e), "", "", "", ""])
             continue
         x_alone = "-"
         base = (alone or {}).get("capacity_per_s")
@@ -1142,7 +1160,7 @@ def llm_capacity_table(study, found, alone):
             x_alone = f"{ratio(c['capacity_per_s'] / base)}x"
         lo, hi = c.get("capacity_per_s"), c.get("failed_above_per_s")
         bracket = f"[{'0' if lo is None else rate_words(lo)}, {'∞' if hi is None else rate_words(hi)})"
-        rows.append([POLICY_WORDS.get(e["policy"], e["policy"]), beside_words(mix), capacity_words(c), x_alone,
+        rows.append([policy, beside_words(mix), capacity_words(c), x_alone,
                      bracket, c["stop"], llm_probe_words(c, folder)])
     return table(["policy", "beside the endpoint", "capacity, requests/s", "x alone", "bracket [passed, failed)",
                   "stop", "probes (requests/s: the endpoint's TTFT / TPOT at the quantile)"], rows)
@@ -1311,7 +1329,12 @@ def llm_study(data):
                    + (entry_state(study, base) if base else "not in the plan") + ".")
     found = llm_capacities(study)
     if found:
-        alone = next((c for e, c, _ in found if e["policy"] == "exclusive"), None)
+        # The endpoint alone as it runs beside the others (graph-captured or eager): the eager
+        # search alone is what the graphs change, not the base of "x alone".
+        beside = {serve_llm_execution(study, e) for e, _, _ in found if e["policy"] != "exclusive"}
+        solos = [(e, c) for e, c, _ in found if e["policy"] == "exclusive"]
+        alone = next((c for e, c in solos if serve_llm_execution(study, e) in beside),
+                     solos[0][1] if solos else None)
         objectives = sorted({llm_objective(c) for _, c, _ in found if c})
         out.append("### The endpoint's capacity, alone and beside trainers\n\n"
                    f"One `serve-llm` endpoint, one capacity search per policy at "
