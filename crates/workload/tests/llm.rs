@@ -107,7 +107,7 @@ fn real_tensors_count_what_the_formula_counts() {
 /// forcing (the true next token), comparing every step's logits with the full forward's at
 /// that position. Sequence `s` starts with `prompts[s]` tokens, so the slots sit at different
 /// positions in every step: the per-sequence positions and masks are exercised.
-fn cached_against_full(config: &LlmConfig) -> f64 {
+fn cached_against_full(config: &LlmConfig, block: u32) -> f64 {
     let prompts = [5_i64, 3, 7];
     let total = 12;
     let all = tokens(config, 3, total, 5);
@@ -131,7 +131,7 @@ fn cached_against_full(config: &LlmConfig) -> f64 {
             .map(|(s, &p)| all.get(s as i64).narrow(0, p + step, 1))
             .collect();
         let next = Tensor::stack(&next, 0);
-        let logits = model.decode_step(&next).unwrap();
+        let logits = model.decode_step_in_blocks(&next, block).unwrap();
         for (s, &p) in prompts.iter().enumerate() {
             let reference = full.get(s as i64).get(p + step);
             worst = worst.max(gap(&logits.get(s as i64), &reference));
@@ -143,12 +143,17 @@ fn cached_against_full(config: &LlmConfig) -> f64 {
 
 #[test]
 fn a_cached_decode_computes_what_the_full_forward_computes() {
+    // Block 1 attends over exactly the longest sequence; blocks of 4 and 16 over more positions,
+    // masked (the serve step's rounding, `decode_step_in_blocks`).
     for preset in [LlmPreset::Gpt2Tiny, LlmPreset::LlamaTiny] {
-        let worst = cached_against_full(&tiny(preset));
-        assert!(
-            worst < TOLERANCE,
-            "{preset}: cached decode is {worst:e} of the logits' scale from the full forward"
-        );
+        for block in [1, 4, 16] {
+            let worst = cached_against_full(&tiny(preset), block);
+            assert!(
+                worst < TOLERANCE,
+                "{preset}, block {block}: cached decode is {worst:e} of the logits' scale from the \
+                 full forward"
+            );
+        }
     }
 }
 

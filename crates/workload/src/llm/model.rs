@@ -20,8 +20,8 @@
 //!
 //! Each slot's position lives on the device (`positions`, advanced in place by the step, so a
 //! captured CUDA graph replays correctly) and on the host (`lengths`, for the checks and the
-//! attention length). An eager decode attends over the longest sequence's positions; a
-//! graph-captured decode ([`LlmModel::decode_static`]) over the whole context, since a graph
+//! attention length). An eager decode attends over the longest sequence's positions (the serve
+//! step's rounded up to a block of `ATTEND_BLOCK` positions); a graph-captured decode ([`LlmModel::decode_static`]) over the whole context, since a graph
 //! cannot change shape: the mask makes the two compute the same logits.
 //!
 //! Grouped-query attention in decode folds the query heads of one KV head into the query
@@ -287,14 +287,29 @@ impl LlmModel {
     /// writes its key and value at each sequence's position, attends over the cache, returns
     /// the next-token logits (`[b, vocab]`) and advances each position by one.
     pub fn decode_step(&mut self, tokens: &Tensor) -> Result<Tensor, LlmError> {
+        self.decode_step_in_blocks(tokens, 1)
+    }
+
+    /// [`LlmModel::decode_step`] attending over the longest sequence's positions rounded up to
+    /// a multiple of `block` (at most the context): the mask hides the extra positions, so the
+    /// logits are the same, and the attention takes `context / block` lengths instead of one
+    /// per position. For continuous batching, whose batches change every iteration: every new
+    /// (batch, length) shape can meet a first call inside the window (kernel choice, workspace),
+    /// where a closed-loop decode repeats its shapes every cycle.
+    pub fn decode_step_in_blocks(
+        &mut self,
+        tokens: &Tensor,
+        block: u32,
+    ) -> Result<Tensor, LlmError> {
         let b = self.check_decode(tokens)?;
         let longest = self.cache.lengths[..b as usize]
             .iter()
             .copied()
             .max()
             .unwrap_or(0);
+        let attend = attend_in_blocks(longest, block, self.config.context);
         let _no_grad = tch::no_grad_guard();
-        let logits = self.forward_decode(tokens, b, longest + 1)?;
+        let logits = self.forward_decode(tokens, b, attend)?;
         self.advance(b)?;
         Ok(logits)
     }
@@ -817,5 +832,30 @@ impl KvCache {
             key_positions: Tensor::f_arange(context, int)?,
             lengths: vec![0; slots as usize],
         })
+    }
+}
+
+/// The positions a decode attends over when its longest sequence holds `longest`: that
+/// sequence's new one included, rounded up to a multiple of `block` (0 taken as 1), at most
+/// `context`.
+pub(crate) fn attend_in_blocks(longest: i64, block: u32, context: u32) -> i64 {
+    let block = i64::from(block.max(1));
+    ((longest + block) / block * block).min(i64::from(context))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attend_in_blocks;
+
+    #[test]
+    fn the_attention_length_rounds_up_to_its_block() {
+        // A sequence of 511 tokens decodes its 512th: one block of 128.
+        assert_eq!(attend_in_blocks(511, 128, 1024), 512);
+        assert_eq!(attend_in_blocks(512, 128, 1024), 640);
+        assert_eq!(attend_in_blocks(639, 128, 1024), 640);
+        // Never past the context; a block of 1 (or 0) is the exact length.
+        assert_eq!(attend_in_blocks(1000, 128, 1024), 1024);
+        assert_eq!(attend_in_blocks(12, 1, 1024), 13);
+        assert_eq!(attend_in_blocks(12, 0, 1024), 13);
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! The scheduler hands out its own slot ids (`0..max_batch`); this step keeps the running
 //! sequences *compact* in the model's cache slots `0..b`, so that a decode is the model's
-//! [`LlmModel::decode_step`] over the first `b` slots, with nothing gathered:
+//! [`LlmModel::decode_step_in_blocks`] over the first `b` slots (the attention rounded up to
+//! [`ATTEND_BLOCK`] positions), with nothing gathered:
 //!
 //! - a prefill puts each newly admitted request in the next free physical slot (`b`, `b + 1`,
 //!   ...) and prefills it alone (`prefill_slots`, one forward per request: prompts differ in
@@ -109,6 +110,14 @@ pub struct LlmServeOptions {
     /// Eager, or each decode iteration one replay of its batch-size bucket's CUDA graph.
     pub execution: Execution,
 }
+
+/// The eager serve step's attention length is the batch's longest sequence rounded up to a
+/// multiple of this many positions ([`LlmModel::decode_step_in_blocks`]): continuous batching
+/// changes the batch every iteration, and attending over exactly the longest sequence made
+/// every decode a (batch, length) shape of its own, about `context` lengths for each batch, most
+/// of them first met inside the window. With blocks of 128 a request of 512 + 128 tokens meets
+/// one or two lengths, and a block costs at most 127 masked positions of extra attention.
+pub(crate) const ATTEND_BLOCK: u32 = 128;
 
 /// The decode batch sizes a `serve-llm` step captures a CUDA graph for: the powers of two below
 /// `max_batch`, then `max_batch` (32: 1, 2, 4, 8, 16, 32; 640: 1, 2, ..., 512, 640). A decode
@@ -558,7 +567,7 @@ impl IterationStep for LlmServeStep {
         let mut input = self.tokens.f_narrow(0, 0, b)?;
         match &mut self.decode_path {
             DecodePath::Dynamic => {
-                let logits = self.model.decode_step(&input)?;
+                let logits = self.model.decode_step_in_blocks(&input, ATTEND_BLOCK)?;
                 let _no_grad = tch::no_grad_guard();
                 input.f_copy_(&logits.f_argmax(-1, true)?)?;
             }
