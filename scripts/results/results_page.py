@@ -750,28 +750,73 @@ def llm_share_verdict(root):
     return "; ".join(parts)
 
 
-def llm_pytorch_table(root):
-    rows = []
+def llm_pytorch_pairs(root):
+    """[(model, batch, coload eager decode summary, PyTorch reference, its folder)] for every
+    preset and batch with both: the reference from the newest `*-llm-pytorch` folder of the data
+    that has it (a rerun), else from the decode round's own `pytorch/`."""
+    reruns = sorted(root.parent.glob("*-llm-pytorch"), reverse=True)
+    out = []
     for model in LLM_PRESETS:
         for b in LLM_BATCHES:
-            path = root / "pytorch" / f"{model}-b{b}.json"
             ours = decode_of(root / "solo" / f"{model}-b{b}-eager")
-            if not path.is_file() or path.stat().st_size == 0 or not ours:
+            for folder in reruns + [root]:
+                path = folder / "pytorch" / f"{model}-b{b}.json"
+                if path.is_file() and path.stat().st_size > 0:
+                    break
+            else:
                 continue
-            ref = read_json(path)
-            c = ours[1]
-            warm = ref.get("warmup_iterations")
-            covered = warm is not None and warm >= ref["output_tokens"]
-            rows.append([
-                model, str(b),
-                num(c["tokens_per_s"]), num(ref["tokens_per_s"]),
-                f"{num(c['tpot_ms']['p50'])} / {num(c['tpot_ms']['p99'])}",
-                f"{num(ref['tpot_p50_ms'])} / {num(ref['tpot_p99_ms'])}",
-                "yes" if covered else "no (its first cycle is in the window)",
-            ])
-    return table(["preset", "batch", "coload eager tokens/s", "PyTorch eager tokens/s",
+            if ours:
+                out.append((model, b, ours[1], read_json(path), folder))
+    return out
+
+
+def warmed_a_cycle(ref):
+    warm = ref.get("warmup_iterations")
+    return warm is not None and warm >= ref["output_tokens"]
+
+
+def llm_pytorch_table(root):
+    rows = []
+    for model, b, c, ref, _ in llm_pytorch_pairs(root):
+        rows.append([
+            model, str(b),
+            num(c["tokens_per_s"]), num(ref["tokens_per_s"]),
+            f"{ratio(c['tokens_per_s'] / ref['tokens_per_s'])}x",
+            f"{num(c['tpot_ms']['p50'])} / {num(c['tpot_ms']['p99'])}",
+            f"{num(ref['tpot_p50_ms'])} / {num(ref['tpot_p99_ms'])}",
+            "yes" if warmed_a_cycle(ref) else "no (its first cycle is in the window)",
+        ])
+    return table(["preset", "batch", "coload eager tokens/s", "PyTorch eager tokens/s", "coload ÷ PyTorch",
                   "coload TPOT p50 / p99 ms", "PyTorch TPOT p50 / p99 ms",
                   "PyTorch warmed a whole cycle"], rows)
+
+
+def llm_pytorch_words(root):
+    """What the side-by-side says, from its rows: where the references come from, whether they
+    warmed a whole cycle, and the range of coload's tokens/s against PyTorch's."""
+    pairs = llm_pytorch_pairs(root)
+    if not pairs:
+        return "No PyTorch reference run is in the data yet."
+    folders = sorted({f"`docs/results/data/{f.relative_to(root.parent).as_posix()}/pytorch/`" if f != root
+                      else f"`docs/results/data/{root.name}/pytorch/`" for *_, f in pairs})
+    presets = sorted({m for m, *_ in pairs})
+    missing = [m for m in LLM_PRESETS if m not in presets]
+    cold = [(m, b) for m, b, _, ref, _ in pairs if not warmed_a_cycle(ref)]
+    ratios = [c["tokens_per_s"] / ref["tokens_per_s"] for _, _, c, ref, _ in pairs]
+    text = f"The references: {', '.join(folders)}. "
+    if cold:
+        text += (f"Not yet a fair comparison of throughput: {len(cold)} of {len(pairs)} PyTorch runs warmed "
+                 "fewer iterations than one cycle, so their window holds the first steps at each new KV "
+                 "length, and their p99 is far above their p50; their tokens/s include those steps, and the "
+                 "p50 columns compare like with like. `scripts/gpu/pytorch-decode.sh` runs them again with "
+                 "two whole cycles of warmup (the script's default).")
+    else:
+        text += (f"Every PyTorch run warmed at least a whole cycle before its window: coload's eager "
+                 f"worker makes {ratio(min(ratios))}x to {ratio(max(ratios))}x "
+                 f"PyTorch eager's tokens/s ({'no slower at any batch' if min(ratios) >= 1 else 'slower at some batch'}).")
+    if missing:
+        text += f" Not run yet: {', '.join(missing)}."
+    return text
 
 
 def llm_protocol(root):
@@ -1483,6 +1528,7 @@ def figures(data):
         "llm_share_table": llm_share_table(data / LLM),
         "llm_share_verdict": llm_share_verdict(data / LLM),
         "llm_pytorch_table": llm_pytorch_table(data / LLM),
+        "llm_pytorch_words": llm_pytorch_words(data / LLM),
         "llm_study": llm_study(data),
     }
 
