@@ -466,3 +466,47 @@ fn wall_time_adds_runs_and_names_cohorts_without_times() {
     }
     assert_eq!(wall_time(&index), None);
 }
+
+/// The `llm` study's decode cohorts (H200, 2026-12-01): decode workers get throughput sentences
+/// of their own, card full and not full, in tokens/s; a serve-llm capacity search the plan has
+/// not run yet reads "not run yet", not a pointer to another plan.
+#[test]
+fn an_llm_study_reads_its_decode_throughput_in_tokens() {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("docs/results/data/2026-12-01-llm-study/llm");
+    let mut index: Index = coload_cohort_schema::read_document(&src.join("index.json")).unwrap();
+    index.cohorts.retain(|e| e.workers.starts_with("decode="));
+    let tmp = tempfile::tempdir().unwrap();
+    for e in &index.cohorts {
+        let to = tmp.path().join("cohorts").join(&e.name);
+        std::fs::create_dir_all(&to).unwrap();
+        std::fs::copy(
+            src.join("cohorts").join(&e.name).join("summary.json"),
+            to.join("summary.json"),
+        )
+        .unwrap();
+    }
+    let mut pending = entry(
+        "exclusive-serve-llm1-capacity-r1",
+        "exclusive",
+        "exclusive",
+        Outcome::NotRun,
+        "the time budget would run out",
+    );
+    pending.workers = "serve-llm=1".into();
+    index.cohorts.push(pending);
+    let (html, _) = report(tmp.path(), &index);
+    let verdict = &html[html.find("<ul class=\"findings\">").unwrap()..html.find("</ul>").unwrap()];
+    for need in [
+        "Decode throughput, card full (7 decode workers on one device):</strong> use mps-plugin 2.84× together (26,017 tokens/s;",
+        "timeslice only shares it out: timeslice 0.95× (8,675 tokens/s)",
+        "Decode throughput, card not full (one decode worker alone):</strong>",
+        "mps-plugin caps it: mps-plugin 0.51× (4,687 tokens/s)",
+        "Serving capacity at an objective:</strong> not run yet: the plan&#39;s serving cohorts are among those not run yet (below).",
+    ] {
+        assert!(verdict.contains(need), "{need}\n{verdict}");
+    }
+    assert!(!verdict.contains(
+        "decode workers on one device):</strong> use mps-plugin 2.84× together (26,017 samples/s"
+    ));
+}

@@ -439,10 +439,20 @@ fn sentences(v: &Verdict, ctx: &ReportContext) -> Vec<(String, String)> {
     out
 }
 
+/// What a workload's rate counts: generated tokens for `decode`, samples otherwise.
+fn rate_unit(workload: Workload) -> &'static str {
+    if workload == Workload::Decode {
+        " tokens/s"
+    } else {
+        " samples/s"
+    }
+}
+
 /// Throughput on one device, per workload: the policies that add some and those that only share it out.
 fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
     let name = |c: &Cell| v.policies[c.policy].label.clone();
-    for workload in [Workload::Train, Workload::Infer] {
+    for workload in [Workload::Train, Workload::Infer, Workload::Decode] {
+        let unit = rate_unit(workload);
         // Throughput on one GPU: the largest homogeneous shape that policies share one GPU in.
         let shared: Vec<&Cell> = v
             .cells
@@ -464,7 +474,7 @@ fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
                 "{} {} together ({}; each worker {} solo)",
                 name(c),
                 x(c.aggregate_vs_solo.unwrap_or(0.0)),
-                with_ci(c.aggregate, c.aggregate_ci, " samples/s"),
+                with_ci(c.aggregate, c.aggregate_ci, unit),
                 x(c.rate_vs_solo.unwrap_or(0.0))
             )
         };
@@ -482,7 +492,7 @@ fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
                     "{} {} ({})",
                     name(c),
                     x(c.aggregate_vs_solo.unwrap_or(0.0)),
-                    with_ci(c.aggregate, c.aggregate_ci, " samples/s")
+                    with_ci(c.aggregate, c.aggregate_ci, unit)
                 )
             })
             .collect();
@@ -639,10 +649,20 @@ fn real_cards(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
 /// Capacity at the objective, when a serve study measured it: one sentence per objective.
 fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) {
     if ctx.capacity.is_empty() {
+        // A study whose serving cohorts have not run yet says so, not where else to look.
+        let serving_pending = ctx.cohorts.iter().any(|c| {
+            (c.outcome.starts_with("not run") || c.outcome.starts_with("interrupted"))
+                && c.workers.split(',').any(|w| w.starts_with("serve"))
+        });
         out.push((
             "Serving capacity at an objective:".to_owned(),
-            "not measured: no capacity search in these data (the `decision` plan runs them)."
-                .to_owned(),
+            if serving_pending {
+                "not run yet: the plan's serving cohorts are among those not run yet (below)."
+                    .to_owned()
+            } else {
+                "not measured: no capacity search in these data (the `decision` plan runs them)."
+                    .to_owned()
+            },
         ));
     }
     for (slo, q) in objectives(&ctx.capacity) {
@@ -804,7 +824,8 @@ fn isolation(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>)
 /// against its solo on a whole GPU.
 fn not_full(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
     let name = |c: &Cell| v.policies[c.policy].label.clone();
-    for workload in [Workload::Train, Workload::Infer] {
+    for workload in [Workload::Train, Workload::Infer, Workload::Decode] {
+        let unit = rate_unit(workload);
         let mut alone: Vec<&Cell> = v
             .cells
             .iter()
@@ -822,7 +843,7 @@ fn not_full(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) 
         let short = |c: &Cell| format!("{} {}", name(c), x(c.rate_vs_solo.unwrap_or(0.0)));
         let long = |c: &Cell| {
             format!(
-                "{} {} ({} samples/s)",
+                "{} {} ({}{unit})",
                 name(c),
                 x(c.rate_vs_solo.unwrap_or(0.0)),
                 num(c.rate)
