@@ -387,6 +387,21 @@ pub fn run_with<L: Launcher>(
         setup_s: Cell::new(if cpu { SETUP_S_CPU } else { SETUP_S_GPU }),
         measured: Cell::new((0.0, 0)),
     };
+    // The cohorts earlier runs completed and timed teach the estimate their setup before this
+    // run has measured any: a resumed slice plans its first cohorts with the node's own figure.
+    for i in &items {
+        if let (Outcome::AlreadyComplete, Some(elapsed), Some(in_windows)) =
+            (i.entry.outcome, i.entry.duration_s, i.entry.in_windows_s)
+        {
+            // A cohort whose windows never ran (a hog's trainers out of memory) took no setup
+            // that a measured cohort would.
+            let window = i.job.spec.flags.window_s.get();
+            let cohorts = (in_windows / window).round() as u32;
+            if let (true, Ok(elapsed)) = (cohorts > 0, Duration::try_from_secs_f64(elapsed)) {
+                estimator.observe(&i.job, cohorts, elapsed);
+            }
+        }
+    }
     let lanes_line = if cpu {
         "the CPU, one cohort at a time".to_owned()
     } else {
@@ -716,14 +731,23 @@ fn dry_run(items: &[Item], node: &dyn Offer, lanes: &[u32], est: &Estimator) -> 
         );
     }
     let queue: Vec<&Job> = items.iter().filter(|i| i.queued).map(|i| &i.job).collect();
+    let measured = est.measured.get().1;
     let _ = writeln!(
         out,
-        "{} cohorts to run, expected about {} on {} lane(s) (setup {:.0} s per cohort assumed \
-         outside each window)",
+        "{} cohorts to run, expected about {} on {} lane(s) (setup outside each window: {:.0} s \
+         per cohort {})",
         queue.len(),
         minutes(expected_wall_s(&queue, node, lanes, est)),
         lanes.len().max(1),
-        est.setup_s.get()
+        est.setup_s.get(),
+        if measured == 0 {
+            "assumed".to_owned()
+        } else {
+            format!(
+                "as {measured} cohort{} of earlier runs took it",
+                if measured == 1 { "" } else { "s" }
+            )
+        }
     );
     out
 }

@@ -7,7 +7,8 @@
 //! The cohorts are run by a stand-in launcher that writes what bench-cohort leaves: the H200's
 //! `isolation.json` and exit 30 for the hog cohort, a `failure.json`-less exit 30 for the other.
 //!
-//! The same stand-in shows that run and cohort times survive a resume.
+//! The same stand-in shows that run and cohort times survive a resume, and that a resumed
+//! run's estimate learns the setup time from the cohorts earlier runs timed.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -196,4 +197,77 @@ fn run_and_cohort_times_survive_a_resume() {
     assert_eq!(third.runs.len(), 1);
     assert_eq!(third.cohorts[0].outcome, Outcome::AlreadyComplete);
     assert_eq!(third.cohorts[0].duration_s, None);
+}
+
+/// A console that keeps what a study prints as its result (the dry run's table).
+#[derive(Default)]
+struct Recording(std::sync::Mutex<String>);
+
+impl coload_launch::Console for Recording {
+    fn progress(&self, _line: &str) {}
+
+    fn output(&self, text: &str) {
+        self.0.lock().unwrap().push_str(text);
+    }
+}
+
+fn dry_run(out: &Path, plan: &Plan) -> String {
+    let args = Cli::parse_from([
+        "study",
+        "plan.toml",
+        "--out",
+        out.to_str().unwrap(),
+        "--no-progress-bar",
+        "--dry-run",
+    ])
+    .study;
+    let target = Target {
+        offer: &OneGpu,
+        lanes: vec![0],
+        cpu: false,
+        describe: "one stand-in GPU".into(),
+        launcher: StandIn {
+            isolation: Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/isolation-not-contained.json"),
+        },
+    };
+    let console = Recording::default();
+    coload_study::run_with(&args, plan, target, &console, &AtomicBool::new(false)).unwrap();
+    console.0.into_inner().unwrap()
+}
+
+/// A resumed slice plans its first cohorts with the setup its node took, not the default: the
+/// cohort an earlier run timed (60 s for a 10 s window, 5 s lead: 45 s of setup) teaches it.
+#[test]
+fn a_resumed_dry_run_estimates_with_the_setup_earlier_runs_measured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = Plan::parse(
+        "plan.toml",
+        "[flags]\nwindow_s = 10\n[[policy]]\nname = \"timeslice\"\nmode = \"timeslice\"\n\
+         [[cohort]]\nworkers = \"hog=1,train=6\"\n[[cohort]]\nworkers = \"train=7\"\n",
+    )
+    .unwrap();
+    let out = tmp.path().join("study");
+    let fresh = dry_run(&out, &plan);
+    assert!(
+        fresh.contains("(setup outside each window: 25 s per cohort assumed)"),
+        "{fresh}"
+    );
+    // The hog cohort completes (its isolation.json answers); give it the times a GPU run records.
+    let (_, mut first) = study(&out, &plan);
+    assert_eq!(first.cohorts[0].outcome, Outcome::Complete);
+    first.cohorts[0].duration_s = Some(60.0);
+    first.cohorts[0].in_windows_s = Some(10.0);
+    std::fs::write(
+        out.join("index.json"),
+        serde_json::to_vec_pretty(&first).unwrap(),
+    )
+    .unwrap();
+    let resumed = dry_run(&out, &plan);
+    assert!(
+        resumed.contains(
+            "(setup outside each window: 45 s per cohort as 1 cohort of earlier runs took it)"
+        ),
+        "{resumed}"
+    );
 }
