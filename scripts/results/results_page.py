@@ -797,8 +797,7 @@ def llm_pytorch_words(root):
     pairs = llm_pytorch_pairs(root)
     if not pairs:
         return "No PyTorch reference run is in the data yet."
-    folders = sorted({f"`docs/results/data/{f.relative_to(root.parent).as_posix()}/pytorch/`" if f != root
-                      else f"`docs/results/data/{root.name}/pytorch/`" for *_, f in pairs})
+    folders = sorted({f"`docs/results/data/{f.name}/pytorch/`" for *_, f in pairs})
     presets = sorted({m for m, *_ in pairs})
     missing = [m for m in LLM_PRESETS if m not in presets]
     cold = [(m, b) for m, b, _, ref, _ in pairs if not warmed_a_cycle(ref)]

@@ -73,6 +73,20 @@ impl Launcher for StandIn {
     }
 }
 
+/// The stand-in GPU and launcher every study here runs on.
+fn target() -> Target<'static, StandIn> {
+    Target {
+        offer: &OneGpu,
+        lanes: vec![0],
+        cpu: false,
+        describe: "one stand-in GPU".into(),
+        launcher: StandIn {
+            isolation: Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/isolation-not-contained.json"),
+        },
+    }
+}
+
 fn study(out: &Path, plan: &Plan) -> (u8, Index) {
     let args = Cli::parse_from([
         "study",
@@ -82,18 +96,14 @@ fn study(out: &Path, plan: &Plan) -> (u8, Index) {
         "--no-progress-bar",
     ])
     .study;
-    let target = Target {
-        offer: &OneGpu,
-        lanes: vec![0],
-        cpu: false,
-        describe: "one stand-in GPU".into(),
-        launcher: StandIn {
-            isolation: Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/isolation-not-contained.json"),
-        },
-    };
-    let code = coload_study::run_with(&args, plan, target, &QuietConsole, &AtomicBool::new(false))
-        .unwrap();
+    let code = coload_study::run_with(
+        &args,
+        plan,
+        target(),
+        &QuietConsole,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
     let index: Index =
         serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
     (code, index)
@@ -221,18 +231,8 @@ fn dry_run(out: &Path, plan: &Plan) -> String {
         "--dry-run",
     ])
     .study;
-    let target = Target {
-        offer: &OneGpu,
-        lanes: vec![0],
-        cpu: false,
-        describe: "one stand-in GPU".into(),
-        launcher: StandIn {
-            isolation: Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/data/isolation-not-contained.json"),
-        },
-    };
     let console = Recording::default();
-    coload_study::run_with(&args, plan, target, &console, &AtomicBool::new(false)).unwrap();
+    coload_study::run_with(&args, plan, target(), &console, &AtomicBool::new(false)).unwrap();
     console.0.into_inner().unwrap()
 }
 
