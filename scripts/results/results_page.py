@@ -1183,18 +1183,38 @@ def serve_llm_execution(study, e):
     return value
 
 
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four"}
+
+
+def search_count_words(found):
+    """`one capacity search per policy`, or how many a policy had when one had several."""
+    per = {}
+    for e, _, _ in found:
+        per[e["policy"]] = per.get(e["policy"], 0) + 1
+    if all(n == 1 for n in per.values()):
+        return "one capacity search per policy"
+    several = [f"{NUMBER_WORDS.get(n, n)} for {POLICY_WORDS.get(p, p)}" for p, n in per.items() if n > 1]
+    return f"a capacity search per policy ({'; '.join(several)}: the rows name how they differ)"
+
+
 def llm_capacity_table(study, found, alone):
     rows = []
     # Searches of one policy and mix that differ in execution (the endpoint alone, eager and
     # graph-captured) name it, or their rows would read the same.
-    seen = {}
+    # Searches of one policy, mix and execution that differ in their probes (a second search
+    # below the first's floor, with longer windows) name the probes' window.
+    seen, same = {}, {}
     for e, _, _ in found:
         seen.setdefault((e["policy"], e["workers"]), set()).add(serve_llm_execution(study, e))
+        key = (e["policy"], e["workers"], serve_llm_execution(study, e))
+        same[key] = same.get(key, 0) + 1
     for e, c, folder in found:
         mix = workers_mix(e["workers"])
         policy = POLICY_WORDS.get(e["policy"], e["policy"])
         if len(seen[(e["policy"], e["workers"])]) > 1:
             policy += f" ({serve_llm_execution(study, e)})"
+        if same[(e["policy"], e["workers"], serve_llm_execution(study, e))] > 1:
+            policy += f" ({search_window_s(study, e):g} s probes)"
         if c is None:
             rows.append([policy, beside_words(mix), entry_state(study, e), "", "", "", ""])
             continue
@@ -1210,11 +1230,37 @@ def llm_capacity_table(study, found, alone):
                   "stop", "probes (requests/s: the endpoint's TTFT / TPOT at the quantile)"], rows)
 
 
+def search_window_s(study, e):
+    """The window of a capacity search's probes, seconds, as the plan sets it."""
+    flags = {**study.plan.get("flags", {}), **study.plan_cohort(e).get("flags", {})}
+    return float(flags.get("window_s", 0))
+
+
+def best_searches(pairs):
+    """One (entry, capacity.json) per policy and mix, as the study report's verdict picks it: the
+    search with the highest rate that passed; when none passed, the lowest rate that failed (a
+    second search below the first's floor knows more). Brackets are not merged."""
+    best = {}
+    for e, c in pairs:
+        key = (e["policy"], e["workers"])
+        if key not in best:
+            best[key] = (e, c)
+            continue
+        b = best[key][1]
+        lo, blo = c.get("capacity_per_s"), b.get("capacity_per_s")
+        hi, bhi = c.get("failed_above_per_s") or math.inf, b.get("failed_above_per_s") or math.inf
+        if (lo is not None and (blo is None or lo > blo)) or (lo is None and blo is None and hi < bhi):
+            best[key] = (e, c)
+    return list(best.values())
+
+
 def llm_capacity_verdict(found, alone):
     """Beside other workers: which policy sustains the highest rate, and each policy's rate as
     a fraction of the endpoint's alone (the lower ends of the brackets)."""
     beside = [(e, c) for e, c, _ in found if e["policy"] != "exclusive"]
-    measured = [(e, c) for e, c in beside if c is not None]
+    several = len({(e["policy"], e["workers"]) for e, c in beside if c is not None}) < \
+        len([1 for e, c in beside if c is not None])
+    measured = best_searches([(e, c) for e, c in beside if c is not None])
     measured.sort(key=lambda ec: -(ec[1].get("capacity_per_s") or 0))
     if not measured:
         return None
@@ -1236,6 +1282,9 @@ def llm_capacity_verdict(found, alone):
         text += (f"{' and '.join(winners)} sustain{'s' if len(winners) == 1 else ''} the highest rate "
                  f"({'; '.join(words(e, c) for e, c in measured)}")
         text += "; x alone: the lower ends of the brackets)" if base else ")"
+    if several:
+        text += ("; a policy searched more than once is given by its best-informed search (the highest "
+                 "rate that passed, else the lowest that failed)")
     missing = [e["name"] for e, c in beside if c is None]
     if missing:
         text += f"; not measured yet: {', '.join(missing)}"
@@ -1303,8 +1352,8 @@ def llm_fixed_rows(study):
             q = v["slo"]
             if q:
                 attain = (f"{q['attainment'] * 100:.1f} % of {v['requests']} requests, goodput "
-                          f"{num(q['goodput_per_s'])}/s ({'meets' if q['meets'] else 'misses'} its "
-                          f"{quantile_words(q['quantile'])} objectives)")
+                          f"{num(q['goodput_per_s'])}/s "
+                          f"({llm_slo_words(v, {'met': 'meets', 'missed': 'misses'})})")
             state = f"complete at {num(v['offered_per_s'])} requests/s offered"
             state += ", overloaded" if v["overloaded"] else ""
         rows.append([policy, beside, state, cache, gib(limit) + " pinned" if limit else "none", latency, attain])
@@ -1313,6 +1362,29 @@ def llm_fixed_rows(study):
     header = ["policy", "beside the endpoint", "outcome", "KV cache", "memory limit per client",
               "TTFT / TPOT p99 ms", "SLO attainment"]
     return table(header, rows), facts
+
+
+def llm_slo_outcome(v):
+    """`met`, `missed`, or `short` (as the study report's row: every quantile within its objective
+    and the endpoint not overloaded, but the early-stopping test needed more requests than the
+    window held: not a miss, and not a claim either)."""
+    q = v.get("slo")
+    if q["meets"]:
+        return "met"
+    if q["ttft_met"] and q["tpot_met"] and not v["overloaded"]:
+        return "short"
+    return "missed"
+
+
+def llm_slo_words(v, verb):
+    """An endpoint's outcome against its objectives: `meets its p99 objectives`, ..."""
+    q, outcome = v["slo"], llm_slo_outcome(v)
+    quantile = quantile_words(q["quantile"])
+    if outcome == "short":
+        needed = q.get("early_stopping_requests_needed")
+        return (f"within its {quantile} objectives, on too few requests to show them: {v['requests']}, "
+                f"where the early-stopping test needs {needed if needed else 'more'}")
+    return f"{verb[outcome]} its {quantile} objectives"
 
 
 def llm_kv_verdict(facts):
@@ -1328,8 +1400,11 @@ def llm_kv_verdict(facts):
                 against = f" ({'above' if held > limit else 'within'} the {gib(limit)} pinned per client)"
             met = ""
             if v.get("slo"):
-                met = (f" and {'met' if v['slo']['meets'] else 'missed'} its objectives "
-                       f"({v['slo']['attainment'] * 100:.1f} % of requests within both)")
+                outcome = llm_slo_words(v, {"met": "met", "missed": "missed"})
+                if llm_slo_outcome(v) == "short":
+                    met = f", {outcome}"
+                else:
+                    met = f" and {outcome} ({v['slo']['attainment'] * 100:.1f} % of requests within both)"
             cache = f"{gib(held)} cache" if held else "cache"
             parts.append(f"under {name} the endpoint held its {cache}{against} beside {f['beside']}{met}")
         else:
@@ -1381,7 +1456,7 @@ def llm_study(data):
                      solos[0][1] if solos else None)
         objectives = sorted({llm_objective(c) for _, c, _ in found if c})
         out.append("### The endpoint's capacity, alone and beside trainers\n\n"
-                   f"One `serve-llm` endpoint, one capacity search per policy at "
+                   f"One `serve-llm` endpoint, {search_count_words(found)} at "
                    f"{'; '.join(objectives) or 'its objectives'}: a probe passes when the endpoint meets both at "
                    "the quantile and is not overloaded; a TTFT of `-` falls on a request that got no first "
                    f"token in the window, a TPOT of `-` means no request completed{few_requests_words(found)}."

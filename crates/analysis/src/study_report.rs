@@ -189,11 +189,7 @@ fn llm_serve_row(
             "{:.1} % within {}{}",
             slos.iter().map(|a| a.attainment).fold(1.0, f64::min) * 100.0,
             crate::llm_objective_words(first.ttft_slo_ms, first.tpot_slo_ms, first.quantile),
-            if slos.len() == llm.len() && slos.iter().all(|a| a.meets) {
-                " (met)"
-            } else {
-                " (missed)"
-            }
+            slo_outcome(&llm, &slos)
         )
     });
     Some(crate::LlmServeRow {
@@ -209,6 +205,38 @@ fn llm_serve_row(
         kv_cache_bytes: llm.iter().map(|v| v.kv_cache_bytes).collect(),
         capacity,
     })
+}
+
+/// How a cohort's `serve-llm` workers came out against their objectives: ` (met)`; ` (too few
+/// requests to show it: ...)` when every quantile was within its objective and no worker was
+/// overloaded but the early-stopping test needed more requests than the window held (a short
+/// fixed-rate window: not a miss, and not a claim either); else ` (missed)`.
+fn slo_outcome(
+    llm: &[&coload_cohort_schema::ServeLlmSummary],
+    slos: &[&coload_cohort_schema::LlmSloAttainment],
+) -> String {
+    if slos.len() != llm.len() {
+        return " (missed)".to_owned();
+    }
+    if slos.iter().all(|a| a.meets) {
+        return " (met)".to_owned();
+    }
+    let within = slos.iter().all(|a| a.ttft_met && a.tpot_met) && !llm.iter().any(|v| v.overloaded);
+    if within {
+        let held = llm.iter().map(|v| v.requests).min().unwrap_or(0);
+        let needed = slos
+            .iter()
+            .filter_map(|a| a.early_stopping_requests_needed)
+            .max();
+        return match needed {
+            Some(n) => format!(
+                " (within at the quantile, but too few requests to show it: {held}, the \
+                 early-stopping test needs {n})"
+            ),
+            None => " (within at the quantile, but too few requests to show it)".to_owned(),
+        };
+    }
+    " (missed)".to_owned()
 }
 
 /// Every capacity probe with `serve-llm` workers as a row of the LLM serving table, with its

@@ -475,3 +475,52 @@ fn a_report_of_capacity_searches_alone_shows_them_and_no_empty_sections() {
         assert!(!md.contains(absent), "{absent}\n{md}");
     }
 }
+
+/// A policy searched twice (at the plan's floor, then below it with longer probes) is given in
+/// the verdict by its best-informed search, once; the capacity table names each search.
+#[test]
+fn a_policy_searched_twice_reads_once_in_the_verdict_by_its_best_search() {
+    let mut rows = capacity_rows();
+    for r in &mut rows {
+        r.name = format!("{}-serve1-train6-capacity-r1", r.policy);
+    }
+    rows.push(CapacityRow {
+        name: "timeslice-serve1-train6-capacity-long-r1".into(),
+        capacity_per_s: Some(10.0),
+        failed_above_per_s: Some(12.0),
+        stop: "converged".into(),
+        probes: vec![probe(10.0, 9.1, true), probe(12.0, 11.0, false)],
+        ..rows[0].clone()
+    });
+    let ctx = ReportContext {
+        capacity: rows.clone(),
+        ..ReportContext::default()
+    };
+    let html = render_report_html_with(&results(), &ctx);
+    assert!(
+        html.contains(
+            "mps sustains the most (serve=1,train=6): mps 410 to 600 and timeslice 10 to 12 \
+             requests/s; a policy searched more than once is given by its best-informed search"
+        ),
+        "{}",
+        &html[html.find("Serving capacity").unwrap_or(0)..][..400]
+    );
+    let md = render_comparison_markdown_with(&results(), &ctx);
+    assert!(md.contains("| policy | search | workers |"), "{md}");
+    assert!(
+        md.contains("| timeslice | timeslice-serve1-train6-capacity-long-r1 | serve=1,train=6 |"),
+        "{md}"
+    );
+    // Neither passed: the lower failing rate knows more (below 12 after below 25).
+    rows.last_mut().unwrap().capacity_per_s = None;
+    let ctx = ReportContext {
+        capacity: rows,
+        ..ReportContext::default()
+    };
+    let html = render_report_html_with(&results(), &ctx);
+    assert!(
+        html.contains("mps 410 to 600 and timeslice below 12 requests/s;"),
+        "{}",
+        &html[html.find("Serving capacity").unwrap_or(0)..][..400]
+    );
+}

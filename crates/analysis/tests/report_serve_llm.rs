@@ -121,3 +121,58 @@ fn a_serve_llm_study_reports_ttft_and_tpot_against_the_rate_per_policy() {
         &html[html.find("probes in the order run").unwrap_or(0)..][..600]
     );
 }
+
+/// A fixed-rate window too short for the early-stopping test, whose quantiles were within both
+/// objectives, is not a miss: the row says the test needed more requests than it held. A
+/// quantile outside its objective is a miss.
+#[test]
+fn a_window_too_short_to_show_the_quantile_is_not_called_a_miss() {
+    let row_of = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let tmp = tempfile::tempdir().unwrap();
+        copy_dir(&fixture(), tmp.path());
+        let path = tmp
+            .path()
+            .join("cohorts/exclusive-serve-llm1-r1/summary.json");
+        let mut s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        for w in s["workers"].as_array_mut().unwrap() {
+            if !w["serve_llm"].is_null() {
+                edit(&mut w["serve_llm"]["slo"]);
+            }
+        }
+        std::fs::write(&path, serde_json::to_string(&s).unwrap()).unwrap();
+        let index: Index =
+            coload_cohort_schema::read_document(&tmp.path().join("index.json")).unwrap();
+        let about = About {
+            title: "coload study: serve-llm".into(),
+            description: "serve-llm on the CPU".into(),
+            node: index.node.clone(),
+        };
+        let dir = write(tmp.path(), &about, &index).unwrap().dir.unwrap();
+        let md = std::fs::read_to_string(dir.join("comparison.md")).unwrap();
+        md.lines()
+            .skip_while(|l| !l.starts_with("### LLM serving"))
+            .find(|l| l.starts_with("| exclusive (exclusive)"))
+            .unwrap()
+            .to_owned()
+    };
+    let short = row_of(&|slo| {
+        slo["early_stopping_pass"] = false.into();
+        slo["early_stopping_requests_needed"] = 459.into();
+        slo["meets"] = false.into();
+    });
+    assert!(
+        short.contains(
+            "(within at the quantile, but too few requests to show it: 23, the early-stopping \
+             test needs 459)"
+        ),
+        "{short}"
+    );
+    let missed = row_of(&|slo| {
+        slo["ttft_met"] = false.into();
+        slo["meets"] = false.into();
+    });
+    assert!(missed.contains("(missed)"), "{missed}");
+    let met = row_of(&|_| {});
+    assert!(met.contains("(met)"), "{met}");
+}

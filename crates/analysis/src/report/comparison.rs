@@ -299,8 +299,14 @@ const LOAD_CURVE_FIXED_NOTE: &str = " Squares are the study's fixed-rate serve c
 
 /// Per capacity search: its answer, the bracket it stopped on, and every probe.
 fn capacity_table(rows: &[super::CapacityRow]) -> Table {
-    let mut t = Table::new(&[
-        "policy",
+    // In a study, the search's cohort tells apart two searches of one policy and mix (one
+    // endpoint eager and one graph-captured, or a second search below the first's floor).
+    let named = rows.iter().any(|r| !r.name.is_empty());
+    let mut columns = vec!["policy"];
+    if named {
+        columns.push("search");
+    }
+    columns.extend([
         "workers",
         "objective",
         "capacity, requests/s",
@@ -308,6 +314,7 @@ fn capacity_table(rows: &[super::CapacityRow]) -> Table {
         "stop",
         "probes in the order run, requests/s: latency at the quantile",
     ]);
+    let mut t = Table::new(&columns);
     for r in rows {
         let bracket = format!(
             "[{}, {})",
@@ -343,8 +350,11 @@ fn capacity_table(rows: &[super::CapacityRow]) -> Table {
                 )
             })
             .collect();
-        t.row(vec![
-            r.policy.clone(),
+        let mut row = vec![r.policy.clone()];
+        if named {
+            row.push(r.name.clone());
+        }
+        row.extend([
             r.note.clone(),
             r.objective.clone(),
             r.capacity_words(),
@@ -352,6 +362,7 @@ fn capacity_table(rows: &[super::CapacityRow]) -> Table {
             r.stop.clone(),
             probes.join("; "),
         ]);
+        t.row(row);
     }
     t
 }

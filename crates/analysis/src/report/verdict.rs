@@ -672,15 +672,13 @@ fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) 
             .filter(|r| (r.slo_ms - slo).abs() < 1e-9 && (r.quantile - q).abs() < 1e-9)
             .collect();
         // The server alone on a whole GPU is the reference, not a policy that competes.
-        let (alone, mut rows): (Vec<&super::CapacityRow>, Vec<&super::CapacityRow>) =
+        let (alone, rows): (Vec<&super::CapacityRow>, Vec<&super::CapacityRow>) =
             at.into_iter().partition(|r| r.mode == Mode::Exclusive);
-        // Most first; a search that passed nothing ranks by its failing bound, below any pass.
-        let key = |r: &super::CapacityRow| {
-            r.capacity_per_s
-                .map_or((0, r.failed_above_per_s.unwrap_or(0.0)), |c| (1, c))
-        };
+        let searches = alone.len() + rows.len();
+        let alone = best_per_policy(alone);
+        let mut rows = best_per_policy(rows);
         rows.sort_by(|a, b| {
-            let (ka, kb) = (key(a), key(b));
+            let (ka, kb) = (capacity_key(a), capacity_key(b));
             kb.0.cmp(&ka.0).then(kb.1.total_cmp(&ka.1))
         });
         let Some(objective) = rows.first().or(alone.first()).map(|r| r.objective.clone()) else {
@@ -710,11 +708,57 @@ fn capacity(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>) 
                 a.capacity_words()
             );
         }
+        if rows.len() + alone.len() < searches {
+            sentence.push_str(
+                "; a policy searched more than once is given by its best-informed search (the \
+                 highest rate that passed, else the lowest that failed; every search is in the \
+                 capacity table)",
+            );
+        }
         out.push((
             format!("Serving capacity at the objective ({objective}):"),
             format!("{sentence}."),
         ));
     }
+}
+
+/// Most first; a search that passed nothing ranks by its failing bound, below any pass.
+fn capacity_key(r: &super::CapacityRow) -> (u8, f64) {
+    r.capacity_per_s
+        .map_or((0, r.failed_above_per_s.unwrap_or(0.0)), |c| (1, c))
+}
+
+/// One search per policy and mix, the best-informed of those that ran (a study may search a
+/// policy twice: at the plan's floor, then below it with longer probes): the one with the
+/// highest rate that passed; when none passed, the lowest rate that failed. Brackets of
+/// different searches are not merged: they may differ in more than their probes (one endpoint
+/// eager, one graph-captured).
+fn best_per_policy(rows: Vec<&super::CapacityRow>) -> Vec<&super::CapacityRow> {
+    let mut best: Vec<&super::CapacityRow> = Vec::new();
+    for r in rows {
+        match best
+            .iter_mut()
+            .find(|b| b.policy == r.policy && b.note == r.note)
+        {
+            Some(b) => {
+                let better = match (r.capacity_per_s, b.capacity_per_s) {
+                    (Some(rc), Some(bc)) => rc > bc,
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
+                    // Neither passed: the lower failing rate knows more.
+                    (None, None) => {
+                        r.failed_above_per_s.unwrap_or(f64::INFINITY)
+                            < b.failed_above_per_s.unwrap_or(f64::INFINITY)
+                    }
+                };
+                if better {
+                    *b = r;
+                }
+            }
+            None => best.push(r),
+        }
+    }
+    best
 }
 
 /// Requests at a fixed rate, when the study ran serve cohorts with an objective: per mix, who
