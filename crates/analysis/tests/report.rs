@@ -505,6 +505,13 @@ fn a_policy_searched_twice_reads_once_in_the_verdict_by_its_best_search() {
         "{}",
         &html[html.find("Serving capacity").unwrap_or(0)..][..400]
     );
+    // The capacity chart tells the two time-slicing bars apart by what their names differ in.
+    assert!(
+        html.contains("class=\"tick\">timeslice long</text>")
+            && html.contains("class=\"tick\">timeslice</text>"),
+        "{}",
+        &html[html.find("aria-label=\"serving capacity").unwrap_or(0)..][..200]
+    );
     let md = render_comparison_markdown_with(&results(), &ctx);
     assert!(md.contains("| policy | search | workers |"), "{md}");
     assert!(

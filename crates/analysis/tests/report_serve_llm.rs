@@ -115,6 +115,17 @@ fn a_serve_llm_study_reports_ttft_and_tpot_against_the_rate_per_policy() {
         html.contains("TTFT p99 &lt;= 200 ms and TPOT p99 &lt;= 20 ms"),
         "the capacity's objective"
     );
+    // The load curve plots the probes' time to first token (a serve-llm search has no request
+    // latency), one dot per probe.
+    let curve = &html[html
+        .find("aria-label=\"TTFT against offered load")
+        .expect("a TTFT load curve")..];
+    let curve = &curve[..curve.find("</svg>").unwrap()];
+    assert!(
+        curve.contains("10 requests/s, TTFT p99 2 ms, meets the objective"),
+        "{curve}"
+    );
+    assert!(curve.contains("20 requests/s, TTFT p99 0.95 ms"), "{curve}");
     assert!(
         html.contains("10: TTFT 2 ms, TPOT 0.26 ms (pass); 20: TTFT 0.95 ms, TPOT 0.39 ms (pass)"),
         "{}",

@@ -362,10 +362,11 @@ fn capacity_at(v: &Verdict, rows: &[&super::CapacityRow]) -> String {
         &ticks,
         "requests/s per serve worker sustained at the objective",
     );
-    for (i, r) in rows.iter().enumerate() {
+    let labels = search_labels(rows);
+    for (i, (r, label)) in rows.iter().zip(&labels).enumerate() {
         let color = policy_color(v, &r.policy);
         let y = p.py(rows.len() as f64 - i as f64 - 0.5);
-        svg.text(p.left - 8.0, y + 4.0, "end", "tick", &r.policy);
+        svg.text(p.left - 8.0, y + 4.0, "end", "tick", label);
         let value = r.capacity_per_s.unwrap_or(0.0);
         let words = r.capacity_words();
         svg.rect(
@@ -374,10 +375,7 @@ fn capacity_at(v: &Verdict, rows: &[&super::CapacityRow]) -> String {
             p.px(value) - p.left,
             18.0,
             color,
-            &format!(
-                "{}: {words} requests/s ({}; stop: {})",
-                r.policy, r.note, r.stop
-            ),
+            &format!("{label}: {words} requests/s ({}; stop: {})", r.note, r.stop),
         );
         svg.text(p.px(value) + 6.0, y + 4.0, "start", "tick", &words);
     }
@@ -385,6 +383,54 @@ fn capacity_at(v: &Verdict, rows: &[&super::CapacityRow]) -> String {
         "serving capacity at {}, per policy",
         rows[0].objective
     ))
+}
+
+/// A bar's label per search: its policy, and where a policy has several searches, what tells
+/// its search apart: the part of its cohort name the policy's other searches lack
+/// (`exclusive-serve-llm1-capacity-eager-r1` beside `exclusive-serve-llm1-capacity-r1`:
+/// `exclusive eager`), or its place among them outside a study (`timeslice #2`).
+pub(crate) fn search_labels(rows: &[&super::CapacityRow]) -> Vec<String> {
+    let stem = |r: &super::CapacityRow| -> String {
+        let name = r
+            .name
+            .strip_prefix(&format!("{}-", r.policy))
+            .unwrap_or(&r.name);
+        match name.rsplit_once("-r") {
+            Some((head, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                head.to_owned()
+            }
+            _ => name.to_owned(),
+        }
+    };
+    rows.iter()
+        .map(|r| {
+            let same: Vec<&&super::CapacityRow> =
+                rows.iter().filter(|o| o.policy == r.policy).collect();
+            if same.len() < 2 {
+                return r.policy.clone();
+            }
+            if r.name.is_empty() {
+                let k = same.iter().position(|o| std::ptr::eq(**o, *r)).unwrap_or(0);
+                return format!("{} #{}", r.policy, k + 1);
+            }
+            // Words of this search's stem that are in no other search's of the policy.
+            let others: Vec<String> = same
+                .iter()
+                .filter(|o| !std::ptr::eq(***o, *r))
+                .map(|o| stem(o))
+                .collect();
+            let own = stem(r);
+            let extra: Vec<&str> = own
+                .split('-')
+                .filter(|w| !others.iter().all(|o| o.split('-').any(|x| x == *w)))
+                .collect();
+            if extra.is_empty() {
+                r.policy.clone()
+            } else {
+                format!("{} {}", r.policy, extra.join(" "))
+            }
+        })
+        .collect()
 }
 
 /// Tick values of a log axis, thinned to 1 and 5 times powers of ten when 1, 2 and 5 would
@@ -415,6 +461,13 @@ fn log_floor(v: f64) -> f64 {
 
 /// From what latency span the load curve's y axis is logarithmic.
 const LOG_Y_SPAN: f64 = 10.0;
+
+/// What a probe's point on the load curve is: its request latency at the quantile, or, in a
+/// search of `serve-llm` endpoints alone (no request latency), its TTFT there: the objective
+/// the search's `slo_ms` carries (the TPOT is in the capacity table).
+fn probe_ms(p: &super::CapacityPoint) -> Option<f64> {
+    p.latency_ms.or(p.llm_ms.map(|(ttft, _)| ttft))
+}
 
 /// Request latency at the objective's quantile against offered load, one chart per objective:
 /// each policy's capacity probes joined in rate order (filled: the probe met the objective;
@@ -452,9 +505,19 @@ fn load_curve_at(
     let probe_pts = || {
         rows.iter()
             .flat_map(|r| r.probes.iter())
-            .filter_map(|p| p.latency_ms.map(|ms| (p.rate_per_s, ms)))
+            .filter_map(|p| probe_ms(p).map(|ms| (p.rate_per_s, ms)))
             .filter(|(r, ms)| *r > 0.0 && *ms > 0.0)
     };
+    // A chart of `serve-llm` searches only plots time to first token.
+    let ttft = rows
+        .iter()
+        .flat_map(|r| r.probes.iter())
+        .all(|p| p.latency_ms.is_none())
+        && rows
+            .iter()
+            .flat_map(|r| r.probes.iter())
+            .any(|p| p.llm_ms.is_some());
+    let measure = if ttft { "TTFT" } else { "request latency" };
     let xs: Vec<f64> = probe_pts()
         .map(|p| p.0)
         .chain(fixed.iter().map(|(p, _)| p.offered_per_s))
@@ -537,7 +600,7 @@ fn load_curve_at(
         &y_ticks,
         &tick,
         &format!(
-            "request latency {quantile}, ms{}",
+            "{measure} {quantile}, ms{}",
             if log_y { " (log)" } else { "" }
         ),
     );
@@ -561,7 +624,7 @@ fn load_curve_at(
         let mut pts: Vec<(f64, f64, &super::CapacityPoint)> = r
             .probes
             .iter()
-            .filter_map(|pr| pr.latency_ms.map(|ms| (pr.rate_per_s, ms, pr)))
+            .filter_map(|pr| probe_ms(pr).map(|ms| (pr.rate_per_s, ms, pr)))
             .filter(|(rate, ms, _)| *rate > 0.0 && *ms > 0.0)
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -590,9 +653,10 @@ fn load_curve_at(
                 color,
                 pr.passed != Some(true),
                 &format!(
-                    "{}: {} requests/s, {quantile} {} ms, {verdict}{}",
+                    "{}: {} requests/s, {}{quantile} {} ms, {verdict}{}",
                     r.policy,
                     super::svg::rate(*rate),
+                    if ttft { "TTFT " } else { "" },
                     num(*ms),
                     if pr.overloaded {
                         " (overloaded: a lower bound)"
@@ -623,7 +687,7 @@ fn load_curve_at(
         );
     }
     svg.finish(&format!(
-        "request latency against offered load, objective {objective}"
+        "{measure} against offered load, objective {objective}"
     ))
 }
 

@@ -288,10 +288,11 @@ fn fixed_rate_table(v: &Verdict) -> Option<Table> {
 
 /// What the load curve shows, under it.
 const LOAD_CURVE_NOTE: &str = "Request latency at the objective's quantile against the load \
-     offered to each serve worker, per policy: the capacity search's probes joined in rate order \
-     (filled: the probe met the objective; hollow: it missed, which can happen under the line \
-     when too few requests ran for LoadGen's early-stopping test, or when the server is \
-     overloaded). Hover a point for its figures.";
+     offered to each serve worker, per policy (for searches of serve-llm endpoints, their time \
+     to first token; the TPOT is in the capacity table): the capacity search's probes joined in \
+     rate order (filled: the probe met the objective; hollow: it missed, which can happen under \
+     the line when too few requests ran for LoadGen's early-stopping test, when the other \
+     objective was missed, or when the server is overloaded). Hover a point for its figures.";
 
 /// Added under the load curve when the study has fixed-rate serve cohorts.
 const LOAD_CURVE_FIXED_NOTE: &str = " Squares are the study's fixed-rate serve cohorts, at \
