@@ -903,32 +903,6 @@ flags = { window_s = 40 }
             .filter(|j| j.name.contains("serve-llm"))
             .collect();
         assert_eq!(serving.len(), 9);
-        // Below the first searches' floor of 16/s: a second search where time-slicing and
-        // unlimited MPS failed it, whose probes are long enough at its own floor for LoadGen's
-        // early-stopping test at p99 (459 requests without a miss).
-        for policy in ["timeslice", "mps-unlimited"] {
-            let name = format!("{policy}-serve-llm1-train6-capacity-64s-r1");
-            let low = jobs
-                .iter()
-                .find(|j| j.name == name)
-                .expect("the search below the floor");
-            assert!(low.finds_capacity());
-            let c = &low.spec.capacity;
-            let first = jobs
-                .iter()
-                .find(|j| j.name == format!("{policy}-serve-llm1-train6-capacity-r1"))
-                .unwrap();
-            assert!(
-                c.rate_max <= first.spec.capacity.rate_min,
-                "{name} starts at the floor"
-            );
-            assert!(
-                c.rate_min * low.spec.flags.window_s.get() >= 459.0,
-                "{name}: {} s at {}/s",
-                low.spec.flags.window_s.get(),
-                c.rate_min
-            );
-        }
         for j in &serving {
             let eager = j.name == "exclusive-serve-llm1-capacity-eager-r1";
             let expected = if eager {
@@ -974,6 +948,37 @@ flags = { window_s = 40 }
             decode.spec.flags.execution,
             ExecutionDeclaration::One(Execution::CudaGraph)
         );
+    }
+
+    /// Below the first searches' floor of 16/s, the LLM plan has a second search where
+    /// time-slicing and unlimited MPS failed it, whose probes are long enough at its own floor
+    /// for LoadGen's early-stopping test at p99 (459 requests without a miss).
+    #[test]
+    fn the_llm_plan_searches_below_the_floor_with_windows_long_enough() {
+        let jobs = Plan::load("llm").unwrap().jobs(false);
+        for policy in ["timeslice", "mps-unlimited"] {
+            let name = format!("{policy}-serve-llm1-train6-capacity-64s-r1");
+            let low = jobs
+                .iter()
+                .find(|j| j.name == name)
+                .expect("the search below the floor");
+            assert!(low.finds_capacity());
+            let c = &low.spec.capacity;
+            let first = jobs
+                .iter()
+                .find(|j| j.name == format!("{policy}-serve-llm1-train6-capacity-r1"))
+                .unwrap();
+            assert!(
+                c.rate_max <= first.spec.capacity.rate_min,
+                "{name} searches below the first search's floor"
+            );
+            assert!(
+                c.rate_min * low.spec.flags.window_s.get() >= 459.0,
+                "{name}: {} s at {}/s",
+                low.spec.flags.window_s.get(),
+                c.rate_min
+            );
+        }
     }
 
     #[test]
