@@ -207,8 +207,9 @@ fn llm_serve_row(
     })
 }
 
-/// How a cohort's `serve-llm` workers came out against their objectives: ` (met)`; ` (too few
-/// requests to show it: ...)` when every quantile was within its objective and no worker was
+/// How a cohort's `serve-llm` workers came out against their objectives: ` (met)`; ` (within
+/// at the quantile, but too few requests to show it: ...)` when every quantile was within its
+/// objective and no worker was
 /// overloaded but the early-stopping test needed more requests than the window held (a short
 /// fixed-rate window: not a miss, and not a claim either); else ` (missed)`.
 fn slo_outcome(

@@ -531,3 +531,26 @@ fn a_policy_searched_twice_reads_once_in_the_verdict_by_its_best_search() {
         &html[html.find("Serving capacity").unwrap_or(0)..][..400]
     );
 }
+
+/// One measure per load curve: in a search with serve workers, a probe whose request latency
+/// fell on an unfinished request is not drawn, even when its serve-llm workers have a TTFT.
+#[test]
+fn the_load_curve_never_mixes_ttft_into_request_latency() {
+    let mut rows = capacity_rows();
+    rows[1].probes.push(CapacityPoint {
+        latency_ms: None,
+        llm_ms: Some((7.7, 1.0)),
+        ..probe(700.0, 0.0, false)
+    });
+    let ctx = ReportContext {
+        capacity: rows,
+        ..ReportContext::default()
+    };
+    let html = render_report_html_with(&results(), &ctx);
+    let curve = &html[html
+        .find("aria-label=\"request latency against offered load")
+        .expect("a request-latency load curve")..];
+    let curve = &curve[..curve.find("</svg>").unwrap()];
+    assert!(curve.contains("mps: 410 requests/s, p99 8.1 ms"), "{curve}");
+    assert!(!curve.contains("700 requests/s"), "{curve}");
+}

@@ -462,11 +462,16 @@ fn log_floor(v: f64) -> f64 {
 /// From what latency span the load curve's y axis is logarithmic.
 const LOG_Y_SPAN: f64 = 10.0;
 
-/// What a probe's point on the load curve is: its request latency at the quantile, or, in a
-/// search of `serve-llm` endpoints alone (no request latency), its TTFT there: the objective
-/// the search's `slo_ms` carries (the TPOT is in the capacity table).
-fn probe_ms(p: &super::CapacityPoint) -> Option<f64> {
-    p.latency_ms.or(p.llm_ms.map(|(ttft, _)| ttft))
+/// What a probe's point on the load curve is: its request latency at the quantile, or, on a
+/// chart of `serve-llm` searches (`ttft`: no probe has a request latency), its TTFT there, the
+/// objective the search's `slo_ms` carries (the TPOT is in the capacity table). One measure per
+/// chart: a probe without a request latency in a search with serve workers is not drawn.
+fn probe_ms(p: &super::CapacityPoint, ttft: bool) -> Option<f64> {
+    if ttft {
+        p.llm_ms.map(|(ttft, _)| ttft)
+    } else {
+        p.latency_ms
+    }
 }
 
 /// Request latency at the objective's quantile against offered load, one chart per objective:
@@ -502,12 +507,6 @@ fn load_curve_at(
         .filter_map(|p| p.latency_at(q).map(|ms| (p, ms)))
         .filter(|(p, ms)| p.offered_per_s > 0.0 && *ms > 0.0)
         .collect();
-    let probe_pts = || {
-        rows.iter()
-            .flat_map(|r| r.probes.iter())
-            .filter_map(|p| probe_ms(p).map(|ms| (p.rate_per_s, ms)))
-            .filter(|(r, ms)| *r > 0.0 && *ms > 0.0)
-    };
     // A chart of `serve-llm` searches only plots time to first token.
     let ttft = rows
         .iter()
@@ -517,6 +516,12 @@ fn load_curve_at(
             .iter()
             .flat_map(|r| r.probes.iter())
             .any(|p| p.llm_ms.is_some());
+    let probe_pts = || {
+        rows.iter()
+            .flat_map(|r| r.probes.iter())
+            .filter_map(|p| probe_ms(p, ttft).map(|ms| (p.rate_per_s, ms)))
+            .filter(|(r, ms)| *r > 0.0 && *ms > 0.0)
+    };
     let measure = if ttft { "TTFT" } else { "request latency" };
     let xs: Vec<f64> = probe_pts()
         .map(|p| p.0)
@@ -624,7 +629,7 @@ fn load_curve_at(
         let mut pts: Vec<(f64, f64, &super::CapacityPoint)> = r
             .probes
             .iter()
-            .filter_map(|pr| probe_ms(pr).map(|ms| (pr.rate_per_s, ms, pr)))
+            .filter_map(|pr| probe_ms(pr, ttft).map(|ms| (pr.rate_per_s, ms, pr)))
             .filter(|(rate, ms, _)| *rate > 0.0 && *ms > 0.0)
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
