@@ -7,12 +7,12 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use coload_analysis::{
-    Options, compare, isolation_dirs, load_compare_input, render_comparison_markdown,
-    render_isolation_markdown, render_isolation_table, render_markdown, render_table,
-    summarize_dirs, write_report,
-};
+use coload_analysis::{Options, compare, isolation_dirs, load_compare_input, summarize_dirs};
 use coload_cohort_schema::{IsolationResult, exit, read_document, write_json_atomic};
+use coload_report::{
+    render_comparison_markdown, render_isolation_markdown, render_isolation_table, render_markdown,
+    render_table, write_report,
+};
 
 /// Summarize a coload cohort from its worker folders, or compare cohorts.
 ///

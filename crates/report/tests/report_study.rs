@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use coload_analysis::study_report::{About, write};
 use coload_cohort_schema::study::{Entry, Index, Outcome};
+use coload_report::study_report::{About, write};
 
 fn article() -> PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
@@ -416,7 +416,7 @@ fn run(started_unix_ns: u64, wall_s: f64) -> coload_cohort_schema::study::Run {
 /// and nothing is guessed for it.
 #[test]
 fn wall_time_adds_runs_and_names_cohorts_without_times() {
-    use coload_analysis::study_report::wall_time;
+    use coload_report::study_report::wall_time;
     let day = 1_796_083_200_000_000_000; // 2026-12-01 00:00 UTC
     let mut index = Index {
         schema_version: coload_cohort_schema::study::INDEX_VERSION,

@@ -1,4 +1,8 @@
-//! Reports for people, laid out the way hyperfine's `src/export/` separates formats.
+//! Reports for people from what `coload-analysis` computes: one cohort's summary (a terminal
+//! table, Markdown), a comparison (`comparison.md`, a self-contained `report.html` with SVG
+//! charts), a hog cohort's memory isolation, and a study's report ([`study_report`]). The
+//! rules (validation, statistics, comparisons) stay in `coload-analysis`; this crate decides
+//! only how their results read. Laid out the way hyperfine's `src/export/` separates formats:
 //!
 //! - [`document`]: the document model (headings, paragraphs, tables, lists, figures), with no
 //!   output format in it.
@@ -9,7 +13,8 @@
 //! - [`verdict`]: what the comparison says per policy and shape, and the sentences that lead
 //!   the report; [`charts`] draws it (and each cohort's latency by percentile) with the SVG
 //!   primitives of [`svg`], inlined by the HTML page.
-//! - [`why`]: the GPU-activity and energy tables (issue 15) both reports include.
+//! - [`why`]: the GPU-activity and energy tables both reports include.
+//! - [`study_report`]: a study folder's report, assembled from its index and cohorts.
 //!
 //! A new report builds a new [`document::Document`] and gets every output; the outputs never
 //! decide content.
@@ -24,6 +29,7 @@ mod markdown;
 mod provenance;
 mod serve;
 mod serve_llm;
+pub mod study_report;
 mod summary;
 mod svg;
 mod text;
@@ -33,9 +39,8 @@ mod why;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use coload_analysis::AnalysisError;
 use coload_cohort_schema::{Comparison, Mode, write_json_atomic};
-
-use crate::error::AnalysisError;
 
 pub use isolation::{render_isolation_markdown, render_isolation_table};
 pub(crate) use provenance::{number, utc_span};

@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 
 use coload_analysis::interval::CutSide;
 use coload_analysis::{
-    AnalysisError, CohortProblem, Options, compare, isolation_dirs, render_comparison_markdown,
-    render_isolation_markdown, render_markdown, render_table, summarize_dirs,
+    AnalysisError, CohortProblem, Options, compare, isolation_dirs, summarize_dirs,
 };
 use coload_cohort_schema::{
     CohortSummary, FailureKind, HogStop, IsolationOutcome, Stage, Status, Workload, exit,
+};
+use coload_report::{
+    render_comparison_markdown, render_isolation_markdown, render_markdown, render_table,
 };
 
 fn fixtures() -> PathBuf {

@@ -6,8 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use coload_analysis::{AnalysisError, Options, compare, render_markdown, summarize_dirs};
+use coload_analysis::{AnalysisError, Options, compare, summarize_dirs};
 use coload_cohort_schema::{CohortSummary, DeclaredShare, Execution, Mode, SharePolicy, Workload};
+use coload_report::render_markdown;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
@@ -193,7 +194,7 @@ fn repeats_never_mix_mps_shares() {
     assert_eq!(cmp.repeats[0].share, Some(plugin));
     assert_eq!(cmp.repeats[1].share, Some(DeclaredShare::unlimited()));
     // Without a study's policy names, the report tells the two shares apart by label.
-    let page = coload_analysis::render_comparison_markdown(&cmp);
+    let page = coload_report::render_comparison_markdown(&cmp);
     assert!(page.contains("mps (replicas 7)"), "{page}");
     assert!(page.contains("mps (unlimited)"), "{page}");
 }
@@ -221,7 +222,7 @@ fn repeats_never_mix_mig_profiles_and_rows_are_labelled_by_profile() {
     assert_eq!(cmp.repeats[0].experiments.len(), 2);
     assert_eq!(cmp.repeats[1].mig_profile.as_deref(), Some("3g.71gb"));
     assert_eq!(cmp.cohorts[1].mig_profile.as_deref(), Some("3g.71gb"));
-    let page = coload_analysis::render_comparison_markdown(&cmp);
+    let page = coload_report::render_comparison_markdown(&cmp);
     assert!(page.contains("mig (1g.18gb)"), "{page}");
     assert!(page.contains("mig (3g.71gb)"), "{page}");
 }

@@ -2,7 +2,7 @@
 //! page `bench-cohort study` writes at the end of a run, for a study folder whose data are
 //! kept in the repository (`docs/results/data/<round>/<study>/`).
 //!
-//!     cargo run -p coload-analysis --example study_report -- STUDY_DIR
+//!     cargo run -p coload-report --example study_report -- STUDY_DIR
 //!
 //! Reads `STUDY_DIR/index.json` and the plan's title and description from `STUDY_DIR/plan.toml`
 //! (its `name =` and `description =` lines), and writes `STUDY_DIR/report/`.
@@ -16,8 +16,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use coload_analysis::study_report::{About, write};
 use coload_cohort_schema::study::Index;
+use coload_report::study_report::{About, write};
 
 /// The quoted value of a `key = "..."` line of the plan, where there is one.
 fn plan_value(plan: &str, key: &str) -> Option<String> {

@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use coload_analysis::study_report::{About, write};
 use coload_cohort_schema::study::Index;
+use coload_report::study_report::{About, write};
 
 fn fixture() -> PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("fixtures/serve-llm-study")

@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use coload_analysis::{
-    Options, compare, render_comparison_markdown, render_markdown, render_report_html,
-    render_table, summarize_dirs,
-};
+use coload_analysis::{Options, compare, summarize_dirs};
 use coload_cohort_schema::{ActivityScope, CohortSummary, Workload};
+use coload_report::{
+    render_comparison_markdown, render_markdown, render_report_html, render_table,
+};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")

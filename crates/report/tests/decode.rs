@@ -4,10 +4,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use coload_analysis::{Options, render_table, summarize_dirs};
+use coload_analysis::{Options, summarize_dirs};
 use coload_cohort_schema::{
     LlmConfig, Precision, WindowInfo, Workload, read_worker_report, write_json_atomic,
 };
+use coload_report::render_table;
 
 const START_NS: u64 = 1_700_000_000_000_000_000;
 const MS: u64 = 1_000_000;

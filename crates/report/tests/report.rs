@@ -4,12 +4,12 @@
 
 use std::path::Path;
 
-use coload_analysis::{
-    CapacityPoint, CapacityRow, ContextCohort, IsolationRow, ReportContext, ServePoint, compare,
-    load_compare_input, render_comparison_markdown, render_comparison_markdown_with,
-    render_report_html_with,
-};
+use coload_analysis::{compare, load_compare_input};
 use coload_cohort_schema::{CohortSummary, Comparison, Mode, Workload};
+use coload_report::{
+    CapacityPoint, CapacityRow, ContextCohort, IsolationRow, ReportContext, ServePoint,
+    render_comparison_markdown, render_comparison_markdown_with, render_report_html_with,
+};
 
 fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))

@@ -5,14 +5,12 @@
 //! `coload-study` calls [`write`] at the end of every run; another tool can call it on any
 //! study folder, as the report needs only what the folder holds.
 
-use crate::colocation::plural;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use coload_analysis::{AnalysisError, plural};
 use coload_cohort_schema::CohortSummary;
 use coload_cohort_schema::study::{Entry, Index, Outcome};
-
-use crate::AnalysisError;
 
 /// What the report says about the study as a whole.
 #[derive(Debug, Clone)]
@@ -328,7 +326,7 @@ fn serve_latency(s: &CohortSummary, quantile: f64) -> Option<f64> {
         .workers
         .iter()
         .filter_map(|w| w.serve.as_ref())
-        .map(|v| crate::request_latency_at(&v.latency_ms, quantile))
+        .map(|v| coload_analysis::request_latency_at(&v.latency_ms, quantile))
         .collect();
     v.filter(|v| !v.is_empty())
         .map(|v| v.into_iter().fold(0.0, f64::max))
@@ -584,9 +582,9 @@ fn provenance(
             let c = &s.config;
             format!(
                 "{} s window, {} warmup batches, {} s start lead",
-                crate::report::number(c.window_s),
+                crate::number(c.window_s),
                 c.warmup_batches,
-                crate::report::number(c.start_lead_s)
+                crate::number(c.start_lead_s)
             )
         })),
     ));
@@ -604,7 +602,7 @@ fn provenance(
         "dates".to_owned(),
         format!(
             "{} (the first and last cohorts' common intervals)",
-            crate::report::utc_span(start, end)
+            crate::utc_span(start, end)
         ),
     ));
     let mut gpus: Vec<String> = Vec::new();
@@ -649,7 +647,7 @@ fn provenance(
                     .map(|g| g.chars().take(12).collect::<String>() + "…")
                     .collect::<Vec<_>>()
                     .join(", "),
-                crate::report::number(gib),
+                crate::number(gib),
                 if names.is_empty() {
                     "names in the node line".to_owned()
                 } else {
@@ -688,7 +686,7 @@ fn provenance(
 /// Cohorts run by a build that kept no times are counted and named, never guessed.
 #[must_use]
 pub fn wall_time(index: &Index) -> Option<String> {
-    use crate::report::number;
+    use crate::number;
     let ran: Vec<&Entry> = index
         .cohorts
         .iter()
@@ -734,7 +732,7 @@ pub fn wall_time(index: &Index) -> Option<String> {
         .map(|r| r.started_unix_ns + (r.wall_s.max(0.0) * 1e9) as u64)
         .max();
     let span = match (first, last) {
-        (Some(a), Some(b)) => format!(", {}", crate::report::utc_span(a, b)),
+        (Some(a), Some(b)) => format!(", {}", crate::utc_span(a, b)),
         _ => String::new(),
     };
     if timed.len() == ran.len() && runs > 0 {
@@ -846,7 +844,7 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
         .filter(|e| e.outcome.has_summary() && e.capacity.is_none() && e.isolation.is_none())
     {
         let path = out.join("cohorts").join(&e.name).join("summary.json");
-        match crate::load_compare_input(&path, &crate::Options::default()) {
+        match coload_analysis::load_compare_input(&path, &coload_analysis::Options::default()) {
             Ok((s, _)) => summaries.push((s, e)),
             Err(err) => warnings.push(format!("{}: {err}", path.display())),
         }
@@ -878,7 +876,7 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
             caveats: Vec::new(),
         }
     } else {
-        match crate::compare(&cohorts, &baselines) {
+        match coload_analysis::compare(&cohorts, &baselines) {
             Ok(c) => c,
             Err(e) => {
                 warnings.push(format!("no comparison: {e}"));

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use coload_analysis::{AnalysisError, Options, SERVE_CAVEAT, render_table, summarize_dirs};
+use coload_analysis::{AnalysisError, Options, SERVE_CAVEAT, summarize_dirs};
 use coload_cohort_schema::{ServeSummary, Workload, exit};
+use coload_report::render_table;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
