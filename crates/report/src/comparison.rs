@@ -299,7 +299,7 @@ const LOAD_CURVE_FIXED_NOTE: &str = " Squares are the study's fixed-rate serve c
      their measured offered load.";
 
 /// Per capacity search: its answer, the bracket it stopped on, and every probe.
-fn capacity_table(rows: &[super::CapacityRow]) -> Table {
+pub(crate) fn capacity_table(rows: &[super::CapacityRow]) -> Table {
     // In a study, the search's cohort tells apart two searches of one policy and mix (one
     // endpoint eager and one graph-captured, or a second search below the first's floor).
     let named = rows.iter().any(|r| !r.name.is_empty());
@@ -317,40 +317,6 @@ fn capacity_table(rows: &[super::CapacityRow]) -> Table {
     ]);
     let mut t = Table::new(&columns);
     for r in rows {
-        let bracket = format!(
-            "[{}, {})",
-            r.capacity_per_s.map_or_else(|| "0".to_owned(), rate),
-            r.failed_above_per_s.map_or_else(|| "∞".to_owned(), rate)
-        );
-        let probes: Vec<String> = r
-            .probes
-            .iter()
-            .map(|p| {
-                let verdict = match p.passed {
-                    Some(true) => "pass",
-                    Some(false) => "fail",
-                    None => "cohort failed",
-                };
-                let mut latency: Vec<String> = p
-                    .latency_ms
-                    .map(|ms| format!("{} ms", num(ms)))
-                    .into_iter()
-                    .collect();
-                if let Some((ttft, tpot)) = p.llm_ms {
-                    latency.push(format!("TTFT {} ms, TPOT {} ms", num(ttft), num(tpot)));
-                }
-                format!(
-                    "{}: {} ({verdict}{})",
-                    rate(p.rate_per_s),
-                    if latency.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        latency.join("; ")
-                    },
-                    if p.overloaded { ", overloaded" } else { "" }
-                )
-            })
-            .collect();
         let mut row = vec![r.policy.clone()];
         if named {
             row.push(r.name.clone());
@@ -359,17 +325,60 @@ fn capacity_table(rows: &[super::CapacityRow]) -> Table {
             r.note.clone(),
             r.objective.clone(),
             r.capacity_words(),
-            bracket,
+            bracket_words(r),
             r.stop.clone(),
-            probes.join("; "),
+            probes_words(r),
         ]);
         t.row(row);
     }
     t
 }
 
+/// A search's bracket: `[848.5, 1,009)`, `[0, 25)`, `[16,000, ∞)`.
+pub(crate) fn bracket_words(r: &super::CapacityRow) -> String {
+    format!(
+        "[{}, {})",
+        r.capacity_per_s.map_or_else(|| "0".to_owned(), rate),
+        r.failed_above_per_s.map_or_else(|| "∞".to_owned(), rate)
+    )
+}
+
+/// Every probe of a search in the order run: `300: 5.30 ms (pass); 4,800: - (fail, overloaded)`.
+pub(crate) fn probes_words(r: &super::CapacityRow) -> String {
+    let probes: Vec<String> = r
+        .probes
+        .iter()
+        .map(|p| {
+            let verdict = match p.passed {
+                Some(true) => "pass",
+                Some(false) => "fail",
+                None => "cohort failed",
+            };
+            let mut latency: Vec<String> = p
+                .latency_ms
+                .map(|ms| format!("{} ms", num(ms)))
+                .into_iter()
+                .collect();
+            if let Some((ttft, tpot)) = p.llm_ms {
+                latency.push(format!("TTFT {} ms, TPOT {} ms", num(ttft), num(tpot)));
+            }
+            format!(
+                "{}: {} ({verdict}{})",
+                rate(p.rate_per_s),
+                if latency.is_empty() {
+                    "-".to_owned()
+                } else {
+                    latency.join("; ")
+                },
+                if p.overloaded { ", overloaded" } else { "" }
+            )
+        })
+        .collect();
+    probes.join("; ")
+}
+
 /// The verdict's figures as a table: one row per shape and policy.
-fn verdict_table(v: &Verdict) -> Table {
+pub(crate) fn verdict_table(v: &Verdict) -> Table {
     let mut t = Table::new(&[
         "shape",
         "policy",

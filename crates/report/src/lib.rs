@@ -27,6 +27,7 @@ mod html;
 mod isolation;
 mod markdown;
 mod provenance;
+pub mod results_page;
 mod serve;
 mod serve_llm;
 pub mod study_report;

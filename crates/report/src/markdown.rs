@@ -65,7 +65,7 @@ fn blocks(out: &mut String, list: &[Block], toc: &[String]) {
 }
 
 /// A pipe table, the first column left-aligned and the others right-aligned.
-fn table(t: &Table) -> String {
+pub(crate) fn table(t: &Table) -> String {
     let mut out = format!("| {} |\n", t.header.join(" | "));
     let sep: Vec<&str> = (0..t.header.len())
         .map(|i| if i == 0 { "---" } else { "---:" })

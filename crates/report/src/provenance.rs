@@ -37,6 +37,11 @@ fn utc(unix_ns: u64) -> (String, String) {
     )
 }
 
+/// The UTC day of a Unix instant in nanoseconds: `2026-12-01`.
+pub(crate) fn utc_day(unix_ns: u64) -> String {
+    utc(unix_ns).0
+}
+
 /// `2026-12-01 00:45 to 01:00 UTC`, or with both dates when the span crosses midnight.
 pub(crate) fn utc_span(start_ns: u64, end_ns: u64) -> String {
     let (d0, t0) = utc(start_ns);

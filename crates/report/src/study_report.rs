@@ -116,27 +116,38 @@ fn capacity_rows(out: &Path, index: &Index, warnings: &mut Vec<String>) -> Vec<c
             continue;
         }
         match coload_cohort_schema::read_document::<CapacityReport>(&path) {
-            Ok(r) => rows.push(crate::CapacityRow {
-                name: e.name.clone(),
-                policy: e.policy.clone(),
-                mode: r.mode,
-                objective: capacity_objective(&r),
-                slo_ms: r.slo_ms,
-                quantile: r.quantile,
-                capacity_per_s: r.capacity_per_s,
-                failed_above_per_s: r.failed_above_per_s,
-                stop: r.stop.to_string(),
-                probes: r
-                    .probes
-                    .iter()
-                    .map(|p| capacity_point(&dir, p, r.quantile))
-                    .collect(),
-                note: e.workers.clone(),
-            }),
+            Ok(r) => rows.push(capacity_row(&dir, &e.name, &e.policy, &e.workers, &r)),
             Err(err) => warnings.push(format!("{}: {err}", path.display())),
         }
     }
     rows
+}
+
+/// One search as the report shows it, from its `capacity.json` (`r`) in `dir`.
+pub(crate) fn capacity_row(
+    dir: &Path,
+    name: &str,
+    policy: &str,
+    workers: &str,
+    r: &coload_cohort_schema::CapacityReport,
+) -> crate::CapacityRow {
+    crate::CapacityRow {
+        name: name.to_owned(),
+        policy: policy.to_owned(),
+        mode: r.mode,
+        objective: capacity_objective(r),
+        slo_ms: r.slo_ms,
+        quantile: r.quantile,
+        capacity_per_s: r.capacity_per_s,
+        failed_above_per_s: r.failed_above_per_s,
+        stop: r.stop.to_string(),
+        probes: r
+            .probes
+            .iter()
+            .map(|p| capacity_point(dir, p, r.quantile))
+            .collect(),
+        note: workers.to_owned(),
+    }
 }
 
 /// A search's objective in words: the serve workers' latency, or the `serve-llm` workers' TTFT
@@ -829,11 +840,49 @@ fn not_measured(
 
 /// Compares the complete cohorts of the study in `out` against its solo baselines and writes
 /// `out/report/` (`comparison.json`, `comparison.md`, `report.html`).
+pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, AnalysisError> {
+    let Assembled {
+        comparison,
+        context,
+        warnings,
+    } = match assemble(out, about, index) {
+        Ok(a) => a,
+        Err(warnings) => {
+            return Ok(Written {
+                dir: None,
+                warnings,
+            });
+        }
+    };
+    let dir = out.join("report");
+    crate::write_report_with(&dir, &comparison, &context)?;
+    Ok(Written {
+        dir: Some(dir),
+        warnings,
+    })
+}
+
+/// A study folder as its report reads it: the comparison of its complete cohorts and everything
+/// else the report shows ([`crate::ReportContext`]). Another page built from a study (the
+/// repository's `docs/results.md`) starts here, so that it shows the report's figures.
+#[derive(Debug, Clone)]
+pub struct Assembled {
+    /// The complete cohorts against the solo baselines (`comparison.json`).
+    pub comparison: coload_cohort_schema::Comparison,
+    /// The study's context: policies, capacity searches, isolation, LLM serving, provenance.
+    pub context: crate::ReportContext,
+    /// Files that could not be read, and why.
+    pub warnings: Vec<String>,
+}
+
+/// Reads the study in `out` as [`write`] does, without writing anything. `Err` holds the
+/// warnings when there is nothing to compare (no complete cohort and no capacity search, or
+/// the comparison was refused).
 #[expect(
     clippy::too_many_lines,
     reason = "gathers every input of the report in reading order; each part is a function above"
 )]
-pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, AnalysisError> {
+pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, Vec<String>> {
     let mut warnings = Vec::new();
     // A capacity cohort's probes are cohorts at rates the search chose, not repeats of one
     // shape: they stay out of the comparison and show on the load curve instead.
@@ -851,10 +900,7 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
     }
     let capacity = capacity_rows(out, index, &mut warnings);
     if summaries.is_empty() && capacity.is_empty() {
-        return Ok(Written {
-            dir: None,
-            warnings,
-        });
+        return Err(warnings);
     }
     // One baseline per workload: the first complete solo the plan marks as one.
     let mut baselines: BTreeMap<coload_cohort_schema::Workload, CohortSummary> = BTreeMap::new();
@@ -880,10 +926,7 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
             Ok(c) => c,
             Err(e) => {
                 warnings.push(format!("no comparison: {e}"));
-                return Ok(Written {
-                    dir: None,
-                    warnings,
-                });
+                return Err(warnings);
             }
         }
     };
@@ -967,10 +1010,9 @@ pub fn write(out: &Path, about: &About, index: &Index) -> Result<Written, Analys
             .collect(),
         isolation: isolation_rows(out, index, &mut warnings),
     };
-    let dir = out.join("report");
-    crate::write_report_with(&dir, &comparison, &context)?;
-    Ok(Written {
-        dir: Some(dir),
+    Ok(Assembled {
+        comparison,
+        context,
         warnings,
     })
 }
