@@ -100,3 +100,13 @@ fn one_rounding_rule_serves_the_report_and_the_page() {
     );
     assert!(!html.contains("12 to 14") && !page.contains("12 to 14"));
 }
+
+#[test]
+fn a_missing_study_is_named_by_its_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = render(tmp.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("2026-12-01-round3") && err.contains("index.json"),
+        "{err}"
+    );
+}
