@@ -15,6 +15,8 @@
 //!   primitives of [`svg`], inlined by the HTML page.
 //! - [`why`]: the GPU-activity and energy tables both reports include.
 //! - [`study_report`]: a study folder's report, assembled from its index and cohorts.
+//! - [`results_page`]: the repository's `docs/results.md`, from its recorded studies with the
+//!   same cells, words and rounding as their reports.
 //!
 //! A new report builds a new [`document::Document`] and gets every output; the outputs never
 //! decide content.
