@@ -4,21 +4,21 @@
 //! rules (validation, statistics, comparisons) stay in `coload-analysis`; this crate decides
 //! only how their results read. Laid out the way hyperfine's `src/export/` separates formats:
 //!
-//! - [`document`]: the document model (headings, paragraphs, tables, lists, figures), with no
+//! - `document`: the document model (headings, paragraphs, tables, lists, figures), with no
 //!   output format in it.
-//! - What each report says, as a document: [`comparison`] (`comparison.md`, `report.html`) and
-//!   [`summary`] (one cohort, for a terminal or as Markdown), [`isolation`] (hog cohorts).
-//! - One module per output: [`markdown`], [`html`] (a self-contained page) and [`text`]
+//! - What each report says, as a document: `comparison` (`comparison.md`, `report.html`) and
+//!   `summary` (one cohort, for a terminal or as Markdown), `isolation` (hog cohorts).
+//! - One module per output: `markdown`, `html` (a self-contained page) and `text`
 //!   (aligned columns for a terminal).
-//! - [`verdict`]: what the comparison says per policy and shape, and the sentences that lead
-//!   the report; [`charts`] draws it (and each cohort's latency by percentile) with the SVG
-//!   primitives of [`svg`], inlined by the HTML page.
-//! - [`why`]: the GPU-activity and energy tables both reports include.
+//! - `verdict`: what the comparison says per policy and shape, and the sentences that lead
+//!   the report; `charts` draws it (and each cohort's latency by percentile) with the SVG
+//!   primitives of `svg`, inlined by the HTML page.
+//! - `why`: the GPU-activity and energy tables both reports include.
 //! - [`study_report`]: a study folder's report, assembled from its index and cohorts.
 //! - [`results_page`]: the repository's `docs/results.md`, from its recorded studies with the
 //!   same cells, words and rounding as their reports.
 //!
-//! A new report builds a new [`document::Document`] and gets every output; the outputs never
+//! A new report builds a new `document::Document` and gets every output; the outputs never
 //! decide content.
 
 mod charts;

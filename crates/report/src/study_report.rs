@@ -2,7 +2,7 @@
 //! the solo baselines, the capacity searches' load curves, the hog cohorts' memory isolation,
 //! and every cohort's outcome (`coload_cohort_schema::study::Index`).
 //!
-//! `coload-study` calls [`write`] at the end of every run; another tool can call it on any
+//! `coload-study` calls [`write`](fn@write) at the end of every run; another tool can call it on any
 //! study folder, as the report needs only what the folder holds.
 
 use std::collections::BTreeMap;
@@ -23,7 +23,7 @@ pub struct About {
     pub node: String,
 }
 
-/// What [`write`] did.
+/// What [`write`](fn@write) did.
 #[derive(Debug, Default)]
 pub struct Written {
     /// The report folder, where one was written (none before any cohort completed).
@@ -875,7 +875,7 @@ pub struct Assembled {
     pub warnings: Vec<String>,
 }
 
-/// Reads the study in `out` as [`write`] does, without writing anything. `Err` holds the
+/// Reads the study in `out` as [`write`](fn@write) does, without writing anything. `Err` holds the
 /// warnings when there is nothing to compare (no complete cohort and no capacity search, or
 /// the comparison was refused).
 #[expect(

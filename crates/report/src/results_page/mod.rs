@@ -1,8 +1,8 @@
 //! The repository's results page (`docs/results.md`), rendered from the recorded data under
 //! `docs/results/data/` with the report's own rules: the verdict's cells (one policy on one
 //! shape, the mean over its repeats with its 95 % interval), the capacity words and brackets,
-//! the isolation and wall-time words, and the report's rounding ([`crate::svg::num`],
-//! [`crate::verdict::ratio`]). Each study folder is read by [`crate::study_report::assemble`],
+//! the isolation and wall-time words, and the report's rounding (`svg::num`,
+//! `verdict::ratio`). Each study folder is read by [`crate::study_report::assemble`],
 //! as its `report.html` is, so the page and the report cannot disagree.
 //!
 //! The words around the figures are a template ([`TEMPLATE`], `results.md.tmpl` beside this
