@@ -91,7 +91,7 @@ package:
 report-check OUT="":
     scripts/report-check.sh {{OUT}}
 
-# Check that docs/results.md is what the data under docs/results/data give (regenerate: scripts/results/results_page.py)
+# Check that docs/results.md is what the data under docs/results/data give (regenerate: cargo run -p bench-summarize -- results-page)
 results-check:
     scripts/results/check.sh
 

@@ -27,12 +27,13 @@ LAYERS = {
     "coload-analysis": 2,
     "coload-barrier": 2,
     "coload-workload": 2,
-    "coload-launch": 3,
-    "coload-study": 4,
-    "coload-cluster": 5,
-    "bench-worker": 6,
-    "bench-summarize": 6,
-    "bench-cohort": 6,
+    "coload-report": 3,
+    "coload-launch": 4,
+    "coload-study": 5,
+    "coload-cluster": 6,
+    "bench-worker": 7,
+    "bench-summarize": 7,
+    "bench-cohort": 7,
 }
 
 

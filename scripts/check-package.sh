@@ -6,8 +6,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-crates=(coload-cohort-schema coload-measure coload-timing coload-barrier coload-device coload-analysis coload-spec
-  coload-launch coload-study)
+crates=(coload-cohort-schema coload-measure coload-timing coload-barrier coload-device coload-analysis coload-report
+  coload-spec coload-launch coload-study)
 pkg_args=()
 for crate in "${crates[@]}"; do pkg_args+=(-p "$crate"); done
 known='^warning: manifest has no documentation, homepage or repository$'

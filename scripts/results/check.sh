@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# CI check (issue 23): docs/results.md is what scripts/results/results_page.py makes from
-# docs/results/data/** and scripts/results/results.md.tmpl. Regenerates it in memory and fails
-# (exit 1, with the diff) when the committed page differs: a figure edited by hand, data changed
-# without regenerating, or a template that types a figure itself (exit 2).
-#   scripts/results/check.sh
+# CI check: docs/results.md is what `bench-summarize results-page` renders from docs/results/data/**
+# and its template (crates/report/src/results_page/results.md.tmpl), with the study reports' own
+# rules. Renders it in memory and fails (exit 1, naming the first differing line) when the
+# committed page differs: a figure edited by hand, or data changed without rendering the page
+# again; a template that types a figure itself, or data that do not read, exit 2.
+#   scripts/results/check.sh                      # check
+#   cargo run -p bench-summarize -- results-page  # render the page again
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-exec python3 "$root/scripts/results/results_page.py" --check "$@"
+cd "$root"
+exec cargo run --locked -q -p bench-summarize -- results-page --check "$@"

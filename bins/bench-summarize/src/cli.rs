@@ -7,12 +7,12 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use coload_analysis::{
-    Options, compare, isolation_dirs, load_compare_input, render_comparison_markdown,
-    render_isolation_markdown, render_isolation_table, render_markdown, render_table,
-    summarize_dirs, write_report,
-};
+use coload_analysis::{Options, compare, isolation_dirs, load_compare_input, summarize_dirs};
 use coload_cohort_schema::{IsolationResult, exit, read_document, write_json_atomic};
+use coload_report::{
+    render_comparison_markdown, render_isolation_markdown, render_isolation_table, render_markdown,
+    render_table, write_report,
+};
 
 /// Summarize a coload cohort from its worker folders, or compare cohorts.
 ///
@@ -45,6 +45,23 @@ enum Command {
     /// per cohort so that modes read side by side: who failed, at what allocation, with what
     /// error. Failed cohorts are read too (their failures are the result).
     Isolation(IsolationArgs),
+    /// Render the repository's results page (docs/results.md) from the recorded data under
+    /// docs/results/data, with the report's rules; with --check, fail (exit 1, naming the first
+    /// differing line) where the committed page differs from what the data give.
+    ResultsPage(ResultsPageArgs),
+}
+
+#[derive(Debug, Args)]
+struct ResultsPageArgs {
+    /// The folder holding each round's data (round 1's comparison.json is beside it).
+    #[arg(long, value_name = "DIR", default_value = "docs/results/data")]
+    data: PathBuf,
+    /// The page to write, or with --check to compare.
+    #[arg(long, value_name = "FILE", default_value = "docs/results.md")]
+    out: PathBuf,
+    /// Compare with --out instead of writing it.
+    #[arg(long)]
+    check: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -132,6 +149,42 @@ pub(crate) fn run() -> anyhow::Result<ExitCode> {
         Some(Command::Summarize(args)) => summarize(&args),
         Some(Command::Compare(args)) => run_compare(&args),
         Some(Command::Isolation(args)) => run_isolation(&args),
+        Some(Command::ResultsPage(args)) => run_results_page(&args),
+    }
+}
+
+fn run_results_page(args: &ResultsPageArgs) -> anyhow::Result<ExitCode> {
+    let page = match coload_report::results_page::render(&args.data) {
+        Ok(page) => page,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(exit::INVALID_INPUT));
+        }
+    };
+    if !args.check {
+        std::fs::write(&args.out, &page)
+            .with_context(|| format!("writing {}", args.out.display()))?;
+        eprintln!("wrote {}", args.out.display());
+        return Ok(ExitCode::from(exit::COMPLETE));
+    }
+    let committed = std::fs::read_to_string(&args.out)
+        .with_context(|| format!("reading {}", args.out.display()))?;
+    match coload_report::results_page::first_difference(&committed, &page) {
+        None => {
+            eprintln!("{} matches the data", args.out.display());
+            Ok(ExitCode::from(exit::COMPLETE))
+        }
+        Some(d) => {
+            print(&format!("{d}\n"))?;
+            eprintln!(
+                "error: {} differs from what the data give: edit the data or the template \
+                 (crates/report/src/results_page/results.md.tmpl), then run \
+                 `bench-summarize results-page`",
+                args.out.display()
+            );
+            // As diff(1): 1 when the texts differ.
+            Ok(ExitCode::from(1))
+        }
     }
 }
 

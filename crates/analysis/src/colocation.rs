@@ -154,8 +154,9 @@ fn describe(map: &BTreeMap<&str, Vec<u32>>) -> String {
         .join("; ")
 }
 
-/// "1 cohort", "2 cohorts".
-pub(crate) fn plural(n: usize, one: &str, many: &str) -> String {
+/// A count with its noun: "1 cohort", "2 cohorts" (the reports' wording too).
+#[must_use]
+pub fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 

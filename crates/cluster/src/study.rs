@@ -746,7 +746,7 @@ impl ClusterRun {
                 if let Err(e) = coload_cohort_schema::write_json_atomic(&path, &summary) {
                     return self.fail(&format!("cannot write {}: {e}", path.display()));
                 }
-                let _ = writeln!(self.log, "{}", coload_analysis::render_table(&summary));
+                let _ = writeln!(self.log, "{}", coload_report::render_table(&summary));
                 Ended { code: Some(0) }
             }
             Err(e) => {

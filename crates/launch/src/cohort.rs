@@ -364,9 +364,9 @@ fn write_isolation(dir: &Path, quiet: bool, console: &dyn Console) -> Option<Str
             path.display()
         ));
     }
-    Some(coload_analysis::render_isolation_table(
-        std::slice::from_ref(&result),
-    ))
+    Some(coload_report::render_isolation_table(std::slice::from_ref(
+        &result,
+    )))
 }
 
 /// Starts workers in the order given until one cannot be started; the rest are not attempted.
@@ -604,7 +604,7 @@ fn summarize(
         Ok(summary) => {
             let path = dir.join(files::SUMMARY);
             coload_cohort_schema::write_json_atomic(&path, &summary)?;
-            console.output(&format!("{}\n", coload_analysis::render_table(&summary)));
+            console.output(&format!("{}\n", coload_report::render_table(&summary)));
             if !args.quiet {
                 console.progress(&format!("wrote {}", path.display()));
             }

@@ -8,7 +8,7 @@
 //! beside its artifacts); the index (`coload_cohort_schema::study::Index`) records every
 //! cohort's outcome after each one ends, a failed one's reason from its `failure.json`; at the
 //! end the complete cohorts are compared against the solo baselines and the report is written
-//! ([`coload_analysis::study_report`]).
+//! ([`coload_report::study_report`]).
 //!
 //! Where the cohorts run is a [`Target`]: this node ([`run`]), or a cluster backend's nodes
 //! ([`run_with`], with an [`Offer`] of lanes and a [`Launcher`]; `coload-cluster` implements

@@ -199,7 +199,7 @@ pub(crate) fn isolation_measured(dir: &Path, job: &Job) -> Option<(String, Strin
     }
     let answer = format!(
         "not contained: {}",
-        coload_analysis::study_report::isolation_note(&r)
+        coload_report::study_report::isolation_note(&r)
     );
     Some((r.experiment, answer))
 }
@@ -265,10 +265,10 @@ pub(crate) fn capacity_answer(r: &CapacityReport) -> String {
     };
     let mut objective = Vec::new();
     if !r.probes.iter().all(|p| p.serve.is_empty()) || r.ttft_slo_ms.is_none() {
-        objective.push(coload_analysis::objective_words(r.slo_ms, r.quantile));
+        objective.push(coload_report::objective_words(r.slo_ms, r.quantile));
     }
     if let (Some(ttft), Some(tpot)) = (r.ttft_slo_ms, r.tpot_slo_ms) {
-        objective.push(coload_analysis::llm_objective_words(ttft, tpot, r.quantile));
+        objective.push(coload_report::llm_objective_words(ttft, tpot, r.quantile));
     }
     format!(
         "capacity {words} requests/s at {} (stop: {}, {} probes)",

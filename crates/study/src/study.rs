@@ -980,7 +980,7 @@ fn cohort_failure(dir: &Path) -> Option<String> {
 }
 
 /// Compares the complete cohorts against the solo baselines and writes `report/`
-/// ([`coload_analysis::study_report`]).
+/// ([`coload_report::study_report`]).
 fn report(
     out: &Path,
     plan: &Plan,
@@ -988,7 +988,7 @@ fn report(
     index: &Index,
     console: &dyn Console,
 ) -> Result<(), StudyError> {
-    let about = coload_analysis::study_report::About {
+    let about = coload_report::study_report::About {
         title: format!("coload study: {}", plan.name),
         description: plan
             .description
@@ -996,7 +996,7 @@ fn report(
             .unwrap_or_else(|| "a coload study".to_owned()),
         node: node_line.to_owned(),
     };
-    let written = coload_analysis::study_report::write(out, &about, index)
+    let written = coload_report::study_report::write(out, &about, index)
         .map_err(|e| StudyError::Write(out.join("report"), Box::new(e)))?;
     for w in &written.warnings {
         console.progress(&format!("warning: {w}"));
