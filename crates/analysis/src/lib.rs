@@ -51,6 +51,7 @@ pub mod histogram;
 mod inputs;
 pub mod interval;
 mod isolation;
+pub mod ratio;
 mod report;
 mod scan;
 mod serve;
