@@ -61,7 +61,7 @@ pub mod study_report;
 mod summarize;
 
 pub use coload_cohort_schema::{CohortSummary, Comparison};
-pub use compare::{CompareInput, compare, load_compare_input};
+pub use compare::{CompareInput, compare, load_compare_input, short_card};
 pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
 pub use isolation::isolation_dirs;

@@ -32,48 +32,11 @@
 //! verdict uses), or until the maximum number of repeats; never before two repeats, since one
 //! value has no spread.
 
+pub use coload_cohort_schema::RatioInterval;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::stats::mean_stddev;
-
-/// A ratio of two means with its two-sided 95% interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RatioInterval {
-    /// `mean(numerator) / mean(denominator)`.
-    pub ratio: f64,
-    /// Lower end of the 95% interval; `null` when neither side was repeated.
-    pub low: Option<f64>,
-    /// Upper end of the 95% interval.
-    pub high: Option<f64>,
-    /// Values on the numerator's side (cohorts).
-    pub n_numerator: u32,
-    /// Values on the denominator's side (baseline runs).
-    pub n_denominator: u32,
-}
-
-impl RatioInterval {
-    /// The interval's width relative to the ratio (`(high - low) / ratio`); `None` without an
-    /// interval.
-    #[must_use]
-    pub fn relative_width(&self) -> Option<f64> {
-        Some((self.high? - self.low?) / self.ratio)
-    }
-
-    /// Whether the interval lies entirely above (`Some(true)`) or below (`Some(false)`) `x`;
-    /// `None` when it contains `x` or there is no interval.
-    #[must_use]
-    pub fn side_of(&self, x: f64) -> Option<bool> {
-        let (low, high) = (self.low?, self.high?);
-        if low > x {
-            Some(true)
-        } else if high < x {
-            Some(false)
-        } else {
-            None
-        }
-    }
-}
 
 /// The ratio of the mean of `numerator` over the mean of `denominator`, with its 95% interval
 /// by the delta method on the log ratio (see the module's documentation). `None` when either
@@ -82,21 +45,35 @@ impl RatioInterval {
 pub fn ratio_of_means(numerator: &[f64], denominator: &[f64]) -> Option<RatioInterval> {
     let (a, sa) = mean_stddev(numerator)?;
     let (b, sb) = mean_stddev(denominator)?;
-    if !(a.is_finite() && b.is_finite() && a > 0.0 && b > 0.0) {
+    ratio_of_estimates(
+        (a, sa, numerator.len() as u32),
+        (b, sb, denominator.len() as u32),
+    )
+}
+
+/// [`ratio_of_means`] from each side's mean, sample standard deviation and count (what an
+/// [`Estimate`](coload_cohort_schema::Estimate) keeps). `None` for a count of 0, or a mean that
+/// is not positive and finite.
+#[must_use]
+pub fn ratio_of_estimates(
+    (a, sa, n_a): (f64, f64, u32),
+    (b, sb, n_b): (f64, f64, u32),
+) -> Option<RatioInterval> {
+    if n_a == 0 || n_b == 0 || !(a.is_finite() && b.is_finite() && a > 0.0 && b > 0.0) {
         return None;
     }
-    let (na, nb) = (numerator.len() as f64, denominator.len() as f64);
+    let (na, nb) = (f64::from(n_a), f64::from(n_b));
     let ratio = a / b;
     let out = |low, high| RatioInterval {
         ratio,
         low,
         high,
-        n_numerator: numerator.len() as u32,
-        n_denominator: denominator.len() as u32,
+        n_numerator: n_a,
+        n_denominator: n_b,
     };
     // Squared coefficients of variation of each value; a side measured once borrows the
     // other's (see the module's documentation).
-    let (cv2_a, cv2_b, df) = match (numerator.len() >= 2, denominator.len() >= 2) {
+    let (cv2_a, cv2_b, df) = match (n_a >= 2, n_b >= 2) {
         (false, false) => return Some(out(None, None)),
         (true, true) => {
             let (va, vb) = ((sa / a).powi(2) / na, (sb / b).powi(2) / nb);
