@@ -469,8 +469,9 @@ policies = ["mps", "exclusive", "timeslice"]
 
     #[test]
     fn a_baseline_runs_alone_on_the_host() {
-        // The baseline comes second: it waits for the first cohort to end, the cohort behind it
-        // does not pass it, and nothing starts beside it although a lane is free.
+        // The baseline's second run comes between the rounds: it waits for the long first
+        // cohort to end, the cohort behind it does not pass it, and nothing starts beside it
+        // although a lane is free.
         let plan = r#"
 [[policy]]
 name = "exclusive"
@@ -481,16 +482,16 @@ mode = "timeslice"
 [[cohort]]
 workers = "train=4"
 policies = ["timeslice"]
+repeats = 2
 [[cohort]]
 workers = "train=1"
 policies = ["exclusive"]
 baseline = true
+repeats = 3
 [[cohort]]
 workers = "train=2"
 policies = ["timeslice"]
-[[cohort]]
-workers = "train=3"
-policies = ["timeslice"]
+repeats = 2
 "#;
         let log = schedule_plan(plan, &two_gpus(), &[0, 1], |j| {
             if j.name == "timeslice-train4-r1" {
@@ -502,14 +503,20 @@ policies = ["timeslice"]
         assert_eq!(
             log,
             [
-                "start timeslice-train4-r1 on 0",
-                "end timeslice-train4-r1",
                 "start exclusive-train1-r1 on 0",
                 "end exclusive-train1-r1",
-                "start timeslice-train2-r1 on 0",
-                "start timeslice-train3-r1 on 1",
+                "start timeslice-train4-r1 on 0",
+                "start timeslice-train2-r1 on 1",
                 "end timeslice-train2-r1",
-                "end timeslice-train3-r1",
+                "end timeslice-train4-r1",
+                "start exclusive-train1-r2 on 0",
+                "end exclusive-train1-r2",
+                "start timeslice-train4-r2 on 0",
+                "start timeslice-train2-r2 on 1",
+                "end timeslice-train4-r2",
+                "end timeslice-train2-r2",
+                "start exclusive-train1-r3 on 0",
+                "end exclusive-train1-r3",
             ]
         );
     }
