@@ -113,6 +113,20 @@ fn interval(
     out(Some(ratio * (-half).exp()), Some(ratio * half.exp()))
 }
 
+/// The aggregate against one worker alone from which sharing counts as adding throughput: the
+/// verdict's threshold, and one the stopping rule keeps an interval clear of.
+pub const GAIN: f64 = 1.10;
+
+/// How close to its solo rate, relatively, one worker alone under a sharing policy must provably
+/// be (its whole 95 % interval within 1 +- this) to run "as fast as a whole GPU". Two solo runs
+/// on one card differ by a few percent, so a tighter bound could never be shown.
+pub const ALONE_TOLERANCE: f64 = 0.05;
+
+/// Every ratio at which the verdict's words about a throughput ratio change: slower or faster
+/// than solo (1), "as fast as" (within [`ALONE_TOLERANCE`]) and "adds throughput" ([`GAIN`]).
+/// A repeated shape whose interval lies clear of all of them cannot change its verdict.
+pub const VERDICT_THRESHOLDS: [f64; 4] = [1.0 - ALONE_TOLERANCE, 1.0, 1.0 + ALONE_TOLERANCE, GAIN];
+
 /// What an interval allows a sentence to say about a ratio against 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -394,6 +394,7 @@ fn outcome_words(e: &Entry) -> String {
         Outcome::NotOffered => with("not offered"),
         Outcome::NotRun => "not run yet".to_owned(),
         Outcome::Interrupted => "interrupted (runs again next time)".to_owned(),
+        Outcome::Settled => with("not needed"),
     }
 }
 

@@ -133,6 +133,10 @@ struct CohortFile {
     /// A solo cohort whose worker is the reference rate of its workload.
     #[serde(default)]
     baseline: bool,
+    /// Stop repeating once the shape's ratio against solo is settled: its 95 % interval
+    /// narrower than this relative width, or clear of every threshold the verdict uses;
+    /// `repeats` is then the most.
+    precision: Option<Spanned<f64>>,
     /// The folder name's middle part (default: the mix, `infer1-train6`).
     name: Option<Spanned<String>>,
     #[serde(default)]
@@ -186,6 +190,7 @@ struct Shape {
     workers: String,
     repeats: u32,
     baseline: bool,
+    precision: Option<f64>,
     flags: FlagTable,
     line: usize,
 }
@@ -211,6 +216,9 @@ pub struct Job {
     pub repeat: u32,
     /// A solo that is its workload's reference.
     pub baseline: bool,
+    /// Repeats of its shape stop once its ratio against solo is settled to this relative
+    /// interval width (or its verdict cannot change); `None`: every repeat runs.
+    pub precision: Option<f64>,
     /// What the cohort is: the plan's flags, then the policy's, then the cohort's, then the
     /// CPU overrides on a CPU node, laid over the defaults of its mix and mode.
     pub spec: CohortSpec,
@@ -429,6 +437,35 @@ impl Plan {
                     ),
                 ));
             }
+            let precision = match &c.precision {
+                None => None,
+                Some(p) => {
+                    let v = *p.get_ref();
+                    let why = if !(v.is_finite() && v > 0.0 && v < 1.0) {
+                        Some(format!(
+                            "field `precision` is {v}: a relative interval width between 0 and 1 \
+                             (0.05: the 95 % interval within 5 % of the ratio)"
+                        ))
+                    } else if c.baseline {
+                        Some(
+                            "field `precision`: a baseline is what ratios divide by; its repeats \
+                             bracket the study and all run"
+                                .to_owned(),
+                        )
+                    } else if repeats < 3 {
+                        Some(format!(
+                            "field `precision` with `repeats = {repeats}`: repeats are the most a \
+                             shape may run and two always run, so precision needs at least 3"
+                        ))
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
+                        return Err(err(Some(p.span()), why));
+                    }
+                    Some(v)
+                }
+            };
             let base_name = match &c.name {
                 Some(name) => {
                     check_name("cohort", name.get_ref()).map_err(|m| err(Some(name.span()), m))?;
@@ -444,6 +481,7 @@ impl Plan {
                     workers: c.workers.get_ref().clone(),
                     repeats,
                     baseline: c.baseline,
+                    precision,
                     flags: c.flags.clone(),
                     line,
                 });
@@ -673,6 +711,7 @@ fn expand(
             mix: s.mix.clone(),
             repeat: k,
             baseline: s.baseline,
+            precision: s.precision,
             spec,
             line: s.line,
         });

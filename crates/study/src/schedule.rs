@@ -59,6 +59,11 @@ pub(crate) trait Events {
     fn ended(&mut self, job: &Job, placement: &Placement, result: &RunResult, elapsed: Duration);
     /// Called about every poll: lets a progress bar tick.
     fn tick(&mut self) {}
+    /// Why `job` need not run at all (its shape's earlier repeats settled what it would
+    /// measure), asked just before it would start; `None`: run it.
+    fn settled(&mut self, _job: &Job) -> Option<String> {
+        None
+    }
 }
 
 /// The outcome of one queued cohort.
@@ -70,6 +75,8 @@ pub(crate) enum RunResult {
     StartFailed(String),
     /// Not started: the study was interrupted or its time budget ran out.
     NotRun(String),
+    /// Not started and not needed: its shape is settled (the reason says how).
+    Settled(String),
 }
 
 /// The scheduler's view of time: seconds a cohort is expected to take.
@@ -120,6 +127,11 @@ pub(crate) fn run<L: Launcher>(
                     break;
                 }
                 let job = queue[pending[i]];
+                if let Some(why) = events.settled(job) {
+                    let index = pending.remove(i);
+                    results.push((index, RunResult::Settled(why), None));
+                    continue;
+                }
                 if job.baseline && !running.is_empty() {
                     // Rule 2: a baseline waits for the host to empty, and keeps the order.
                     break;

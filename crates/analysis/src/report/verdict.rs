@@ -28,18 +28,17 @@ use coload_cohort_schema::{CohortComparison, Comparison, Mode, Workload};
 use super::ReportContext;
 use super::svg::num;
 
-/// Aggregate against one worker alone from which sharing counts as adding throughput.
-pub(crate) const GAIN: f64 = 1.10;
+/// Aggregate against one worker alone from which sharing counts as adding throughput (the
+/// stopping rule of repeated shapes keeps its intervals clear of the same figure).
+pub(crate) const GAIN: f64 = crate::ratio::GAIN;
 /// p99 against solo up to which a policy counts as protecting the tail.
 pub(crate) const TAIL_OK: f64 = 2.0;
 /// Rate against solo from which one worker alone under a sharing policy counts as unhindered:
 /// repeats of one shape spread by a few percent, so 0.90x is a cost nobody would notice and
 /// the plugin's 1/7 share (about 0.3x) is far below it.
 pub(crate) const ALONE_OK: f64 = 0.90;
-/// How close to its solo rate, relatively, one worker alone under a sharing policy must provably
-/// be (its whole 95 % interval within 1 +- this) to run "as fast as a whole GPU". Two solo runs
-/// on one card differ by a few percent, so a tighter bound could never be shown.
-pub(crate) const ALONE_TOLERANCE: f64 = 0.05;
+/// See [`crate::ratio::ALONE_TOLERANCE`].
+pub(crate) const ALONE_TOLERANCE: f64 = crate::ratio::ALONE_TOLERANCE;
 
 /// Colours per mode: the first policy of a mode gets the first, a second policy of the same mode
 /// (another MPS share) the next. Chosen to stay apart for the common colour-vision deficiencies.
