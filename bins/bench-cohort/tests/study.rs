@@ -66,7 +66,8 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
         .filter(|(_, o)| o == "complete")
         .map(|(n, _)| n.as_str())
         .collect();
-    // Interleaved: both solos, then each shape's first repeat, then the second repeats.
+    // Interleaved: both solos, each shape's first repeat, the second repeats, and the solos
+    // again (a baseline brackets the cohorts it normalises).
     assert_eq!(
         complete,
         [
@@ -76,6 +77,8 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
             "timeslice-infer1-train1-r1",
             "timeslice-train2-r2",
             "timeslice-infer1-train1-r2",
+            "exclusive-train1-r2",
+            "exclusive-infer1-r2",
         ]
     );
     // MPS is not offered without a GPU, and says so.
@@ -92,7 +95,7 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
     }
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(
-        table.contains("10 cohorts: 6 complete (0 from earlier runs), 0 failed"),
+        table.contains("12 cohorts: 8 complete (0 from earlier runs), 0 failed"),
         "{table}"
     );
     for name in &complete {
@@ -112,12 +115,12 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
     let first_svg = html.find("<svg").expect("charts");
     assert!(verdict < first_svg && first_svg < first_details);
     assert!(html.contains("Inference p99 beside others"), "{html}");
-    // Folded: each of the 6 cohorts, the 4 shapes of repeats, and the list of the study's 10
+    // Folded: each of the 8 cohorts, the 4 shapes of repeats, and the list of the study's 12
     // cohorts (report v3 folds every table of more than 8 rows).
     assert_eq!(
         html.matches("<details>").count(),
-        6 + 4 + 1,
-        "6 cohorts, 4 shapes of repeats and the cohort list"
+        8 + 4 + 1,
+        "8 cohorts, 4 shapes of repeats and the cohort list"
     );
     let md = std::fs::read_to_string(out.join("report/comparison.md")).unwrap();
     assert!(
@@ -140,7 +143,7 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
             .iter()
             .filter(|(_, o)| o == "already_complete")
             .count(),
-        6,
+        8,
         "{again:?}"
     );
 }
@@ -429,7 +432,8 @@ fn a_dry_run_plans_the_article_for_a_two_gpu_node() {
         text.contains("exclusive-train2-r1  train=2  gpus 0,1 (one per worker)  to run"),
         "{text}"
     );
-    assert!(text.contains("39 cohorts to run"), "{text}");
+    // 39 cohorts and the two baselines twice more (the middle and the end of the study).
+    assert!(text.contains("43 cohorts to run"), "{text}");
     assert!(!tmp.path().join("s").exists(), "a dry run writes nothing");
 }
 

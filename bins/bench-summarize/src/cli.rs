@@ -113,7 +113,8 @@ struct CompareArgs {
     /// summary.json files or cohort folders to compare.
     #[arg(value_name = "INPUT", required = true)]
     inputs: Vec<PathBuf>,
-    /// Solo baselines (one-worker summary.json files or cohort folders), one per workload.
+    /// Solo baselines (one-worker summary.json files or cohort folders): several per workload
+    /// (repeats, and one set per card); each cohort is divided by the runs on its own card.
     #[arg(long, value_name = "INPUT", num_args = 1..)]
     baseline: Vec<PathBuf>,
     /// Folder to write comparison.json, comparison.md and report.html into.

@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use coload_cohort_schema::{
-    ActivityScope, Baseline, CohortComparison, CohortSummary, Comparison, GpmStats,
-    GroupComparison, MeanMax, RepeatGroup, RepeatPoint, RepeatStats, SCHEMA_VERSION,
-    SummaryWarning, WorkerComparison, Workload, check_version,
+    ActivityScope, Baseline, BaselineBlock, CardRatio, CohortComparison, CohortSummary, Comparison,
+    Estimate, GpmStats, GroupComparison, GroupSummary, MeanMax, RepeatGroup, RepeatPoint,
+    RepeatStats, SCHEMA_VERSION, SummaryWarning, WorkerComparison, WorkerSummary, Workload,
+    check_version,
 };
 
 use crate::error::AnalysisError;
@@ -72,7 +73,13 @@ pub fn load_compare_input(
     Ok((summary, CompareInput::CohortFolder))
 }
 
-/// Compares `cohorts` with each other and with the solo `baselines` (at most one per workload).
+/// Compares `cohorts` with each other and with the solo `baselines`.
+///
+/// Baselines are blocks: every solo run of a workload on one card (its repeats, and one set per
+/// card). Each ratio divides by the block of the cohort's own card, with a 95% interval that
+/// carries the block's run-to-run noise ([`crate::ratio`]); a cohort whose card has no baseline
+/// of its workload gets no ratio, and a `cross_card` warning names the cards and the spread
+/// between the baselines' cards, because H200s differ by 10 to 14 % from one card to the next.
 pub fn compare(
     cohorts: &[CohortSummary],
     baselines: &[CohortSummary],
@@ -83,7 +90,8 @@ pub fn compare(
         ));
     }
     let mut warnings = Vec::new();
-    let mut base: Baselines<'_> = BTreeMap::new();
+    let mut blocks: Blocks<'_> = BTreeMap::new();
+    let mut first: BTreeMap<Workload, Baseline> = BTreeMap::new();
     for b in baselines {
         let [worker] = b.workers.as_slice() else {
             return Err(AnalysisError::Compare(format!(
@@ -92,112 +100,210 @@ pub fn compare(
                 b.workers.len()
             )));
         };
-        if let Some((other, _)) = base.get(&worker.workload) {
+        if blocks
+            .values()
+            .flatten()
+            .any(|other| other.experiment == b.experiment)
+        {
             return Err(AnalysisError::Compare(format!(
-                "two {} baselines (`{}` and `{}`): give one per workload",
-                worker.workload, other.experiment, b.experiment
+                "baseline `{}` is given twice: each run counts once",
+                b.experiment
             )));
         }
-        base.insert(
-            worker.workload,
-            (
-                Baseline {
-                    experiment: b.experiment.clone(),
-                    mode: b.mode,
-                    model: worker.model.clone(),
-                    execution: b.config.execution,
-                    samples_per_s: worker.samples_per_s,
-                    p99_ms: worker.latency_ms.p99,
-                },
-                b,
-            ),
-        );
+        let key = (worker.workload, worker.gpu_uuid.clone());
+        if let Some(other) = blocks.get(&key).and_then(|v| v.first()) {
+            let diffs = b.config.differences(&other.config);
+            if !diffs.is_empty() || other.workers[0].model != worker.model {
+                return Err(AnalysisError::Compare(format!(
+                    "{} baselines `{}` and `{}` on one card differ in {}: repeats of a baseline \
+                     run the same configuration",
+                    worker.workload,
+                    other.experiment,
+                    b.experiment,
+                    if diffs.is_empty() {
+                        "model".to_owned()
+                    } else {
+                        diffs
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                )));
+            }
+        }
+        blocks.entry(key).or_default().push(b);
+        first.entry(worker.workload).or_insert_with(|| Baseline {
+            experiment: b.experiment.clone(),
+            mode: b.mode,
+            model: worker.model.clone(),
+            execution: b.config.execution,
+            samples_per_s: worker.samples_per_s,
+            p99_ms: worker.latency_ms.p99,
+            card: worker.gpu_uuid.clone(),
+        });
     }
+    let blocks: BTreeMap<BlockKey, Block<'_>> = blocks
+        .into_iter()
+        .map(|(k, runs)| (k, Block::new(runs)))
+        .collect();
 
     let out_cohorts = cohorts
         .iter()
-        .map(|c| compare_cohort(c, &base, &mut warnings))
+        .map(|c| compare_cohort(c, &blocks, &mut warnings))
         .collect();
 
     Ok(Comparison {
         schema_version: SCHEMA_VERSION,
-        baselines: base.into_iter().map(|(w, (b, _))| (w, b)).collect(),
+        baselines: first,
+        baseline_blocks: blocks
+            .iter()
+            .map(|((workload, card), b)| BaselineBlock {
+                workload: *workload,
+                card: card.clone(),
+                experiments: b.runs.iter().map(|r| r.experiment.clone()).collect(),
+                samples_per_s: b.rates_estimate,
+                p99_ms: b.p99_estimate,
+            })
+            .collect(),
         cohorts: out_cohorts,
-        repeats: repeats(cohorts),
+        repeats: repeats(cohorts, &blocks),
         warnings,
         caveats: CAVEATS.iter().map(|c| (*c).to_owned()).collect(),
     })
 }
 
-type Baselines<'a> = BTreeMap<Workload, (Baseline, &'a CohortSummary)>;
+/// A baseline block's key: the workload and the card (`None` without a GPU identity).
+type BlockKey = (Workload, Option<String>);
+type Blocks<'a> = BTreeMap<BlockKey, Vec<&'a CohortSummary>>;
+
+/// The solo runs of one workload on one card.
+struct Block<'a> {
+    runs: Vec<&'a CohortSummary>,
+    rates: Vec<f64>,
+    rates_estimate: Estimate,
+    p99_estimate: Estimate,
+}
+
+impl<'a> Block<'a> {
+    fn new(runs: Vec<&'a CohortSummary>) -> Self {
+        let rates: Vec<f64> = runs.iter().map(|r| r.workers[0].samples_per_s).collect();
+        let p99s: Vec<f64> = runs.iter().map(|r| r.workers[0].latency_ms.p99).collect();
+        let zero = Estimate {
+            n: 0,
+            mean: 0.0,
+            stddev: 0.0,
+            ci95_low: None,
+            ci95_high: None,
+        };
+        Block {
+            rates_estimate: stats::estimate_nonnegative(&rates).unwrap_or(zero),
+            p99_estimate: stats::estimate_nonnegative(&p99s).unwrap_or(zero),
+            runs,
+            rates,
+        }
+    }
+
+    fn rate(&self) -> f64 {
+        self.rates_estimate.mean
+    }
+
+    fn p99(&self) -> f64 {
+        self.p99_estimate.mean
+    }
+}
+
+/// How far apart the baselines of `workload` are between cards: the fastest card's mean solo
+/// rate over the slowest's, minus one; `None` with fewer than two cards.
+fn between_card_spread(blocks: &BTreeMap<BlockKey, Block<'_>>, workload: Workload) -> Option<f64> {
+    let means: Vec<f64> = blocks
+        .iter()
+        .filter(|((w, card), b)| *w == workload && card.is_some() && b.rate() > 0.0)
+        .map(|(_, b)| b.rate())
+        .collect();
+    let (lo, hi) = means.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), m| {
+        (lo.min(*m), hi.max(*m))
+    });
+    (means.len() >= 2).then(|| hi / lo - 1.0)
+}
+
+/// A card's UUID cut to what a reader tells apart (`GPU-3c0feb05`).
+#[must_use]
+pub fn short_card(card: &str) -> &str {
+    card.get(..12).unwrap_or(card)
+}
 
 fn compare_cohort(
     c: &CohortSummary,
-    base: &Baselines<'_>,
+    blocks: &BTreeMap<BlockKey, Block<'_>>,
     warnings: &mut Vec<SummaryWarning>,
 ) -> CohortComparison {
     let mut groups = BTreeMap::new();
     for (workload, g) in &c.groups {
-        let solo = base.get(workload);
-        if let Some((b, bs)) = solo {
-            let mut diffs: Vec<String> = c
-                .config
-                .differences(&bs.config)
-                .iter()
-                .filter(|d| !BASELINE_FREE_FIELDS.contains(&d.field))
-                .map(ToString::to_string)
-                .collect();
-            if let (Some(group), Some(base)) = (&g.model, &b.model)
-                && group != base
-            {
-                diffs.insert(0, format!("model {group} != {base}"));
-            }
-            if !diffs.is_empty() {
-                warnings.push(warn(
-                    "baseline_config",
-                    format!(
-                        "cohort `{}` and its {workload} baseline `{}` differ in {}: the \
-                         ratios compare different work",
-                        c.experiment,
-                        b.experiment,
-                        diffs.join(", ")
-                    ),
-                ));
-            }
-        } else {
-            warnings.push(warn(
-                "no_baseline",
-                format!(
-                    "cohort `{}`: no {workload} baseline, so no ratios against solo",
-                    c.experiment
-                ),
-            ));
-        }
-        let solo = solo.map(|(b, _)| b);
-        let per_worker = c
+        let members: Vec<&WorkerSummary> = c
             .workers
             .iter()
             .filter(|w| w.workload == *workload)
-            .map(|w| WorkerComparison {
-                replica: w.replica,
-                samples_per_s: w.samples_per_s,
-                p99_ms: w.latency_ms.p99,
-                rate_vs_solo: solo.map(|b| ratio(w.samples_per_s, b.samples_per_s)),
-                p99_vs_solo: solo.map(|b| ratio(w.latency_ms.p99, b.p99_ms)),
-                latency_cdf_ms: w.latency_cdf_ms.clone(),
-                latency_ms: Some(w.latency_ms),
-                batches: Some(w.batches),
+            .collect();
+        let mut cards: Vec<Option<String>> = members.iter().map(|w| w.gpu_uuid.clone()).collect();
+        cards.sort();
+        cards.dedup();
+        let own: Vec<Option<&Block<'_>>> = cards
+            .iter()
+            .map(|card| blocks.get(&(*workload, card.clone())))
+            .collect();
+        block_warnings(c, g, *workload, &cards, &own, blocks, warnings);
+        let block_of = |w: &WorkerSummary| {
+            blocks
+                .get(&(*workload, w.gpu_uuid.clone()))
+                .filter(|b| b.rate() > 0.0)
+        };
+        let per_worker = members
+            .iter()
+            .map(|w| {
+                let block = block_of(w);
+                WorkerComparison {
+                    replica: w.replica,
+                    samples_per_s: w.samples_per_s,
+                    p99_ms: w.latency_ms.p99,
+                    rate_vs_solo: block.map(|b| ratio(w.samples_per_s, b.rate())),
+                    rate_vs_solo_ci: block
+                        .and_then(|b| crate::ratio::ratio_of_means(&[w.samples_per_s], &b.rates)),
+                    p99_vs_solo: block.map(|b| ratio(w.latency_ms.p99, b.p99())),
+                    card: w.gpu_uuid.clone(),
+                    latency_cdf_ms: w.latency_cdf_ms.clone(),
+                    latency_ms: Some(w.latency_ms),
+                    batches: Some(w.batches),
+                }
             })
             .collect();
+        // One worker alone on each member's own card: the mean of their blocks' solo rates (one
+        // block for every shared cohort).
+        let solo_rate = members
+            .iter()
+            .map(|w| block_of(w).map(Block::rate))
+            .collect::<Option<Vec<f64>>>()
+            .filter(|v| !v.is_empty())
+            .map(|v| v.iter().sum::<f64>() / v.len() as f64);
+        let one_block = match own.as_slice() {
+            [Some(b)] => Some(*b),
+            _ => None,
+        };
         groups.insert(
             *workload,
             GroupComparison {
                 model: g.model.clone(),
                 workers: g.workers,
                 aggregate_samples_per_s: g.aggregate_samples_per_s,
-                aggregate_vs_solo: solo.map(|b| ratio(g.aggregate_samples_per_s, b.samples_per_s)),
+                aggregate_vs_solo: solo_rate.map(|s| ratio(g.aggregate_samples_per_s, s)),
+                aggregate_vs_solo_ci: one_block.and_then(|b| {
+                    crate::ratio::ratio_of_means(&[g.aggregate_samples_per_s], &b.rates)
+                }),
                 jain_fairness: g.jain_fairness,
                 p99_ms: g.latency_ms.p99,
+                p99_vs_solo: one_block
+                    .filter(|b| b.p99() > 0.0)
+                    .map(|b| g.latency_ms.p99 / b.p99()),
                 samples_per_device_joule: g.samples_per_device_joule,
                 per_worker,
             },
@@ -211,11 +317,94 @@ fn compare_cohort(
         count: c.count,
         execution: c.config.execution,
         workload_mix: c.workload_mix.clone(),
+        cards: c.colocation.physical_gpus.clone(),
         common_s: c.common_interval.seconds,
         groups,
         gpm: device_gpm(c),
         joules: c.energy.as_ref().map(|e| e.joules),
     }
+}
+
+/// What a reader must know about a group's baselines: none at all, none on its own card
+/// (`cross_card`, with the spread between the cards that have them), or one of another
+/// configuration.
+fn block_warnings(
+    c: &CohortSummary,
+    g: &GroupSummary,
+    workload: Workload,
+    cards: &[Option<String>],
+    own: &[Option<&Block<'_>>],
+    blocks: &BTreeMap<BlockKey, Block<'_>>,
+    warnings: &mut Vec<SummaryWarning>,
+) {
+    let of_workload = || blocks.iter().filter(|((w, _), _)| *w == workload);
+    if of_workload().next().is_none() {
+        warnings.push(warn(
+            "no_baseline",
+            format!(
+                "cohort `{}`: no {workload} baseline, so no ratios against solo",
+                c.experiment
+            ),
+        ));
+    } else if own.iter().any(Option::is_none) {
+        let theirs: Vec<String> = of_workload()
+            .map(|((_, card), _)| card_words(card.as_deref()))
+            .collect();
+        let ours: Vec<String> = cards.iter().map(|k| card_words(k.as_deref())).collect();
+        let spread = between_card_spread(blocks, workload)
+            .map(|s| {
+                format!(
+                    "; the baselines' cards differ by {:.0} % here",
+                    (s * 100.0).round()
+                )
+            })
+            .unwrap_or_default();
+        warnings.push(warn(
+            "cross_card",
+            format!(
+                "cohort `{}` ran on {}; its {workload} baselines ran on {}: no ratio against \
+                     solo across cards, which differ by more than some effects{spread}",
+                c.experiment,
+                ours.join(", "),
+                theirs.join(", ")
+            ),
+        ));
+    }
+    for b in own.iter().flatten() {
+        let base = b.runs[0];
+        let mut diffs: Vec<String> = c
+            .config
+            .differences(&base.config)
+            .iter()
+            .filter(|d| !BASELINE_FREE_FIELDS.contains(&d.field))
+            .map(ToString::to_string)
+            .collect();
+        if let (Some(group), Some(model)) = (&g.model, &base.workers[0].model)
+            && group != model
+        {
+            diffs.insert(0, format!("model {group} != {model}"));
+        }
+        if !diffs.is_empty() {
+            warnings.push(warn(
+                "baseline_config",
+                format!(
+                    "cohort `{}` and its {workload} baseline `{}` differ in {}: the \
+                         ratios compare different work",
+                    c.experiment,
+                    base.experiment,
+                    diffs.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
+/// A card as a sentence names it: its short UUID, or "no GPU identity".
+fn card_words(card: Option<&str>) -> String {
+    card.map_or_else(
+        || "no GPU identity".to_owned(),
+        |c| short_card(c).to_owned(),
+    )
 }
 
 /// The cohort's device-wide GPM in one figure per metric: the mean over its physical GPUs of
@@ -279,7 +468,7 @@ fn group_models(c: &CohortSummary) -> BTreeMap<Workload, String> {
         .collect()
 }
 
-fn repeats(cohorts: &[CohortSummary]) -> Vec<RepeatGroup> {
+fn repeats(cohorts: &[CohortSummary], blocks: &BTreeMap<BlockKey, Block<'_>>) -> Vec<RepeatGroup> {
     let mut shapes: Vec<Vec<&CohortSummary>> = Vec::new();
     for c in cohorts {
         match shapes.iter_mut().find(|s| same_shape(s[0], c)) {
@@ -322,6 +511,7 @@ fn repeats(cohorts: &[CohortSummary]) -> Vec<RepeatGroup> {
                             per_worker_samples_per_s: p,
                             p99_ms: l,
                             cohorts: points,
+                            vs_solo: card_ratios(&members, *workload, blocks),
                         },
                     );
                 }
@@ -337,6 +527,45 @@ fn repeats(cohorts: &[CohortSummary]) -> Vec<RepeatGroup> {
                 experiments: members.iter().map(|c| c.experiment.clone()).collect(),
                 groups,
             }
+        })
+        .collect()
+}
+
+/// A repeated shape's group against solo, card by card: its cohorts on one card (a cohort on
+/// one card only) over that card's baseline runs.
+fn card_ratios(
+    members: &[&CohortSummary],
+    workload: Workload,
+    blocks: &BTreeMap<BlockKey, Block<'_>>,
+) -> Vec<CardRatio> {
+    let mut by_card: BTreeMap<Option<String>, Vec<&CohortSummary>> = BTreeMap::new();
+    for c in members {
+        let mut cards = c
+            .workers
+            .iter()
+            .filter(|w| w.workload == workload)
+            .map(|w| w.gpu_uuid.clone());
+        let Some(card) = cards.next() else { continue };
+        if cards.all(|k| k == card) {
+            by_card.entry(card).or_default().push(c);
+        }
+    }
+    by_card
+        .into_iter()
+        .filter_map(|(card, cs)| {
+            let block = blocks.get(&(workload, card.clone()))?;
+            let groups: Vec<&GroupSummary> =
+                cs.iter().filter_map(|c| c.groups.get(&workload)).collect();
+            let aggregate: Vec<f64> = groups.iter().map(|g| g.aggregate_samples_per_s).collect();
+            let per_worker: Vec<f64> = groups
+                .iter()
+                .map(|g| g.per_worker_samples_per_s.mean)
+                .collect();
+            Some(CardRatio {
+                aggregate_vs_solo: crate::ratio::ratio_of_means(&aggregate, &block.rates)?,
+                per_worker_vs_solo: crate::ratio::ratio_of_means(&per_worker, &block.rates)?,
+                card,
+            })
         })
         .collect()
 }

@@ -51,6 +51,7 @@ pub mod histogram;
 mod inputs;
 pub mod interval;
 mod isolation;
+pub mod ratio;
 mod scan;
 mod serve;
 mod serve_llm;
@@ -59,7 +60,7 @@ mod summarize;
 
 pub use coload_cohort_schema::{CohortSummary, Comparison};
 pub use colocation::plural;
-pub use compare::{CompareInput, compare, load_compare_input};
+pub use compare::{CompareInput, compare, load_compare_input, short_card};
 pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
 pub use isolation::isolation_dirs;

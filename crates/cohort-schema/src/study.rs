@@ -117,6 +117,9 @@ pub enum Outcome {
     NotRun,
     /// Started and interrupted; set aside as `<name>.interrupted-<k>`, run again next time.
     Interrupted,
+    /// Not needed: the shape's earlier repeats already settled its ratio against solo (the
+    /// plan's `precision`); the reason says how.
+    Settled,
 }
 
 impl Outcome {
@@ -131,6 +134,7 @@ impl Outcome {
             Outcome::NotOffered => "not_offered",
             Outcome::NotRun => "not_run",
             Outcome::Interrupted => "interrupted",
+            Outcome::Settled => "settled",
         }
     }
 

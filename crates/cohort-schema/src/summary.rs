@@ -523,8 +523,12 @@ pub struct DeviceMemory {
 pub struct Comparison {
     /// Always [`crate::SCHEMA_VERSION`] when written by this crate.
     pub schema_version: u32,
-    /// The solo baselines, one per workload at most.
+    /// One solo baseline per workload: the first given (what older readers show).
     pub baselines: BTreeMap<Workload, Baseline>,
+    /// Every baseline block: the solo runs of one workload on one card. A cohort's ratios
+    /// divide by its own card's block; absent in older documents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub baseline_blocks: Vec<BaselineBlock>,
     /// Every cohort compared, in the order given.
     pub cohorts: Vec<CohortComparison>,
     /// Cohorts of the same shape grouped, with their spread.
@@ -552,6 +556,67 @@ pub struct Baseline {
     pub samples_per_s: f64,
     /// The solo worker's p99 batch latency, milliseconds.
     pub p99_ms: f64,
+    /// The physical GPU it ran on (a MIG instance's parent); `null` without a GPU identity (a
+    /// CPU run, older summaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<String>,
+}
+
+/// Every solo run of one workload on one card: the baseline a cohort on that card is divided
+/// by. A block's baseline is a set of repeats, not one run: one card's solo trainer spread over
+/// 15 % in three minutes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineBlock {
+    /// The workload.
+    pub workload: Workload,
+    /// The physical GPU (a MIG instance's parent); `null` without a GPU identity.
+    pub card: Option<String>,
+    /// The solo cohorts, in the order given.
+    pub experiments: Vec<String>,
+    /// The solo worker's samples/s over those runs.
+    pub samples_per_s: Estimate,
+    /// The solo worker's p99 batch latency over those runs, milliseconds.
+    pub p99_ms: Estimate,
+}
+
+/// A ratio of two means (a cohort's figure over its own card's baseline) with its two-sided
+/// 95% interval, which carries the baseline's run-to-run noise as well as the cohort's
+/// (`coload_analysis::ratio` says how it is computed).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RatioInterval {
+    /// `mean(numerator) / mean(denominator)`.
+    pub ratio: f64,
+    /// Lower end of the 95% interval; `null` when neither side was repeated.
+    pub low: Option<f64>,
+    /// Upper end of the 95% interval.
+    pub high: Option<f64>,
+    /// Values on the numerator's side (cohorts).
+    pub n_numerator: u32,
+    /// Values on the denominator's side (baseline runs).
+    pub n_denominator: u32,
+}
+
+impl RatioInterval {
+    /// The interval's width relative to the ratio (`(high - low) / ratio`); `None` without an
+    /// interval.
+    #[must_use]
+    pub fn relative_width(&self) -> Option<f64> {
+        Some((self.high? - self.low?) / self.ratio)
+    }
+
+    /// Whether the interval lies entirely above (`Some(true)`) or below (`Some(false)`) `x`;
+    /// `None` when it contains `x` or there is no interval.
+    #[must_use]
+    pub fn side_of(&self, x: f64) -> Option<bool> {
+        let (low, high) = (self.low?, self.high?);
+        if low > x {
+            Some(true)
+        } else if high < x {
+            Some(false)
+        } else {
+            None
+        }
+    }
 }
 
 /// One cohort of a comparison.
@@ -575,6 +640,10 @@ pub struct CohortComparison {
     pub execution: Execution,
     /// Workers per workload.
     pub workload_mix: BTreeMap<Workload, u32>,
+    /// The physical GPUs it ran on, sorted (one for every shared cohort; several only for
+    /// exclusive cohorts across cards); empty without a GPU identity and in older documents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cards: Vec<String>,
     /// The common interval's length, seconds.
     pub common_s: f64,
     /// Per workload present.
@@ -599,12 +668,20 @@ pub struct GroupComparison {
     /// Sum of the workers' samples/s.
     pub aggregate_samples_per_s: f64,
     /// `aggregate / solo samples/s`: above 1 sharing gained throughput over one worker alone,
-    /// below 1 it lost some. `null` without a baseline.
+    /// below 1 it lost some. `null` without a baseline on the cohort's own card.
     pub aggregate_vs_solo: Option<f64>,
+    /// `aggregate_vs_solo` with its 95% interval over the block's baseline runs; absent without
+    /// a baseline on the cohort's card and in older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate_vs_solo_ci: Option<RatioInterval>,
     /// Jain's fairness index over the workers' samples/s.
     pub jain_fairness: f64,
     /// The group's pooled p99 batch latency, milliseconds.
     pub p99_ms: f64,
+    /// `p99_ms / solo p99` against the baseline runs on the group's own card (above 1 is a
+    /// slowdown); absent without one, for a group across cards, and in older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_vs_solo: Option<f64>,
     /// See [`GroupSummary::samples_per_device_joule`].
     #[serde(default)]
     pub samples_per_device_joule: Option<f64>,
@@ -621,8 +698,16 @@ pub struct WorkerComparison {
     pub samples_per_s: f64,
     /// Its p99 batch latency, milliseconds.
     pub p99_ms: f64,
-    /// `samples/s / solo samples/s` (below 1 is a slowdown). `null` without a baseline.
+    /// `samples/s / solo samples/s` (below 1 is a slowdown). `null` without a baseline on the
+    /// worker's own card.
     pub rate_vs_solo: Option<f64>,
+    /// `rate_vs_solo` with its 95% interval over the block's baseline runs; absent without a
+    /// baseline on the worker's card and in older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_vs_solo_ci: Option<RatioInterval>,
+    /// The physical GPU the worker ran on, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<String>,
     /// `p99 / solo p99` (above 1 is a slowdown). `null` without a baseline.
     pub p99_vs_solo: Option<f64>,
     /// The worker's latency CDF (see [`WorkerSummary::latency_cdf_ms`]), for the report's plot.
@@ -678,6 +763,21 @@ pub struct RepeatStats {
     pub p99_ms: Estimate,
     /// The individual cohorts, so that variation is kept rather than averaged away.
     pub cohorts: Vec<RepeatPoint>,
+    /// Against solo, card by card: the shape's cohorts on one card over that card's baseline
+    /// runs (never across cards); absent without baselines and in older documents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vs_solo: Vec<CardRatio>,
+}
+
+/// A repeated shape against solo on one card.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CardRatio {
+    /// The physical GPU; `null` without a GPU identity.
+    pub card: Option<String>,
+    /// Aggregate samples/s of the group over the solo worker's samples/s.
+    pub aggregate_vs_solo: RatioInterval,
+    /// Mean per-worker samples/s of the group over the solo worker's samples/s.
+    pub per_worker_vs_solo: RatioInterval,
 }
 
 /// One cohort's values within a repeat group.

@@ -403,6 +403,7 @@ fn outcome_words(e: &Entry) -> String {
         Outcome::NotOffered => with("not offered"),
         Outcome::NotRun => "not run yet".to_owned(),
         Outcome::Interrupted => "interrupted (runs again next time)".to_owned(),
+        Outcome::Settled => with("not needed"),
     }
 }
 
@@ -902,20 +903,20 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
     if summaries.is_empty() && capacity.is_empty() {
         return Err(warnings);
     }
-    // One baseline per workload: the first complete solo the plan marks as one.
-    let mut baselines: BTreeMap<coload_cohort_schema::Workload, CohortSummary> = BTreeMap::new();
-    for (s, e) in &summaries {
-        if let (true, Some(w)) = (e.baseline, s.workers.first()) {
-            baselines.entry(w.workload).or_insert_with(|| s.clone());
-        }
-    }
+    // Every complete solo the plan marks as a baseline: `compare` divides each cohort by the
+    // runs on its own card.
+    let baselines: Vec<CohortSummary> = summaries
+        .iter()
+        .filter(|(s, e)| e.baseline && s.workers.len() == 1)
+        .map(|(s, _)| s.clone())
+        .collect();
     let cohorts: Vec<CohortSummary> = summaries.iter().map(|(s, _)| s.clone()).collect();
-    let baselines: Vec<CohortSummary> = baselines.into_values().collect();
     let comparison = if cohorts.is_empty() {
         // Only capacity searches: the report is their charts and table.
         coload_cohort_schema::Comparison {
             schema_version: coload_cohort_schema::SCHEMA_VERSION,
             baselines: BTreeMap::new(),
+            baseline_blocks: Vec::new(),
             cohorts: Vec::new(),
             repeats: Vec::new(),
             warnings: Vec::new(),

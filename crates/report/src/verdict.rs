@@ -28,14 +28,17 @@ use coload_cohort_schema::{CohortComparison, Comparison, Mode, Workload};
 use super::ReportContext;
 use super::svg::num;
 
-/// Aggregate against one worker alone from which sharing counts as adding throughput.
-pub(crate) const GAIN: f64 = 1.10;
+/// Aggregate against one worker alone from which sharing counts as adding throughput (the
+/// stopping rule of repeated shapes keeps its intervals clear of the same figure).
+pub(crate) const GAIN: f64 = coload_analysis::ratio::GAIN;
 /// p99 against solo up to which a policy counts as protecting the tail.
 pub(crate) const TAIL_OK: f64 = 2.0;
 /// Rate against solo from which one worker alone under a sharing policy counts as unhindered:
 /// repeats of one shape spread by a few percent, so 0.90x is a cost nobody would notice and
 /// the plugin's 1/7 share (about 0.3x) is far below it.
 pub(crate) const ALONE_OK: f64 = 0.90;
+/// See [`coload_analysis::ratio::ALONE_TOLERANCE`].
+pub(crate) const ALONE_TOLERANCE: f64 = coload_analysis::ratio::ALONE_TOLERANCE;
 
 /// Colours per mode: the first policy of a mode gets the first, a second policy of the same mode
 /// (another MPS share) the next. Chosen to stay apart for the common colour-vision deficiencies.
@@ -114,11 +117,18 @@ pub(crate) struct Cell {
     pub(crate) rate: f64,
     /// Mean per-worker rate against solo.
     pub(crate) rate_vs_solo: Option<f64>,
+    /// The per-worker rate over the solo's on the cohorts' one card, with its 95 % interval
+    /// over the cell's cohorts and the card's baseline runs; `None` without a baseline block
+    /// (older comparisons) or across cards.
+    pub(crate) rate_vs_solo_ci: Option<coload_cohort_schema::RatioInterval>,
     /// Mean of the group's pooled p99, ms (for a serve group at a fixed rate, the request p99
     /// of the slowest serve worker: see `request`).
     pub(crate) p99_ms: f64,
     /// `p99_ms` over the solo's p99 (the one definition, see the module's doc).
     pub(crate) p99_vs_solo: Option<f64>,
+    /// The solo's p99 on the card of every cohort of the cell, ms; `None` when they ran on
+    /// different cards or their card has no baseline (no ratio crosses cards).
+    pub(crate) solo_p99_ms: Option<f64>,
     /// The 95 % interval of the group's p99 over the repeated cohorts (n > 1).
     pub(crate) p99_ci: Option<(f64, f64)>,
     /// The 95 % interval of the aggregate over the repeated cohorts (n > 1).
@@ -232,10 +242,16 @@ fn mean_opt(v: &[Option<f64>]) -> Option<f64> {
 pub(crate) fn verdict(c: &Comparison, ctx: &ReportContext) -> Verdict {
     let policies = policies(c, ctx);
     let index = |label: &str| policies.iter().position(|p| p.label == label).unwrap_or(0);
+    // Every baseline run, repeats and other cards' included: each is 1 by definition.
     let baseline_experiments: Vec<&str> = c
         .baselines
         .values()
         .map(|b| b.experiment.as_str())
+        .chain(
+            c.baseline_blocks
+                .iter()
+                .flat_map(|b| b.experiments.iter().map(String::as_str)),
+        )
         .collect();
     // (shape, policy) -> per cohort values.
     let mut by: BTreeMap<(Shape, usize), Vec<PerCohort>> = BTreeMap::new();
@@ -266,6 +282,8 @@ pub(crate) fn verdict(c: &Comparison, ctx: &ReportContext) -> Verdict {
                 .or_default()
                 .push(PerCohort {
                     experiment: k.experiment.clone(),
+                    solo_p99_ms: own_solo(c, k, *workload).map(|(_, p99)| p99),
+                    block: own_block(c, k, *workload),
                     rate: mean(&rates),
                     rate_vs_solo: mean_opt(&per),
                     p99_ms,
@@ -292,16 +310,35 @@ pub(crate) fn verdict(c: &Comparison, ctx: &ReportContext) -> Verdict {
             let experiments: Vec<String> = v.iter().map(|p| p.experiment.clone()).collect();
             let stats = repeat_stats(c, &experiments, shape.group);
             let request = v.first().and_then(|p| p.request.clone());
+            // One block for the whole cell, or no ratio.
+            let solo_p99_ms = v
+                .first()
+                .and_then(|p| p.solo_p99_ms)
+                .filter(|s| *s > 0.0 && v.iter().all(|p| p.solo_p99_ms == Some(*s)));
+            let block = v
+                .first()
+                .and_then(|p| p.block)
+                .filter(|b| v.iter().all(|p| p.block == Some(*b)));
+            let rate_vs_solo_ci = block.and_then(|b| {
+                let rates: Vec<f64> = v.iter().map(|p| p.rate).collect();
+                let (m, sd) = coload_analysis::stats::mean_stddev(&rates)?;
+                let s = &b.samples_per_s;
+                coload_analysis::ratio::ratio_of_estimates(
+                    (m, sd, v.len() as u32),
+                    (s.mean, s.stddev, s.n),
+                )
+            });
             Cell {
                 cohorts: v.len(),
+                rate_vs_solo_ci,
                 rate: mean(&v.iter().map(|p| p.rate).collect::<Vec<_>>()),
                 rate_vs_solo: mean_opt(&v.iter().map(|p| p.rate_vs_solo).collect::<Vec<_>>()),
                 p99_ms,
                 // Requests have no solo batch to compare with.
-                p99_vs_solo: solo
-                    .get(&shape.group)
-                    .filter(|(_, s)| *s > 0.0 && request.is_none())
-                    .map(|(_, s)| p99_ms / s),
+                p99_vs_solo: solo_p99_ms
+                    .filter(|_| request.is_none())
+                    .map(|s| p99_ms / s),
+                solo_p99_ms,
                 p99_ci: stats
                     .filter(|_| request.is_none())
                     .and_then(|s| ci(&s.p99_ms)),
@@ -343,8 +380,39 @@ pub(crate) fn verdict(c: &Comparison, ctx: &ReportContext) -> Verdict {
     v
 }
 
-struct PerCohort {
+/// The solo rate and p99 of `workload` on the card `k` ran on: its baseline block's means
+/// (comparisons written before blocks: the one baseline). `None` for a cohort across cards or
+/// on a card without that workload's baseline.
+fn own_solo(c: &Comparison, k: &CohortComparison, workload: Workload) -> Option<(f64, f64)> {
+    if c.baseline_blocks.is_empty() {
+        return c
+            .baselines
+            .get(&workload)
+            .map(|b| (b.samples_per_s, b.p99_ms));
+    }
+    own_block(c, k, workload).map(|b| (b.samples_per_s.mean, b.p99_ms.mean))
+}
+
+/// The baseline block of `workload` on the one card `k` ran on.
+fn own_block<'c>(
+    c: &'c Comparison,
+    k: &CohortComparison,
+    workload: Workload,
+) -> Option<&'c coload_cohort_schema::BaselineBlock> {
+    let card = match k.cards.as_slice() {
+        [] => None,
+        [one] => Some(one.as_str()),
+        _ => return None,
+    };
+    c.baseline_blocks
+        .iter()
+        .find(|b| b.workload == workload && b.card.as_deref() == card)
+}
+
+struct PerCohort<'c> {
     experiment: String,
+    solo_p99_ms: Option<f64>,
+    block: Option<&'c coload_cohort_schema::BaselineBlock>,
     rate: f64,
     rate_vs_solo: Option<f64>,
     p99_ms: f64,
@@ -449,21 +517,40 @@ fn rate_unit(workload: Workload) -> &'static str {
 }
 
 /// Throughput on one device, per workload: the policies that add some and those that only share it out.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one need per workload: the cells at the largest shape, then the sentence's cases"
+)]
 fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
     let name = |c: &Cell| v.policies[c.policy].label.clone();
     for workload in [Workload::Train, Workload::Infer, Workload::Decode] {
         let unit = rate_unit(workload);
+        if !v.solo.contains_key(&workload) {
+            continue;
+        }
         // Throughput on one GPU: the largest homogeneous shape that policies share one GPU in.
         let shared: Vec<&Cell> = v
             .cells
             .iter()
             .filter(|c| !c.shape.mixed && c.shape.group == workload && !c.across_gpus)
-            .filter(|c| c.shape.count > 1 && c.aggregate_vs_solo.is_some())
+            .filter(|c| c.shape.count > 1)
             .collect();
         let Some(n) = shared.iter().map(|c| c.shape.count).max() else {
             continue;
         };
-        let mut at_n: Vec<&Cell> = shared.into_iter().filter(|c| c.shape.count == n).collect();
+        let need = format!(
+            "{} throughput, card full ({n} {workload} workers on one device):",
+            cap(workload.as_str())
+        );
+        let (mut at_n, uncompared): (Vec<&Cell>, Vec<&Cell>) = shared
+            .into_iter()
+            .filter(|c| c.shape.count == n)
+            .partition(|c| c.aggregate_vs_solo.is_some());
+        let uncompared: Vec<String> = uncompared.iter().map(|c| name(c)).collect();
+        if at_n.is_empty() {
+            out.push((need, not_compared(&uncompared)));
+            continue;
+        }
         at_n.sort_by(|a, b| {
             b.aggregate_vs_solo
                 .unwrap_or(0.0)
@@ -496,16 +583,12 @@ fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
                 )
             })
             .collect();
-        let need = format!(
-            "{} throughput, card full ({n} {workload} workers on one device):",
-            cap(workload.as_str())
-        );
         let flat_names: Vec<String> = at_n
             .iter()
             .filter(|c| c.aggregate_vs_solo.unwrap_or(0.0) < GAIN)
             .map(|c| name(c))
             .collect();
-        let text = match (gains.is_empty(), flat.is_empty()) {
+        let mut text = match (gains.is_empty(), flat.is_empty()) {
             (false, true) => format!(
                 "{} adds throughput over one worker alone: {}.",
                 if gains.len() == 1 {
@@ -539,39 +622,68 @@ fn throughput(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>
                 and_list(&flat)
             ),
         };
+        if !uncompared.is_empty() {
+            text.push(' ');
+            text.push_str(&cap(&not_compared(&uncompared)));
+        }
         out.push((need, text));
     }
+}
+
+/// What the verdict says of policies whose cohorts have no solo baseline on their own card: no
+/// ratio crosses cards, since H200s differ by 10 to 14 % from one card to the next.
+fn not_compared(policies: &[String]) -> String {
+    format!(
+        "not compared: {} ran on a card without its own solo baseline (a ratio never crosses \
+         cards; see the warnings).",
+        and_list(policies)
+    )
 }
 
 /// The inference tail beside other workers (the mixed shapes): who keeps it within [`TAIL_OK`].
 fn tail_beside_others(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
     let name = |c: &Cell| v.policies[c.policy].label.clone();
     // A latency-sensitive worker beside others: the mixed shapes' inference group.
-    let tails: Vec<&Cell> = v
+    let all: Vec<&Cell> = v
         .cells
         .iter()
-        .filter(|c| c.shape.mixed && c.shape.group == Workload::Infer && c.p99_vs_solo.is_some())
+        .filter(|c| c.shape.mixed && c.shape.group == Workload::Infer && c.request.is_none())
         .collect();
-    if let Some(first) = tails.first().copied() {
+    let first = all
+        .iter()
+        .copied()
+        .find(|c| c.p99_vs_solo.is_some())
+        .or_else(|| {
+            all.first()
+                .copied()
+                .filter(|_| v.solo.contains_key(&Workload::Infer))
+        });
+    if let Some(first) = first {
         let mix = first.shape.label();
         let mix = mix.split(':').next().unwrap_or_default().to_owned();
-        let mut tails: Vec<&Cell> = tails
+        let (mut tails, uncompared): (Vec<&Cell>, Vec<&Cell>) = all
             .into_iter()
             .filter(|c| c.shape.mix == first.shape.mix)
-            .collect();
+            .partition(|c| c.p99_vs_solo.is_some());
+        let uncompared: Vec<String> = uncompared.iter().map(|c| name(c)).collect();
+        let need = format!("Inference p99 beside others ({mix}):");
+        if tails.is_empty() {
+            out.push((need, not_compared(&uncompared)));
+            return;
+        }
         tails.sort_by(|a, b| {
             a.p99_vs_solo
                 .unwrap_or(f64::MAX)
                 .total_cmp(&b.p99_vs_solo.unwrap_or(f64::MAX))
         });
-        let solo_ms = v.solo.get(&Workload::Infer).map(|s| s.1);
         let describe = |c: &Cell| {
             format!(
                 "{} {} solo ({}{})",
                 name(c),
                 x(c.p99_vs_solo.unwrap_or(0.0)),
                 with_ci(c.p99_ms, c.p99_ci, " ms"),
-                solo_ms.map_or_else(String::new, |s| format!("; solo {} ms", num(s)))
+                c.solo_p99_ms
+                    .map_or_else(String::new, |s| format!("; solo {} ms", num(s)))
             )
         };
         let ok: Vec<&Cell> = tails
@@ -584,8 +696,7 @@ fn tail_beside_others(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, 
             .copied()
             .filter(|c| c.p99_vs_solo.unwrap_or(f64::MAX) > TAIL_OK)
             .collect();
-        let need = format!("Inference p99 beside others ({mix}):");
-        let text = if ok.is_empty() {
+        let mut text = if ok.is_empty() {
             format!(
                 "no policy measured keeps it within {} solo: {}.",
                 threshold(TAIL_OK),
@@ -607,6 +718,10 @@ fn tail_beside_others(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, 
                 and_list(&bad.iter().map(|c| describe(c)).collect::<Vec<_>>())
             )
         };
+        if !uncompared.is_empty() {
+            text.push(' ');
+            text.push_str(&cap(&not_compared(&uncompared)));
+        }
         out.push((need, text));
     }
 }
@@ -866,17 +981,32 @@ fn isolation(_v: &Verdict, ctx: &ReportContext, out: &mut Vec<(String, String)>)
 
 /// The card not full: one worker alone under each sharing policy (one Pod on a shared node),
 /// against its solo on a whole GPU.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one need per workload: the cells alone, then one clause per verdict word"
+)]
 fn not_full(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
+    use coload_analysis::ratio::{RatioWords, ratio_words};
     let name = |c: &Cell| v.policies[c.policy].label.clone();
     for workload in [Workload::Train, Workload::Infer, Workload::Decode] {
         let unit = rate_unit(workload);
-        let mut alone: Vec<&Cell> = v
+        if !v.solo.contains_key(&workload) {
+            continue;
+        }
+        let (mut alone, uncompared): (Vec<&Cell>, Vec<&Cell>) = v
             .cells
             .iter()
             .filter(|c| !c.shape.mixed && c.shape.group == workload && c.shape.count == 1)
-            .filter(|c| c.rate_vs_solo.is_some())
-            .collect();
+            .partition(|c| c.rate_vs_solo.is_some());
+        let uncompared: Vec<String> = uncompared.iter().map(|c| name(c)).collect();
+        let need = format!(
+            "{} throughput, card not full (one {workload} worker alone):",
+            cap(workload.as_str())
+        );
         if alone.is_empty() {
+            if !uncompared.is_empty() {
+                out.push((need, not_compared(&uncompared)));
+            }
             continue;
         }
         alone.sort_by(|a, b| {
@@ -884,53 +1014,98 @@ fn not_full(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) 
                 .unwrap_or(0.0)
                 .total_cmp(&a.rate_vs_solo.unwrap_or(0.0))
         });
-        let short = |c: &Cell| format!("{} {}", name(c), x(c.rate_vs_solo.unwrap_or(0.0)));
-        let long = |c: &Cell| {
+        // With a baseline block the interval decides the words; an older comparison (one solo
+        // run, no interval) keeps the fixed threshold.
+        let words = |c: &Cell| match c.rate_vs_solo_ci {
+            Some(ci) => ratio_words(&ci, ALONE_TOLERANCE),
+            None if c.rate_vs_solo.unwrap_or(0.0) >= ALONE_OK => RatioWords::AsFastAs,
+            None => RatioWords::Below,
+        };
+        let interval = |c: &Cell| {
+            c.rate_vs_solo_ci
+                .and_then(|ci| Some(format!(", 95 % CI {} to {}", x(ci.low?), x(ci.high?))))
+                .unwrap_or_default()
+        };
+        let short = |c: &Cell| {
             format!(
-                "{} {} ({}{unit})",
+                "{} {}{}",
                 name(c),
                 x(c.rate_vs_solo.unwrap_or(0.0)),
-                num(c.rate)
+                interval(c)
             )
         };
-        let (ok, capped): (Vec<&Cell>, Vec<&Cell>) = alone
-            .iter()
-            .partition(|c| c.rate_vs_solo.unwrap_or(0.0) >= ALONE_OK);
-        let ok_words: Vec<String> = ok.iter().map(|c| short(c)).collect();
-        let capped_words: Vec<String> = capped.iter().map(|c| long(c)).collect();
-        let text = match (ok.is_empty(), capped.is_empty()) {
-            (false, true) => format!(
-                "every policy measured keeps at least {} its solo rate: {}.",
-                threshold(ALONE_OK),
-                and_list(&ok_words)
-            ),
-            (true, _) => format!(
-                "{} caps it below {} its solo rate: {}.",
-                if capped.len() == 1 {
-                    "the one policy measured"
-                } else {
-                    "every policy measured"
-                },
-                threshold(ALONE_OK),
-                and_list(&capped_words)
-            ),
-            (false, false) => format!(
-                "{} {} it as fast as a whole GPU ({}); {} {} it: {}.",
-                and_list(&ok.iter().map(|c| name(c)).collect::<Vec<_>>()),
-                if ok.len() == 1 { "runs" } else { "run" },
-                and_list(&ok_words),
-                and_list(&capped.iter().map(|c| name(c)).collect::<Vec<_>>()),
-                if capped.len() == 1 { "caps" } else { "cap" },
-                and_list(&capped_words)
-            ),
-        };
-        out.push((
+        let long = |c: &Cell| {
             format!(
-                "{} throughput, card not full (one {workload} worker alone):",
-                cap(workload.as_str())
-            ),
-            text,
-        ));
+                "{} {} ({}{unit}{})",
+                name(c),
+                x(c.rate_vs_solo.unwrap_or(0.0)),
+                num(c.rate),
+                interval(c)
+            )
+        };
+        let of = |w: RatioWords| -> Vec<&Cell> {
+            alone.iter().copied().filter(|c| words(c) == w).collect()
+        };
+        let (ok, capped, open, faster) = (
+            of(RatioWords::AsFastAs),
+            of(RatioWords::Below),
+            of(RatioWords::NotSettled),
+            of(RatioWords::Above),
+        );
+        let names = |cells: &[&Cell]| and_list(&cells.iter().map(|c| name(c)).collect::<Vec<_>>());
+        let verb = |cells: &[&Cell], one: &str, many: &str| {
+            if cells.len() == 1 { one } else { many }.to_owned()
+        };
+        let mut parts = Vec::new();
+        if !ok.is_empty() {
+            parts.push(format!(
+                "{} {} it as fast as a whole GPU ({})",
+                names(&ok),
+                verb(&ok, "runs", "run"),
+                and_list(&ok.iter().map(|c| short(c)).collect::<Vec<_>>())
+            ));
+        }
+        if !faster.is_empty() {
+            parts.push(format!(
+                "{} {} it faster than its solo ({})",
+                names(&faster),
+                verb(&faster, "runs", "run"),
+                and_list(&faster.iter().map(|c| short(c)).collect::<Vec<_>>())
+            ));
+        }
+        if !capped.is_empty() {
+            parts.push(format!(
+                "{} {} it: {}",
+                names(&capped),
+                verb(&capped, "caps", "cap"),
+                and_list(&capped.iter().map(|c| long(c)).collect::<Vec<_>>())
+            ));
+        }
+        let (unsettled, single): (Vec<&Cell>, Vec<&Cell>) = open
+            .into_iter()
+            .partition(|c| c.rate_vs_solo_ci.is_some_and(|ci| ci.low.is_some()));
+        if !unsettled.is_empty() {
+            parts.push(format!(
+                "for {} the runs do not settle it within {:.0} % of solo ({})",
+                names(&unsettled),
+                ALONE_TOLERANCE * 100.0,
+                and_list(&unsettled.iter().map(|c| short(c)).collect::<Vec<_>>())
+            ));
+        }
+        if !single.is_empty() {
+            parts.push(format!(
+                "for {} one run and one solo give no interval ({})",
+                names(&single),
+                and_list(&single.iter().map(|c| short(c)).collect::<Vec<_>>())
+            ));
+        }
+        let mut text = parts.join("; ");
+        text.push('.');
+        if !uncompared.is_empty() {
+            text.push(' ');
+            text.push_str(&cap(&not_compared(&uncompared)));
+        }
+        out.push((need, text));
     }
 }
 

@@ -541,8 +541,17 @@ fn compare_refuses_bad_baselines() {
     assert!(e.to_string().contains("has 7 workers"), "{e}");
     assert_eq!(e.exit_code(), exit::INVALID_INPUT);
     let solo = ok("solo-train");
-    let e = compare(std::slice::from_ref(&mixed), &[solo.clone(), solo]).unwrap_err();
-    assert!(e.to_string().contains("two train baselines"), "{e}");
+    let e = compare(std::slice::from_ref(&mixed), &[solo.clone(), solo.clone()]).unwrap_err();
+    assert!(e.to_string().contains("given twice"), "{e}");
+    // Repeats of a baseline on one card run one configuration.
+    let mut other = solo.clone();
+    other.experiment = "solo-train-b".to_owned();
+    other.config.batch_size *= 2;
+    let e = compare(std::slice::from_ref(&mixed), &[solo, other]).unwrap_err();
+    assert!(
+        e.to_string().contains("on one card differ in batch_size"),
+        "{e}"
+    );
     let no_base = compare(std::slice::from_ref(&mixed), &[]).unwrap();
     assert_eq!(no_base.warnings.len(), 2);
     assert!(
@@ -550,4 +559,94 @@ fn compare_refuses_bad_baselines() {
             .aggregate_vs_solo
             .is_none()
     );
+}
+
+/// `s` moved to `card`, every rate scaled by `factor` (a faster or slower card, or another run).
+fn on_card(mut s: CohortSummary, experiment: &str, card: &str, factor: f64) -> CohortSummary {
+    experiment.clone_into(&mut s.experiment);
+    s.colocation.physical_gpus = vec![card.to_owned()];
+    for w in &mut s.workers {
+        w.gpu_uuid = Some(card.to_owned());
+        w.samples_per_s *= factor;
+    }
+    for g in s.groups.values_mut() {
+        g.aggregate_samples_per_s *= factor;
+        g.per_worker_samples_per_s.mean *= factor;
+    }
+    s
+}
+
+#[test]
+fn every_ratio_divides_by_its_own_cards_baseline_and_none_crosses_cards() {
+    // Card B is 12 % faster than card A at everything; the cohort halves each worker's rate on
+    // both. Solo runs repeat with a few percent of noise.
+    const A: &str = "GPU-aaaaaaaa-0000";
+    const B: &str = "GPU-bbbbbbbb-0000";
+    const C: &str = "GPU-cccccccc-0000";
+    let solo = ok("solo-train");
+    let pair = ok("repeat-a"); // two trainers at 2x the fixture's solo rate each
+    let solo_rate = solo.workers[0].samples_per_s;
+    let baselines = [
+        on_card(solo.clone(), "solo-a1", A, 0.98),
+        on_card(solo.clone(), "solo-a2", A, 1.02),
+        on_card(solo.clone(), "solo-a3", A, 1.00),
+        on_card(solo.clone(), "solo-b1", B, 1.12 * 0.99),
+        on_card(solo.clone(), "solo-b2", B, 1.12 * 1.01),
+    ];
+    // repeat-a's workers run at twice the fixture's solo: scale them to half of each card's.
+    let half = 0.5 * solo_rate / pair.workers[0].samples_per_s;
+    let cohorts = [
+        on_card(pair.clone(), "pair-a", A, half),
+        on_card(pair.clone(), "pair-b", B, half * 1.12),
+        on_card(pair, "pair-c", C, half),
+    ];
+    let cmp = compare(&cohorts, &baselines).unwrap();
+    for k in &cmp.cohorts[..2] {
+        let g = &k.groups[&Workload::Train];
+        for w in &g.per_worker {
+            assert!(
+                (w.rate_vs_solo.unwrap() - 0.5).abs() < 1e-9,
+                "{}: {:?} against its own card's solo, not another's",
+                k.experiment,
+                w.rate_vs_solo
+            );
+            let ci = w.rate_vs_solo_ci.unwrap();
+            assert!(ci.low.unwrap() < 0.5 && 0.5 < ci.high.unwrap());
+        }
+        assert!((g.aggregate_vs_solo.unwrap() - 1.0).abs() < 1e-9);
+        assert_eq!(
+            g.aggregate_vs_solo_ci.unwrap().n_denominator,
+            if k.experiment == "pair-a" { 3 } else { 2 }
+        );
+    }
+    assert_eq!(cmp.cohorts[0].cards, [A]);
+    // Card C has no baseline: no ratio, and a warning that names the cards and their spread.
+    let c = &cmp.cohorts[2].groups[&Workload::Train];
+    assert!(c.aggregate_vs_solo.is_none() && c.per_worker.iter().all(|w| w.rate_vs_solo.is_none()));
+    let cross: Vec<&str> = cmp
+        .warnings
+        .iter()
+        .filter(|w| w.kind == "cross_card")
+        .map(|w| w.message.as_str())
+        .collect();
+    assert_eq!(cross.len(), 1, "{:?}", cmp.warnings);
+    assert!(
+        cross[0].contains("GPU-cccccccc")
+            && cross[0].contains("GPU-aaaaaaaa")
+            && cross[0].contains("12 %"),
+        "{}",
+        cross[0]
+    );
+    // Both blocks are listed, each with its own runs.
+    assert_eq!(cmp.baseline_blocks.len(), 2);
+    assert_eq!(
+        cmp.baseline_blocks[0].experiments,
+        ["solo-a1", "solo-a2", "solo-a3"]
+    );
+    // The repeated shape's ratio is kept card by card, never pooled across cards.
+    let rep = &cmp.repeats[0].groups[&Workload::Train];
+    assert_eq!(rep.vs_solo.len(), 2);
+    for r in &rep.vs_solo {
+        assert!((r.per_worker_vs_solo.ratio - 0.5).abs() < 1e-9, "{r:?}");
+    }
 }

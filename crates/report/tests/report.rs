@@ -25,8 +25,50 @@ fn summary(name: &str) -> CohortSummary {
         .0
 }
 
-/// The H200 study of docs/results.md: every cohort against the exclusive solos.
+/// The H200 study of docs/results.md, every cohort against the exclusive solos, read as if it
+/// had run on one card: these wording tests need ratios, and like for like the round-2 cohorts
+/// (three cards) are not compared with those solos at all
+/// (`the_h200_verdict_compares_no_ratio_across_cards`).
 fn results() -> Comparison {
+    let mut cohorts = h200_cohorts();
+    for c in &mut cohorts {
+        c.colocation.physical_gpus.clear();
+        for w in &mut c.workers {
+            w.gpu_uuid = None;
+        }
+    }
+    compare(&cohorts, &cohorts[..2]).unwrap()
+}
+
+#[test]
+fn the_h200_verdict_compares_no_ratio_across_cards() {
+    let cohorts = h200_cohorts();
+    let c = compare(&cohorts, &cohorts[..2]).unwrap();
+    let md = render_comparison_markdown(&c);
+    let v = verdict_md(&md);
+    // The MPS cohorts ran on a card with no solo; the time-sliced trainers' repeats on two.
+    assert!(
+        v.contains("**Train throughput, card full (7 train workers on one device):** not compared: timeslice and mps ran on a card without its own solo baseline"),
+        "{v}"
+    );
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.kind == "cross_card" && w.message.contains("mps-train7")),
+        "{:?}",
+        c.warnings
+    );
+    // The one time-sliced 4-trainer cohort ran on the exclusive solo's card: it keeps its ratio.
+    let t4 = c
+        .cohorts
+        .iter()
+        .find(|k| k.experiment.starts_with("timeslice-train4"))
+        .unwrap();
+    assert!(t4.groups[&Workload::Train].aggregate_vs_solo_ci.is_some());
+}
+
+/// The round-2 H200 cohorts, the two exclusive solos first.
+fn h200_cohorts() -> Vec<CohortSummary> {
     let names = [
         "exclusive-solo-train",
         "exclusive-solo-infer",
@@ -45,8 +87,7 @@ fn results() -> Comparison {
         "mps-mixed",
         "mps-mixed-r2",
     ];
-    let cohorts: Vec<CohortSummary> = names.iter().map(|n| summary(n)).collect();
-    compare(&cohorts, &cohorts[..2]).unwrap()
+    names.iter().map(|n| summary(n)).collect()
 }
 
 /// The Markdown between `## Verdict` and `## Cohorts`.
@@ -452,6 +493,7 @@ fn a_report_of_capacity_searches_alone_shows_them_and_no_empty_sections() {
     let empty = Comparison {
         schema_version: coload_cohort_schema::SCHEMA_VERSION,
         baselines: std::collections::BTreeMap::new(),
+        baseline_blocks: Vec::new(),
         cohorts: Vec::new(),
         repeats: Vec::new(),
         warnings: Vec::new(),

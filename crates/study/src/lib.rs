@@ -23,6 +23,7 @@ mod plan;
 mod progress;
 mod resume;
 mod schedule;
+mod settle;
 mod study;
 mod table;
 

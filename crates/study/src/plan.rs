@@ -133,6 +133,10 @@ struct CohortFile {
     /// A solo cohort whose worker is the reference rate of its workload.
     #[serde(default)]
     baseline: bool,
+    /// Stop repeating once the shape's ratio against solo is settled: its 95 % interval
+    /// narrower than this relative width, or clear of every threshold the verdict uses;
+    /// `repeats` is then the most.
+    precision: Option<Spanned<f64>>,
     /// The folder name's middle part (default: the mix, `infer1-train6`).
     name: Option<Spanned<String>>,
     #[serde(default)]
@@ -186,6 +190,7 @@ struct Shape {
     workers: String,
     repeats: u32,
     baseline: bool,
+    precision: Option<f64>,
     flags: FlagTable,
     line: usize,
 }
@@ -211,6 +216,9 @@ pub struct Job {
     pub repeat: u32,
     /// A solo that is its workload's reference.
     pub baseline: bool,
+    /// Repeats of its shape stop once its ratio against solo is settled to this relative
+    /// interval width (or its verdict cannot change); `None`: every repeat runs.
+    pub precision: Option<f64>,
     /// What the cohort is: the plan's flags, then the policy's, then the cohort's, then the
     /// CPU overrides on a CPU node, laid over the defaults of its mix and mode.
     pub spec: CohortSpec,
@@ -429,6 +437,35 @@ impl Plan {
                     ),
                 ));
             }
+            let precision = match &c.precision {
+                None => None,
+                Some(p) => {
+                    let v = *p.get_ref();
+                    let why = if !(v.is_finite() && v > 0.0 && v < 1.0) {
+                        Some(format!(
+                            "field `precision` is {v}: a relative interval width between 0 and 1 \
+                             (0.05: the 95 % interval within 5 % of the ratio)"
+                        ))
+                    } else if c.baseline {
+                        Some(
+                            "field `precision`: a baseline is what ratios divide by; its repeats \
+                             bracket the study and all run"
+                                .to_owned(),
+                        )
+                    } else if repeats < 3 {
+                        Some(format!(
+                            "field `precision` with `repeats = {repeats}`: repeats are the most a \
+                             shape may run and two always run, so precision needs at least 3"
+                        ))
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
+                        return Err(err(Some(p.span()), why));
+                    }
+                    Some(v)
+                }
+            };
             let base_name = match &c.name {
                 Some(name) => {
                     check_name("cohort", name.get_ref()).map_err(|m| err(Some(name.span()), m))?;
@@ -444,6 +481,7 @@ impl Plan {
                     workers: c.workers.get_ref().clone(),
                     repeats,
                     baseline: c.baseline,
+                    precision,
                     flags: c.flags.clone(),
                     line,
                 });
@@ -618,46 +656,84 @@ struct Layers<'a> {
 }
 
 /// Every shape's repeats as jobs, interleaved: every shape's first repeat in plan order, then
-/// every shape's second, and so on. A flag that does not fit the spec is the error, with the
-/// span of its key.
+/// every shape's second, and so on. A baseline's repeats bracket the rest instead: its first
+/// before the first round, its last after the last round, the others spread evenly between
+/// (`baseline_slots`), so each ratio's baseline runs both before and after the cohorts it
+/// normalises and a card's drift over the study shows in the baseline's own spread. A flag that
+/// does not fit the spec is the error, with the span of its key.
 fn expand(
     shapes: &[Shape],
     layers: &Layers<'_>,
     cpu: bool,
 ) -> Result<Vec<Job>, (Range<usize>, String)> {
-    let rounds = shapes.iter().map(|s| s.repeats).max().unwrap_or(0);
-    let mut out = Vec::new();
-    for k in 1..=rounds {
-        for s in shapes.iter().filter(|s| s.repeats >= k) {
-            let policy = &layers.policies[s.policy];
-            let mut spec = CohortSpec::new(&s.mix, policy.mode);
-            let mut tables = vec![layers.plan, &policy.flags, &s.flags];
-            if cpu {
-                tables.push(layers.cpu);
-                spec.flags.device = DeviceChoice::Cpu;
+    let rounds = shapes
+        .iter()
+        .filter(|s| !s.baseline)
+        .map(|s| s.repeats)
+        .max()
+        .unwrap_or(0);
+    // (slot, repeat, shape): slot k runs before round k + 1 (slot `rounds`: after the last).
+    let mut order: Vec<(u32, u32, usize)> = Vec::new();
+    for (i, s) in shapes.iter().enumerate() {
+        if s.baseline {
+            for (k, slot) in baseline_slots(s.repeats, rounds).into_iter().enumerate() {
+                order.push((2 * slot, k as u32 + 1, i));
             }
-            for table in tables {
-                for (key, value) in table {
-                    coload_spec::plan::overlay(&mut spec, key.get_ref(), value.get_ref())
-                        .map_err(|e| (key.span(), format!("flag {e}")))?;
-                }
-            }
-            out.push(Job {
-                name: format!("{}-{}-r{k}", policy.name, s.base_name),
-                policy: policy.name.clone(),
-                mode: policy.mode,
-                workers: s.workers.clone(),
-                count: s.mix.len() as u32,
-                mig_profile: policy.mig_profile.clone(),
-                mix: s.mix.clone(),
-                repeat: k,
-                baseline: s.baseline,
-                spec,
-                line: s.line,
-            });
+        } else {
+            order.extend((1..=s.repeats).map(|k| (2 * k - 1, k, i)));
         }
     }
+    // Stable: within a slot or round, plan order.
+    order.sort_by_key(|(slot, _, _)| *slot);
+    let mut out = Vec::new();
+    for (_, k, i) in order {
+        let s = &shapes[i];
+        let policy = &layers.policies[s.policy];
+        let mut spec = CohortSpec::new(&s.mix, policy.mode);
+        let mut tables = vec![layers.plan, &policy.flags, &s.flags];
+        if cpu {
+            tables.push(layers.cpu);
+            spec.flags.device = DeviceChoice::Cpu;
+        }
+        for table in tables {
+            for (key, value) in table {
+                coload_spec::plan::overlay(&mut spec, key.get_ref(), value.get_ref())
+                    .map_err(|e| (key.span(), format!("flag {e}")))?;
+            }
+        }
+        out.push(Job {
+            name: format!("{}-{}-r{k}", policy.name, s.base_name),
+            policy: policy.name.clone(),
+            mode: policy.mode,
+            workers: s.workers.clone(),
+            count: s.mix.len() as u32,
+            mig_profile: policy.mig_profile.clone(),
+            mix: s.mix.clone(),
+            repeat: k,
+            baseline: s.baseline,
+            precision: s.precision,
+            spec,
+            line: s.line,
+        });
+    }
     Ok(out)
+}
+
+/// Where a baseline's `repeats` runs go among `rounds` rounds of the other cohorts: slot `k`
+/// runs before round `k + 1`, slot `rounds` after the last. The first run opens the study, the
+/// last (with two or more) closes it, the rest are spread evenly between, rounded to the nearer
+/// slot.
+fn baseline_slots(repeats: u32, rounds: u32) -> Vec<u32> {
+    match repeats {
+        0 => Vec::new(),
+        1 => vec![0],
+        n => (0..n)
+            .map(|j| {
+                let (num, den) = (u64::from(j) * u64::from(rounds), u64::from(n - 1));
+                ((num + den / 2) / den) as u32
+            })
+            .collect(),
+    }
 }
 
 /// The `bench-cohort` command line (after the program name) that runs `job` into `out`: the
@@ -849,7 +925,10 @@ flags = { window_s = 40 }
                 );
             }
         }
-        assert_eq!(jobs.iter().filter(|j| j.baseline).count(), 2);
+        // Two baselines, three runs each: the first, the middle and the last of the study.
+        assert_eq!(jobs.iter().filter(|j| j.baseline).count(), 6);
+        assert!(jobs.first().is_some_and(|j| j.baseline));
+        assert!(jobs.last().is_some_and(|j| j.baseline));
         assert!(
             jobs.iter()
                 .all(|j| j.spec.flags.window_s == Seconds::whole(45))
@@ -862,7 +941,8 @@ flags = { window_s = 40 }
     #[test]
     fn the_llm_plan_covers_decode_serving_and_the_cache_per_policy() {
         let jobs = Plan::load("llm").unwrap().jobs(false);
-        assert_eq!(jobs.len(), 19);
+        // The decode baseline twice: before and after the rest.
+        assert_eq!(jobs.len(), 20);
         for j in &jobs {
             j.spec
                 .validate()
@@ -984,7 +1064,7 @@ flags = { window_s = 40 }
     #[test]
     fn the_decision_plan_covers_every_need_per_policy() {
         let jobs = Plan::load("decision").unwrap().jobs(false);
-        assert_eq!(jobs.iter().filter(|j| j.baseline).count(), 2);
+        assert_eq!(jobs.iter().filter(|j| j.baseline).count(), 6);
         // The article's 45 s windows, but 20 s for a capacity search's probes.
         for j in &jobs {
             let window = if j.finds_capacity() { 20 } else { 45 };
@@ -1016,6 +1096,55 @@ flags = { window_s = 40 }
     }
 
     const HEAD: &str = "[[policy]]\nname = \"timeslice\"\nmode = \"timeslice\"\n";
+
+    #[test]
+    fn baseline_repeats_bracket_the_cohorts_they_normalise() {
+        assert_eq!(baseline_slots(1, 3), [0]);
+        assert_eq!(baseline_slots(2, 3), [0, 3]);
+        assert_eq!(baseline_slots(3, 3), [0, 2, 3]);
+        assert_eq!(baseline_slots(3, 4), [0, 2, 4]);
+        assert_eq!(baseline_slots(3, 1), [0, 1, 1]);
+        let plan = Plan::parse(
+            "test",
+            r#"
+name = "t"
+description = "d"
+[[policy]]
+name = "exclusive"
+mode = "exclusive"
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+[[cohort]]
+workers = "train=1"
+policies = ["exclusive"]
+baseline = true
+repeats = 3
+[[cohort]]
+workers = "train=2"
+policies = ["timeslice"]
+repeats = 2
+[[cohort]]
+workers = "train=4"
+policies = ["timeslice"]
+repeats = 2
+"#,
+        )
+        .unwrap();
+        let jobs = plan.jobs(false);
+        assert_eq!(
+            names(&jobs),
+            [
+                "exclusive-train1-r1",
+                "timeslice-train2-r1",
+                "timeslice-train4-r1",
+                "exclusive-train1-r2",
+                "timeslice-train2-r2",
+                "timeslice-train4-r2",
+                "exclusive-train1-r3",
+            ]
+        );
+    }
 
     #[test]
     fn bad_plans_are_refused_naming_the_line_and_field() {

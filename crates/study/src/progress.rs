@@ -107,6 +107,7 @@ impl Events for Progress<'_> {
             },
             RunResult::StartFailed(e) => format!("FAILED to start: {e}"),
             RunResult::NotRun(why) => format!("not run: {why}"),
+            RunResult::Settled(why) => format!("not needed: {why}"),
         };
         self.line(&format!(
             "[{}/{}] {} on {}: {what} in {:.0} s",

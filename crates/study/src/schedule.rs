@@ -59,6 +59,11 @@ pub(crate) trait Events {
     fn ended(&mut self, job: &Job, placement: &Placement, result: &RunResult, elapsed: Duration);
     /// Called about every poll: lets a progress bar tick.
     fn tick(&mut self) {}
+    /// Why `job` need not run at all (its shape's earlier repeats settled what it would
+    /// measure), asked just before it would start; `None`: run it.
+    fn settled(&mut self, _job: &Job) -> Option<String> {
+        None
+    }
 }
 
 /// The outcome of one queued cohort.
@@ -70,6 +75,8 @@ pub(crate) enum RunResult {
     StartFailed(String),
     /// Not started: the study was interrupted or its time budget ran out.
     NotRun(String),
+    /// Not started and not needed: its shape is settled (the reason says how).
+    Settled(String),
 }
 
 /// The scheduler's view of time: seconds a cohort is expected to take.
@@ -120,6 +127,11 @@ pub(crate) fn run<L: Launcher>(
                     break;
                 }
                 let job = queue[pending[i]];
+                if let Some(why) = events.settled(job) {
+                    let index = pending.remove(i);
+                    results.push((index, RunResult::Settled(why), None));
+                    continue;
+                }
                 if job.baseline && !running.is_empty() {
                     // Rule 2: a baseline waits for the host to empty, and keeps the order.
                     break;
@@ -469,8 +481,9 @@ policies = ["mps", "exclusive", "timeslice"]
 
     #[test]
     fn a_baseline_runs_alone_on_the_host() {
-        // The baseline comes second: it waits for the first cohort to end, the cohort behind it
-        // does not pass it, and nothing starts beside it although a lane is free.
+        // The baseline's second run comes between the rounds: it waits for the long first
+        // cohort to end, the cohort behind it does not pass it, and nothing starts beside it
+        // although a lane is free.
         let plan = r#"
 [[policy]]
 name = "exclusive"
@@ -481,16 +494,16 @@ mode = "timeslice"
 [[cohort]]
 workers = "train=4"
 policies = ["timeslice"]
+repeats = 2
 [[cohort]]
 workers = "train=1"
 policies = ["exclusive"]
 baseline = true
+repeats = 3
 [[cohort]]
 workers = "train=2"
 policies = ["timeslice"]
-[[cohort]]
-workers = "train=3"
-policies = ["timeslice"]
+repeats = 2
 "#;
         let log = schedule_plan(plan, &two_gpus(), &[0, 1], |j| {
             if j.name == "timeslice-train4-r1" {
@@ -502,14 +515,20 @@ policies = ["timeslice"]
         assert_eq!(
             log,
             [
-                "start timeslice-train4-r1 on 0",
-                "end timeslice-train4-r1",
                 "start exclusive-train1-r1 on 0",
                 "end exclusive-train1-r1",
-                "start timeslice-train2-r1 on 0",
-                "start timeslice-train3-r1 on 1",
+                "start timeslice-train4-r1 on 0",
+                "start timeslice-train2-r1 on 1",
                 "end timeslice-train2-r1",
-                "end timeslice-train3-r1",
+                "end timeslice-train4-r1",
+                "start exclusive-train1-r2 on 0",
+                "end exclusive-train1-r2",
+                "start timeslice-train4-r2 on 0",
+                "start timeslice-train2-r2 on 1",
+                "end timeslice-train4-r2",
+                "end timeslice-train2-r2",
+                "start exclusive-train1-r3 on 0",
+                "end exclusive-train1-r3",
             ]
         );
     }

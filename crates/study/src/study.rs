@@ -156,7 +156,7 @@ struct Item {
     queued: bool,
 }
 
-fn entry(job: &Job) -> Entry {
+pub(crate) fn entry(job: &Job) -> Entry {
     Entry {
         name: job.name.clone(),
         policy: job.policy.clone(),
@@ -492,12 +492,15 @@ pub fn run_with<L: Launcher>(
         return Err(e);
     }
     for (i, result, _) in &results {
-        if let RunResult::NotRun(why) = result {
-            let name = &queue[*i].name;
-            if let Some(e) = index.cohorts.iter_mut().find(|e| &e.name == name) {
-                e.outcome = Outcome::NotRun;
-                e.reason = Some(why.clone());
-            }
+        let (outcome, why) = match result {
+            RunResult::NotRun(why) => (Outcome::NotRun, why),
+            RunResult::Settled(why) => (Outcome::Settled, why),
+            _ => continue,
+        };
+        let name = &queue[*i].name;
+        if let Some(e) = index.cohorts.iter_mut().find(|e| &e.name == name) {
+            e.outcome = outcome;
+            e.reason = Some(why.clone());
         }
     }
     if let Some(run) = index.runs.last_mut() {
@@ -785,6 +788,13 @@ impl Events for StudyEvents<'_> {
         self.progress.started(job, placement);
     }
 
+    fn settled(&mut self, job: &Job) -> Option<String> {
+        let why = crate::settle::settled(job, self.cohorts, self.index)?;
+        self.progress
+            .line(&format!("{}: not needed: {why}", job.name));
+        Some(why)
+    }
+
     #[expect(
         clippy::too_many_lines,
         reason = "one arm per way a cohort ends, each setting its outcome, answer and times"
@@ -871,6 +881,7 @@ impl Events for StudyEvents<'_> {
                 Some(format!("could not start: {why}")),
             ),
             RunResult::NotRun(why) => (Outcome::NotRun, None, Some(why.clone())),
+            RunResult::Settled(why) => (Outcome::Settled, None, Some(why.clone())),
         };
         e.outcome = outcome;
         e.exit_code = code;

@@ -75,9 +75,14 @@ fn with_ci(v: f64, ci: Option<(f64, f64)>) -> String {
     )
 }
 
-fn ratio_or_dash(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".to_owned(), ratio)
+/// A ratio against solo as the page writes it (`1.04x`), or why there is none: its cohorts ran
+/// on a card without their own solo (no ratio crosses cards).
+fn times(v: Option<f64>) -> String {
+    v.map_or_else(|| NOT_COMPARED.to_owned(), |r| format!("{}x", ratio(r)))
 }
+
+/// What a cell without a ratio against solo says.
+const NOT_COMPARED: &str = "no same-card solo";
 
 /// The policy whose value is best (highest, or lowest with `high` false), among those with one.
 fn best<'a>(
@@ -190,15 +195,16 @@ fn shape_table(study: &Study, rows: &[ShapeRow], columns: &[&str], plan: Option<
             };
             let text = if *aggregate {
                 format!(
-                    "{} ({}x)",
+                    "{} ({})",
                     with_ci(c.aggregate, c.aggregate_ci),
-                    ratio_or_dash(c.aggregate_vs_solo)
+                    times(c.aggregate_vs_solo)
                 )
             } else {
                 format!(
-                    "{} ms ({}x solo)",
+                    "{} ms ({}{})",
                     with_ci(c.p99_ms, c.p99_ci),
-                    ratio_or_dash(c.p99_vs_solo)
+                    times(c.p99_vs_solo),
+                    if c.p99_vs_solo.is_some() { " solo" } else { "" }
                 )
             };
             line.push(bold_if(text, Some(*p) == top && present > 1));
@@ -402,8 +408,8 @@ impl Decision<'_> {
             &|c| Some(c.aggregate),
             &|c, p| {
                 format!(
-                    "{}x ({}{})",
-                    ratio_or_dash(c.aggregate_vs_solo),
+                    "{} ({}{})",
+                    times(c.aggregate_vs_solo),
                     with_ci(c.aggregate, c.aggregate_ci),
                     self.repeats(c, p, "train=7")
                 )
@@ -415,14 +421,14 @@ impl Decision<'_> {
             "one trainer alone under the policy (card not full), against solo".to_owned(),
             &[(TRAIN, 1)],
             &|c| c.rate_vs_solo,
-            &|c, _| format!("{}x", ratio_or_dash(c.rate_vs_solo)),
+            &|c, _| times(c.rate_vs_solo),
             true,
             String::new(),
         ));
         let cards = self.study.cell(&[(TRAIN, 2)], TRAIN, "exclusive");
         let not_two = self.missing("exclusive", "train=2", "");
         let extra = match cards {
-            Some(c) => format!("{}x on two cards", ratio_or_dash(c.aggregate_vs_solo)),
+            Some(c) => format!("{} on two cards", times(c.aggregate_vs_solo)),
             None if !not_two.is_empty() => format!("on two cards: {not_two}"),
             None => String::new(),
         };
@@ -430,7 +436,7 @@ impl Decision<'_> {
             "two trainers, total against one solo".to_owned(),
             &[(TRAIN, 2)],
             &|c| Some(c.aggregate),
-            &|c, _| format!("{}x", ratio_or_dash(c.aggregate_vs_solo)),
+            &|c, _| times(c.aggregate_vs_solo),
             true,
             extra,
         ));
@@ -444,9 +450,9 @@ impl Decision<'_> {
             &|c| Some(c.p99_ms),
             &|c, p| {
                 format!(
-                    "{} ms ({}x{})",
+                    "{} ms ({}{})",
                     with_ci(c.p99_ms, c.p99_ci),
-                    ratio_or_dash(c.p99_vs_solo),
+                    times(c.p99_vs_solo),
                     self.repeats(c, p, "infer=1,train=6")
                 )
             },
@@ -728,11 +734,7 @@ fn models_table(folder: &Path) -> Result<String, PageError> {
         for (p, c) in &cells {
             line.push(c.map_or_else(String::new, |c| {
                 bold_if(
-                    format!(
-                        "{} ({}x)",
-                        num(c.aggregate),
-                        ratio_or_dash(c.aggregate_vs_solo)
-                    ),
+                    format!("{} ({})", num(c.aggregate), times(c.aggregate_vs_solo)),
                     Some(*p) == top,
                 )
             }));

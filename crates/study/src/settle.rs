@@ -1,0 +1,250 @@
+//! Repeats that stop when the verdict is settled: before a repeat of a shape whose plan line
+//! asks for a `precision`, its complete repeats so far are compared with the study's baseline
+//! runs on their card (the one comparison rule, `coload_analysis::compare`), and the repeat is
+//! not run when every group's aggregate against solo is settled by
+//! [`coload_analysis::ratio::stop_rule`]: its 95 % interval narrower than the precision, or
+//! clear of every threshold the verdict uses. A study thus reaches the same words in fewer
+//! cohorts; `repeats` stays the most a shape runs.
+
+use std::path::Path;
+
+use coload_analysis::ratio::{RatioInterval, StopReason, VERDICT_THRESHOLDS, stop_rule};
+use coload_cohort_schema::CohortSummary;
+use coload_cohort_schema::study::Index;
+
+use crate::plan::Job;
+
+/// Why `job` need not run: its shape's complete repeats already settle every group's ratio
+/// against solo. `None` when it must run (no precision asked, fewer than two repeats done, no
+/// baseline on their card, or a ratio still open).
+pub(crate) fn settled(job: &Job, cohorts: &Path, index: &Index) -> Option<String> {
+    let precision = job.precision?;
+    let summary = |name: &str| {
+        coload_analysis::load_compare_input(
+            &cohorts.join(name).join("summary.json"),
+            &coload_analysis::Options::default(),
+        )
+        .ok()
+        .map(|(s, _)| s)
+    };
+    let shape: Vec<CohortSummary> = index
+        .cohorts
+        .iter()
+        .filter(|e| {
+            e.name != job.name && shape_of(&e.name, e.repeat) == shape_of(&job.name, job.repeat)
+        })
+        .filter(|e| e.outcome.has_summary())
+        .filter_map(|e| summary(&e.name))
+        .collect();
+    let done = u32::try_from(shape.len()).ok()?;
+    let baselines: Vec<CohortSummary> = index
+        .cohorts
+        .iter()
+        .filter(|e| e.baseline && e.outcome.has_summary())
+        .filter_map(|e| summary(&e.name))
+        .collect();
+    let comparison = coload_analysis::compare(&shape, &baselines).ok()?;
+    let [group] = comparison.repeats.as_slice() else {
+        return None;
+    };
+    let mut words = Vec::new();
+    for (workload, stats) in &group.groups {
+        // The card with the most of the shape's cohorts.
+        let r: &RatioInterval = &stats
+            .vs_solo
+            .iter()
+            .max_by_key(|c| c.aggregate_vs_solo.n_numerator)?
+            .aggregate_vs_solo;
+        let why = stop_rule(Some(r), done, precision, &VERDICT_THRESHOLDS, u32::MAX);
+        if !why.stops() {
+            return None;
+        }
+        words.push(format!(
+            "{workload} aggregate ÷ solo {:.3} (95 % CI {:.3} to {:.3}) {}",
+            r.ratio,
+            r.low?,
+            r.high?,
+            match why {
+                StopReason::Precise => format!("within the precision asked ({precision})"),
+                _ => "clear of every threshold of the verdict".to_owned(),
+            }
+        ));
+    }
+    (!words.is_empty()).then(|| {
+        format!(
+            "its shape is settled after {done} repeats: {}",
+            words.join("; ")
+        )
+    })
+}
+
+/// A cohort's folder name without its repeat (`timeslice-train2` of `timeslice-train2-r3`).
+fn shape_of(name: &str, repeat: u32) -> &str {
+    name.strip_suffix(&format!("-r{repeat}")).unwrap_or(name)
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use std::path::PathBuf;
+
+    use coload_cohort_schema::study::{INDEX_VERSION, Outcome};
+
+    use super::*;
+    use crate::plan::Plan;
+
+    fn fixture(name: &str) -> CohortSummary {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures")
+            .join(name);
+        coload_analysis::summarize_dirs(&[dir], &coload_analysis::Options::default()).unwrap()
+    }
+
+    /// `s` as cohort `name` with every rate scaled by `factor`.
+    fn scaled(mut s: CohortSummary, name: &str, factor: f64) -> CohortSummary {
+        name.clone_into(&mut s.experiment);
+        for w in &mut s.workers {
+            w.samples_per_s *= factor;
+        }
+        for g in s.groups.values_mut() {
+            g.aggregate_samples_per_s *= factor;
+            g.per_worker_samples_per_s.mean *= factor;
+        }
+        s
+    }
+
+    /// A study of PLAN whose baselines and the first repeats of the shape completed with the
+    /// given rates against the fixture's solo (the solos at `solo` each, the pairs at `pair`
+    /// each); returns the folder, the index and the jobs.
+    fn study(solo: &[f64], pair: &[f64]) -> (tempfile::TempDir, Index, Vec<Job>) {
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = Plan::parse("t", PLAN).unwrap().jobs(false);
+        let base = fixture("solo-train");
+        let two = fixture("repeat-a"); // aggregate 4x the solo
+        let mut index = Index {
+            schema_version: INDEX_VERSION,
+            plan: "t".into(),
+            plan_source: "t".into(),
+            node: "n".into(),
+            lanes: vec![0],
+            cohorts: jobs.iter().map(crate::study::entry).collect(),
+            runs: Vec::new(),
+        };
+        let (mut s, mut p) = (solo.iter(), pair.iter());
+        for e in &mut index.cohorts {
+            let factor = if e.baseline {
+                s.next().copied()
+            } else {
+                p.next().map(|f| f / 4.0)
+            };
+            let Some(factor) = factor else { continue };
+            let factor = &factor;
+            let summary = scaled(
+                if e.baseline {
+                    base.clone()
+                } else {
+                    two.clone()
+                },
+                &e.name,
+                *factor,
+            );
+            let dir = tmp.path().join(&e.name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("summary.json"),
+                serde_json::to_vec(&summary).unwrap(),
+            )
+            .unwrap();
+            e.outcome = Outcome::Complete;
+        }
+        (tmp, index, jobs)
+    }
+
+    fn job<'a>(jobs: &'a [Job], name: &str) -> &'a Job {
+        jobs.iter().find(|j| j.name == name).unwrap()
+    }
+
+    #[test]
+    fn a_shape_far_from_every_threshold_settles_after_two_repeats() {
+        // Two trainers together at 1.5x one alone, repeats within 1 %: clear of 1.1.
+        let (tmp, index, jobs) = study(&[1.0, 1.01], &[1.5, 1.51]);
+        let why = settled(job(&jobs, "timeslice-train2-r3"), tmp.path(), &index).unwrap();
+        assert!(why.contains("settled after 2 repeats"), "{why}");
+        assert!(
+            why.contains("train aggregate ÷ solo 1.4") && why.contains("clear of every threshold"),
+            "{why}"
+        );
+        // One repeat is not enough, whatever it says.
+        let (tmp, index, jobs) = study(&[1.0, 1.01], &[1.5]);
+        assert_eq!(
+            settled(job(&jobs, "timeslice-train2-r2"), tmp.path(), &index),
+            None
+        );
+    }
+
+    #[test]
+    fn a_shape_near_a_threshold_runs_on() {
+        // About 1.1x with a few percent of noise: the interval straddles the gain threshold.
+        let (tmp, index, jobs) = study(&[1.0, 1.03], &[1.08, 1.13]);
+        assert_eq!(
+            settled(job(&jobs, "timeslice-train2-r3"), tmp.path(), &index),
+            None
+        );
+        // Without a precision every repeat runs.
+        let mut no_precision = job(&jobs, "timeslice-train2-r3").clone();
+        no_precision.precision = None;
+        let (tmp, index, _) = study(&[1.0, 1.01], &[1.5, 1.51]);
+        assert_eq!(settled(&no_precision, tmp.path(), &index), None);
+    }
+
+    const PLAN: &str = r#"
+name = "t"
+[[policy]]
+name = "exclusive"
+mode = "exclusive"
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+[[cohort]]
+workers = "train=1"
+policies = ["exclusive"]
+baseline = true
+repeats = 2
+[[cohort]]
+workers = "train=2"
+policies = ["timeslice"]
+repeats = 6
+precision = 0.05
+"#;
+
+    #[test]
+    fn a_precision_needs_room_to_stop_and_is_refused_on_a_baseline() {
+        let refused = |extra: &str| {
+            Plan::parse("t", &PLAN.replace("precision = 0.05", extra))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(refused("precision = 0").contains("between 0 and 1"));
+        assert!(refused("precision = nan").contains("between 0 and 1"));
+        let two = PLAN.replace("repeats = 6", "repeats = 2");
+        assert!(
+            Plan::parse("t", &two)
+                .unwrap_err()
+                .to_string()
+                .contains("at least 3")
+        );
+        let on_baseline = PLAN.replacen("repeats = 2", "repeats = 2\nprecision = 0.05", 1);
+        assert!(
+            Plan::parse("t", &on_baseline)
+                .unwrap_err()
+                .to_string()
+                .contains("a baseline is what ratios divide by")
+        );
+        let jobs = Plan::parse("t", PLAN).unwrap().jobs(false);
+        assert!(
+            jobs.iter()
+                .filter(|j| !j.baseline)
+                .all(|j| j.precision == Some(0.05))
+        );
+    }
+}
