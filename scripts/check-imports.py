@@ -28,6 +28,8 @@ LAYERS = {
     "coload-barrier": 2,
     "coload-workload": 2,
     "coload-launch": 3,
+    # The worker links libtorch through workload; the binaries sit above it.
+    "coload-worker": 3,
     "coload-study": 4,
     "coload-cluster": 5,
     "bench-worker": 6,

@@ -23,7 +23,7 @@ use coload_timing::{
 use coload_workload::{LlmError, LlmPreset, LlmServeOptions, LlmServeStep, WorkloadError};
 
 use super::{Run, check_lateness, tell_peers};
-use crate::cli::Args;
+use crate::args::WorkerArgs;
 use crate::error::WorkerError;
 use crate::load::llm_failure;
 use crate::progress::Progress;
@@ -160,7 +160,7 @@ impl Run {
         &mut self,
         mut barrier: Barrier,
         plan: LlmServePlan,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<(), WorkerError> {
@@ -184,7 +184,7 @@ impl Run {
     fn build_and_warm_serve_llm(
         &mut self,
         plan: &LlmServePlan,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<LlmServeStep, WorkerError> {
@@ -274,7 +274,7 @@ impl Run {
         plan: LlmServePlan,
         start_unix_ns: u64,
         late_margin: Duration,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<(), WorkerError> {

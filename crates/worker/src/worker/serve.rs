@@ -9,7 +9,7 @@ use coload_timing::{Clock, MonotonicClock, ServeBuffer, run_serve, serve_batch_r
 use coload_workload::{ServeStep, WorkloadError, WorkloadOptions};
 
 use super::{Run, check_lateness, tell_peers};
-use crate::cli::Args;
+use crate::args::WorkerArgs;
 use crate::error::WorkerError;
 use crate::progress::Progress;
 use crate::serve_args::ServePlan;
@@ -28,7 +28,7 @@ impl Run {
         &mut self,
         mut barrier: Barrier,
         plan: ServePlan,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<(), WorkerError> {
@@ -52,7 +52,7 @@ impl Run {
     fn build_and_warm_serve(
         &mut self,
         plan: &ServePlan,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<ServeStep, WorkerError> {
@@ -121,7 +121,7 @@ impl Run {
         plan: ServePlan,
         start_unix_ns: u64,
         late_margin: Duration,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<(), WorkerError> {

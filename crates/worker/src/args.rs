@@ -17,42 +17,42 @@ use coload_workload::{LlmPreset, ModelSource, TorchScriptSpec, ZooModel};
     max_term_width = 100,
     args_override_self = true
 )]
-pub(crate) struct Args {
+pub struct WorkerArgs {
     /// Which worker of which cohort this is, and where its files go.
     #[command(flatten)]
-    pub(crate) place: WorkerPlace,
+    pub place: WorkerPlace,
 
     /// What every worker of the cohort measures, and how.
     #[command(flatten)]
-    pub(crate) flags: WorkerFlags,
+    pub flags: WorkerFlags,
 
     /// A serve worker's arrivals, batching and objective.
     #[command(flatten)]
-    pub(crate) serve: ServeFlags,
+    pub serve: ServeFlags,
 
     /// Kubernetes node name, recorded in worker.json (default: $NODE_NAME)
     #[arg(long, env = "NODE_NAME")]
-    pub(crate) node_name: Option<String>,
+    pub node_name: Option<String>,
 
     /// Print only errors
     #[arg(long, short)]
-    pub(crate) quiet: bool,
+    pub quiet: bool,
 
     /// Progress format on stderr: text for people, json (one object per line) for log collectors
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub(crate) log_format: LogFormat,
+    pub log_format: LogFormat,
 }
 
 /// Progress output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum LogFormat {
+pub enum LogFormat {
     /// One readable line per phase.
     Text,
     /// One JSON object per line.
     Json,
 }
 
-impl Args {
+impl WorkerArgs {
     /// Checks what clap cannot: ranges and relations between flags.
     pub(crate) fn validate(&self) -> Result<(), String> {
         self.place.validate().map_err(|e| e.to_string())?;

@@ -20,7 +20,7 @@ use coload_device::{
 use coload_timing::{BatchBuffer, Clock, run_window_cancellable, warmup_observed};
 use coload_workload::{ModelStep, WorkloadError, WorkloadInfo, WorkloadOptions};
 
-use crate::cli::Args;
+use crate::args::WorkerArgs;
 use crate::error::{WorkerError, chain};
 use crate::load::Load;
 use crate::progress::Progress;
@@ -51,16 +51,21 @@ struct Run {
     llm_records: Option<serve_llm::LlmRecords>,
 }
 
-/// Runs the worker and returns the process exit code.
-pub(crate) fn execute(args: &Args, serve: Option<OpenLoop>) -> u8 {
-    let progress = Progress::new(args.log_format, args.quiet, args.place.replica);
+/// Runs the worker and returns the process exit code. `build` is what `worker.json` records
+/// as the coload build that ran (`bench-worker --version`'s short line).
+pub(crate) fn execute(
+    args: &WorkerArgs,
+    serve: Option<OpenLoop>,
+    build: &str,
+    progress: &Progress,
+) -> u8 {
     if let Err(e) = prepare_out(&args.place.out) {
         progress.error("setup", &chain(&e));
         return e.exit_code();
     }
     let clock = Clock::anchor();
-    let termination = Termination::install();
-    let mut report = initial_report(args);
+    let termination = Termination::install(progress);
+    let mut report = initial_report(args, build);
     match &serve {
         Some(OpenLoop::Serve(p)) => report.config.serve = Some(p.config.clone()),
         Some(OpenLoop::Llm(p)) => report.config.serve_llm = Some(p.config.clone()),
@@ -79,7 +84,7 @@ pub(crate) fn execute(args: &Args, serve: Option<OpenLoop>) -> u8 {
         serve_records: None,
         llm_records: None,
     };
-    let result = run.measure(args, &clock, &progress, serve);
+    let result = run.measure(args, &clock, progress, serve);
     let mut code = match &result {
         Ok(()) => {
             run.report.status = Status::Complete;
@@ -128,7 +133,7 @@ fn prepare_out(out: &Path) -> Result<(), WorkerError> {
     Ok(())
 }
 
-fn initial_report(args: &Args) -> WorkerReport {
+fn initial_report(args: &WorkerArgs, build: &str) -> WorkerReport {
     WorkerReport {
         schema_version: SCHEMA_VERSION,
         experiment: args.place.experiment.clone(),
@@ -177,14 +182,14 @@ fn initial_report(args: &Args) -> WorkerReport {
         hog: None,
         serve: None,
         serve_llm: None,
-        coload: Some(crate::version::SHORT.to_owned()),
+        coload: Some(build.to_owned()),
     }
 }
 
 impl Run {
     fn measure(
         &mut self,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
         serve: Option<OpenLoop>,
@@ -220,7 +225,7 @@ impl Run {
     /// The shared directory must work before anything expensive happens.
     fn preflight(
         &mut self,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<Barrier, WorkerError> {
@@ -254,7 +259,7 @@ impl Run {
     fn rendezvous(
         &mut self,
         barrier: &mut Barrier,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<u64, WorkerError> {
@@ -333,7 +338,7 @@ impl Run {
         mut buffer: BatchBuffer,
         start_unix_ns: u64,
         late_margin: Duration,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<(), WorkerError> {
@@ -406,7 +411,7 @@ impl Run {
 
     fn build_and_warm(
         &mut self,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<(Load, BatchBuffer), WorkerError> {
@@ -522,7 +527,7 @@ impl Run {
     /// (with the runtime facts) in the report. Shared by the batch and the serve paths.
     fn record_device(
         &mut self,
-        args: &Args,
+        args: &WorkerArgs,
         info: &WorkloadInfo,
         build_start: u64,
         clock: &Clock,
@@ -607,7 +612,7 @@ impl Run {
     /// goes on.
     fn start_sampler(
         &mut self,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Option<TelemetrySampler> {
@@ -697,7 +702,7 @@ fn check_lateness(
 
 /// A failure before the barrier: tells the peers at once (an abort of kind `peer_failed`) rather
 /// than let them wait out their join timeout, and returns the failure.
-fn tell_peers(barrier: &Barrier, args: &Args, e: WorkerError, clock: &Clock) -> WorkerError {
+fn tell_peers(barrier: &Barrier, args: &WorkerArgs, e: WorkerError, clock: &Clock) -> WorkerError {
     let reason = format!(
         "replica {} failed in {} ({}): {}",
         args.place.replica,

@@ -16,7 +16,7 @@ use coload_timing::{
     ArrivalKind, ArrivalSchedule, LengthRange, LlmRequests, LlmServePolicy, LlmTrace, ServePolicy,
 };
 
-use crate::cli::Args;
+use crate::args::WorkerArgs;
 
 /// What an open-loop worker will do in its window, decided before it starts.
 #[derive(Debug)]
@@ -47,7 +47,7 @@ pub(crate) struct LlmServePlan {
 
 /// Builds the plan of an open-loop worker (`None` for the other workloads), or says which flag
 /// is wrong and what to do.
-pub(crate) fn open_loop(args: &Args) -> Result<Option<OpenLoop>, String> {
+pub(crate) fn open_loop(args: &WorkerArgs) -> Result<Option<OpenLoop>, String> {
     Ok(match args.place.workload {
         Workload::Serve => plan(args)?.map(OpenLoop::Serve),
         Workload::ServeLlm => Some(OpenLoop::Llm(llm_plan(args)?)),
@@ -62,7 +62,7 @@ fn read_trace(path: &Path) -> Result<String, String> {
 }
 
 /// The arrivals `--arrivals-file` or `--rate` and `--arrivals` describe over the window.
-fn schedule(args: &Args) -> Result<ArrivalSchedule, String> {
+fn schedule(args: &WorkerArgs) -> Result<ArrivalSchedule, String> {
     let s = &args.serve;
     let window_ns = args.flags.window_s.as_nanos();
     match (&s.arrivals_file, s.rate) {
@@ -90,7 +90,7 @@ fn schedule(args: &Args) -> Result<ArrivalSchedule, String> {
 /// `--prompt-tokens`..`--prompt-tokens-max` and `--output-tokens`..`--output-tokens-max` with
 /// the seed, or fixed at `--prompt-tokens` and `--output-tokens`: every one decided here,
 /// before the window.
-fn llm_plan(args: &Args) -> Result<LlmServePlan, String> {
+fn llm_plan(args: &WorkerArgs) -> Result<LlmServePlan, String> {
     let s = &args.serve;
     let f = &args.flags;
     let model = f.model_for(Workload::ServeLlm).map_err(|e| e.to_string())?;
@@ -187,8 +187,8 @@ fn llm_plan(args: &Args) -> Result<LlmServePlan, String> {
 
 /// Builds the plan of a serve worker (`None` for the other workloads), or says which flag is
 /// wrong and what to do.
-fn plan(args: &Args) -> Result<Option<ServePlan>, String> {
-    // The flags were checked against the workload by `Args::validate` (coload_spec's rules:
+fn plan(args: &WorkerArgs) -> Result<Option<ServePlan>, String> {
+    // The flags were checked against the workload by `WorkerArgs::validate` (coload_spec's rules:
     // serve flags for serve workers only, eager only, the numbers' ranges).
     let s = &args.serve;
     if args.place.workload != Workload::Serve {
@@ -225,7 +225,7 @@ mod tests {
 
     use super::*;
 
-    fn args(extra: &[&str]) -> Args {
+    fn args(extra: &[&str]) -> WorkerArgs {
         let mut argv = vec![
             "bench-worker",
             "--experiment",
@@ -252,7 +252,7 @@ mod tests {
             "10",
         ];
         argv.extend_from_slice(extra);
-        let parsed = Args::try_parse_from(argv).unwrap();
+        let parsed = WorkerArgs::try_parse_from(argv).unwrap();
         parsed.validate().unwrap();
         parsed
     }
