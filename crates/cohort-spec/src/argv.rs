@@ -7,8 +7,6 @@
 //! clap's own view of the flags, that every flag is rendered and that rendering then parsing
 //! gives back the same values.
 
-use std::ffi::OsString;
-
 use serde::Serialize;
 
 /// Why a set of flags could not be rendered.
@@ -28,28 +26,43 @@ pub enum RenderError {
 /// Renders `flags` as the argv that parses back into them: `--name value` per field,
 /// the bare `--name` for a `true` boolean, nothing for `false` or `None`.
 ///
-/// Paths must be UTF-8 (serde cannot serialize others; the error says so).
-pub fn to_argv<T: Serialize>(flags: &T) -> Result<Vec<OsString>, RenderError> {
+/// Paths must be UTF-8 (serde cannot serialize others; the error says so), so every argument
+/// is text, as a manifest needs it.
+pub fn to_argv<T: Serialize>(flags: &T) -> Result<Vec<String>, RenderError> {
+    render(flags, false)
+}
+
+/// [`to_argv`] with every value joined to its flag, `--name=value`, so that a value that starts
+/// with `-` cannot be read as a flag of its own by a parser that does not know the flag (a
+/// command line that passes through another program's).
+pub fn to_argv_joined<T: Serialize>(flags: &T) -> Result<Vec<String>, RenderError> {
+    render(flags, true)
+}
+
+fn render<T: Serialize>(flags: &T, joined: bool) -> Result<Vec<String>, RenderError> {
     let serde_json::Value::Object(fields) = serde_json::to_value(flags)? else {
         return Err(RenderError::NotFlags);
     };
     let mut argv = Vec::with_capacity(fields.len() * 2);
     for (name, value) in fields {
         let flag = format!("--{}", name.replace('_', "-"));
-        match value {
-            serde_json::Value::Null | serde_json::Value::Bool(false) => {}
-            serde_json::Value::Bool(true) => argv.push(flag.into()),
-            serde_json::Value::Number(n) => {
-                argv.push(flag.into());
-                argv.push(number_text(&n).into());
+        let value = match value {
+            serde_json::Value::Null | serde_json::Value::Bool(false) => continue,
+            serde_json::Value::Bool(true) => {
+                argv.push(flag);
+                continue;
             }
-            serde_json::Value::String(s) => {
-                argv.push(flag.into());
-                argv.push(s.into());
-            }
+            serde_json::Value::Number(n) => number_text(&n),
+            serde_json::Value::String(s) => s,
             serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
                 return Err(RenderError::NotPlain(name.replace('_', "-")));
             }
+        };
+        if joined {
+            argv.push(format!("{flag}={value}"));
+        } else {
+            argv.push(flag);
+            argv.push(value);
         }
     }
     Ok(argv)
