@@ -1,4 +1,4 @@
-//! The hog worker's own steps (issue 12): take the memory before anything else, and say so in
+//! The hog worker's own steps: take the memory before anything else, and say so in
 //! `hold.json` so that a launcher can start the other workers only once the hog holds it.
 
 use coload_cohort_schema::{HoldMarker, SCHEMA_VERSION, files, write_json_atomic};

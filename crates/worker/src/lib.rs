@@ -34,6 +34,7 @@ mod worker;
 use std::sync::Arc;
 
 pub use args::{LogFormat, WorkerArgs};
+pub use error::ArgsError;
 pub use progress::{Console, QuietConsole};
 
 /// Checks the arguments, then runs the worker to its end; returns the process exit code
@@ -44,9 +45,9 @@ pub fn run(args: &WorkerArgs, build: &str, console: Arc<dyn Console>) -> u8 {
         progress::Progress::new(args.log_format, args.quiet, args.place.replica, console);
     let serve = match args.validate().and_then(|()| serve_args::open_loop(args)) {
         Ok(plan) => plan,
-        Err(message) => {
-            progress.raw(&format!("error: {message}"));
-            return coload_cohort_schema::exit::INVALID_INPUT;
+        Err(e) => {
+            progress.raw(&format!("error: {}", error::chain(&e)));
+            return e.exit_code();
         }
     };
     worker::execute(args, serve, build, &progress)

@@ -1,5 +1,5 @@
 //! SIGTERM and SIGINT: a deleted Pod, a drained node or a Ctrl-C must still leave a
-//! `worker.json` saying in which stage the worker was stopped (issue: nothing is lost).
+//! `worker.json` saying in which stage the worker was stopped: nothing measured is lost.
 //!
 //! The handler runs on its own thread (the `ctrlc` crate). Before the window it writes the
 //! report as known at the last phase boundary, marked failed with kind `terminated`, and exits
@@ -38,12 +38,7 @@ impl Termination {
     /// Installs the handler. Without it (another handler already installed) signals keep their
     /// default action and the worker simply dies, as before.
     pub(crate) fn install(progress: &Progress) -> Arc<Self> {
-        let t = Arc::new(Termination {
-            cancel: AtomicBool::new(false),
-            progress: progress.clone(),
-            phase: AtomicU8::new(BEFORE_WINDOW),
-            snapshot: Mutex::new(None),
-        });
+        let t = Self::new(progress);
         let handler = Arc::clone(&t);
         if let Err(e) = ctrlc::set_handler(move || handler.on_signal()) {
             progress.raw(&format!(
@@ -51,6 +46,16 @@ impl Termination {
             ));
         }
         t
+    }
+
+    /// A state no signal reaches (in-process tests, a tool that handles signals itself).
+    pub(crate) fn new(progress: &Progress) -> Arc<Self> {
+        Arc::new(Termination {
+            cancel: AtomicBool::new(false),
+            progress: progress.clone(),
+            phase: AtomicU8::new(BEFORE_WINDOW),
+            snapshot: Mutex::new(None),
+        })
     }
 
     /// Records what the worker knows at a phase boundary (never called inside the window).

@@ -1,4 +1,4 @@
-//! The decode worker (issue 24): its step built from the flags, warmed up with whole cycles,
+//! The decode worker: its step built from the flags, warmed up with whole cycles,
 //! and its records tagged with their phase after the window.
 //!
 //! The window runner records no phase (the window allocates nothing and writes nothing but the
