@@ -95,6 +95,52 @@ pub(crate) fn number_text(n: &serde_json::Number) -> String {
 mod tests {
     use super::*;
 
+    /// The joined form is the same rendering, value for value, and refuses what it refuses.
+    #[test]
+    fn the_joined_form_is_the_same_rendering() {
+        #[derive(Serialize)]
+        struct Flags {
+            window_s: f64,
+            offset: i32,
+            strict: bool,
+            quiet: bool,
+            model: Option<String>,
+            out: &'static str,
+        }
+        #[derive(Serialize)]
+        struct Bad {
+            devices: Vec<u32>,
+        }
+        let flags = Flags {
+            window_s: 45.0,
+            offset: -3,
+            strict: true,
+            quiet: false,
+            model: None,
+            out: "runs/a b",
+        };
+        assert_eq!(
+            to_argv(&flags).unwrap(),
+            [
+                "--offset",
+                "-3",
+                "--out",
+                "runs/a b",
+                "--strict",
+                "--window-s",
+                "45"
+            ]
+        );
+        assert_eq!(
+            to_argv_joined(&flags).unwrap(),
+            ["--offset=-3", "--out=runs/a b", "--strict", "--window-s=45"]
+        );
+        assert!(matches!(
+            to_argv_joined(&Bad { devices: vec![1] }),
+            Err(RenderError::NotPlain(flag)) if flag == "devices"
+        ));
+    }
+
     #[test]
     fn lists_are_refused_not_flattened() {
         #[derive(Serialize)]
