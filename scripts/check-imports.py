@@ -28,6 +28,8 @@ LAYERS = {
     "coload-barrier": 2,
     "coload-workload": 2,
     "coload-report": 3,
+    # The worker links libtorch through workload; the binaries sit above it.
+    "coload-worker": 3,
     "coload-launch": 4,
     "coload-study": 5,
     "coload-cluster": 6,

@@ -5,7 +5,7 @@
 //!   the linker's `--as-needed` drops it and CUDA then reports unavailable at run time. See
 //!   docs/design.md ("libtorch") and ../shared/docs/gpu.md.
 //! - Embeds no RUNPATH by default. The builder's libtorch directory (a path inside its virtual
-//!   environment) exists nowhere else and leaks the builder's layout (issue 17), so the binary
+//!   environment) exists nowhere else and leaks the builder's layout, so the binary
 //!   finds libtorch through `LD_LIBRARY_PATH`: `scripts/with-libtorch` sets it here, the dist
 //!   tarball's `bin/bench-worker` launcher on a GPU host. `COLOAD_RUNPATH` opts in to one, e.g.
 //!   `$ORIGIN/../lib` for a bundle that carries its own libtorch.

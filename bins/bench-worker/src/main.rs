@@ -1,39 +1,35 @@
-//! bench-worker: one coload worker (one per Pod). See `bench-worker --help`.
+//! bench-worker: one coload worker (one per Pod). See `bench-worker --help`. The worker is
+//! `coload-worker`; this is its glue.
 
-#![expect(
-    clippy::print_stderr,
-    reason = "a command-line tool: errors go to stderr"
-)]
-
-mod cli;
-mod error;
-mod hog;
-mod load;
-mod progress;
-mod serve_args;
-mod share;
-mod termination;
 mod version;
-mod worker;
 
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
+
+use coload_worker::{Console, WorkerArgs};
+
+/// Progress to standard error.
+struct Stderr;
+
+impl Console for Stderr {
+    fn write(&self, text: &str) {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(text.as_bytes());
+        let _ = err.flush();
+    }
+
+    fn is_terminal(&self) -> bool {
+        std::io::stderr().is_terminal()
+    }
+}
 
 fn main() -> ExitCode {
-    // Parses like `Args::parse()`, with the build's version facts and the hidden `--generate`.
-    let args: cli::Args = match coload_spec::generate::parse(version::apply) {
+    // Parses like `WorkerArgs::parse()`, with the build's version facts and the hidden
+    // `--generate`.
+    let args: WorkerArgs = match coload_spec::generate::parse(version::apply) {
         Ok(args) => args,
         Err(generated) => return generated.finish(),
     };
-    if let Err(message) = args.validate() {
-        eprintln!("error: {message}");
-        return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
-    }
-    let serve = match serve_args::open_loop(&args) {
-        Ok(plan) => plan,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(coload_cohort_schema::exit::INVALID_INPUT);
-        }
-    };
-    ExitCode::from(worker::execute(&args, serve))
+    ExitCode::from(coload_worker::run(&args, version::SHORT, Arc::new(Stderr)))
 }

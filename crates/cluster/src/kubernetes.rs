@@ -18,6 +18,7 @@
 //! also stops its peers instead of leaving them at the barrier), and a fresh experiment id.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use coload_cohort_schema::{Workload, exit};
 use coload_spec::{CohortSpec, Mix, to_argv};
@@ -40,9 +41,9 @@ pub const CPUS_PER_WORKER: &str = "2";
 /// Host memory each worker's Pod requests (and is limited to).
 pub const MEMORY_PER_WORKER: &str = "4Gi";
 
-/// Seconds a Job may take beyond the barrier's join timeout, the start lead and the window:
-/// image pulls, libtorch loading, warmup and writing.
-const SLACK_S: f64 = 900.0;
+/// What a Job may take beyond its cohort's deadline (`WorkerFlags::deadline`): scheduling the
+/// Pods, pulling the image, loading libtorch and the warmup.
+pub(crate) const POD_START: Duration = Duration::from_secs(870);
 
 /// Where a cohort runs on the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,11 +174,7 @@ pub fn render_job(
 
     let args = common_args(&spec, experiment, count)?;
     let script = index_script(&spec, &mix, experiment, &staged)?;
-    let deadline_s = (spec.flags.join_timeout_s.get()
-        + spec.flags.start_lead_s.get()
-        + spec.flags.window_s.get()
-        + SLACK_S)
-        .ceil() as u64;
+    let deadline_s = job_deadline(&spec).as_secs_f64().ceil() as u64;
 
     let labels = json!({
         "app.kubernetes.io/name": "coload",
@@ -315,6 +312,11 @@ fn coload_barrier_id(experiment: &str) -> Result<(), ClusterError> {
     }
 }
 
+/// The Job's `activeDeadlineSeconds`: the cohort's deadline and [`POD_START`].
+pub(crate) fn job_deadline(spec: &CohortSpec) -> Duration {
+    spec.flags.deadline() + POD_START
+}
+
 fn field_env(name: &str, path: &str) -> Value {
     json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": path } } })
 }
@@ -326,7 +328,7 @@ pub(crate) fn common_args(
     experiment: &str,
     count: u32,
 ) -> Result<Vec<String>, ClusterError> {
-    let mut args = strings(to_argv(&spec.flags)?)?;
+    let mut args = to_argv(&spec.flags)?;
     args.extend([
         "--experiment".to_owned(),
         experiment.to_owned(),
@@ -348,22 +350,9 @@ pub(crate) fn per_replica_args(
 ) -> Result<Vec<String>, ClusterError> {
     let mut args = vec!["--workload".to_owned(), workload.to_string()];
     if let Some(serve) = spec.serve.for_workload(workload) {
-        args.extend(strings(to_argv(&serve)?)?);
+        args.extend(to_argv(&serve)?);
     }
     Ok(args)
-}
-
-pub(crate) fn strings(argv: Vec<std::ffi::OsString>) -> Result<Vec<String>, ClusterError> {
-    argv.into_iter()
-        .map(|a| {
-            a.into_string().map_err(|a| {
-                ClusterError::Usage(format!(
-                    "argument {} is not UTF-8; a manifest holds text",
-                    a.to_string_lossy()
-                ))
-            })
-        })
-        .collect()
 }
 
 /// `'text'` for `sh`, with `'` written as `'\''`.
@@ -455,6 +444,7 @@ pub(crate) fn is_dns_subdomain(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use coload_cohort_schema::Mode;
+    use coload_spec::{FINISH_SLACK, Seconds};
 
     use super::*;
 
@@ -464,6 +454,33 @@ mod tests {
             resource: ResourceKey::parse("nvidia.com/gpu.shared").unwrap(),
             image: DEFAULT_IMAGE.into(),
             namespace: Some("bench".into()),
+        }
+    }
+
+    /// The Job's deadline is the spec's rule and the Pods' start: it follows the window, the
+    /// lead and the join timeout as `WorkerFlags::deadline` does, and nothing else.
+    #[test]
+    fn the_jobs_deadline_follows_the_cohorts() {
+        let mut spec = CohortSpec::new(&Mix::parse("train=2").unwrap(), Mode::Timeslice);
+        let deadline = |spec: &CohortSpec| {
+            let exp = fresh_experiment(spec, &spec.mix().unwrap());
+            let r = render_job(spec, &site(), &exp).unwrap();
+            r.manifest["spec"]["activeDeadlineSeconds"]
+                .as_u64()
+                .unwrap()
+        };
+        for (window, lead, join) in [(45, 5, 600), (300, 12, 60), (7, 1, 1)] {
+            spec.flags.window_s = Seconds::whole(window);
+            spec.flags.start_lead_s = Seconds::whole(lead);
+            spec.flags.join_timeout_s = Seconds::whole(join);
+            let rule = spec.flags.deadline() + POD_START;
+            assert_eq!(deadline(&spec), rule.as_secs(), "window {window}");
+            assert_eq!(
+                rule,
+                Duration::from_secs(u64::from(window + lead + join))
+                    + FINISH_SLACK.duration()
+                    + POD_START
+            );
         }
     }
 

@@ -20,21 +20,22 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use coload_cohort_schema::{
-    CohortFailure, FailureKind, Mode, SCHEMA_VERSION, WorkerOutcome, exit, files,
-    read_worker_report,
-};
-use coload_launch::Console;
+use coload_cohort_schema::{CohortFailure, FailureKind, Mode, exit, files};
+use coload_launch::{Console, WorkerEnd};
 use coload_spec::{CohortSpec, Seconds};
 use coload_study::{Ended, Job, Launcher, Offer, Placement, Plan, Running, StudyArgs, Target};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ClusterError;
 use crate::kubectl::{JobState, Kubectl, NodeOffer, PodState};
-use crate::kubernetes::{DEFAULT_IMAGE, Site, fresh_experiment, render_job};
+use crate::kubernetes::{DEFAULT_IMAGE, Site, fresh_experiment, job_deadline, render_job};
 use crate::polyaxon::render_operations;
 use crate::resource::ResourceKey;
 use crate::stage::RESULTS_DIR;
+
+/// How long the study watches a Job past its `activeDeadlineSeconds` before it gives up on it
+/// itself: the Job's own deadline ends it first, and the watch then reads why.
+const WATCH_MARGIN: Duration = Duration::from_secs(60);
 
 /// Where a study's cohorts run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -429,12 +430,7 @@ fn emit(
     dir: &Path,
     console: &dyn Console,
 ) -> Result<u8, ClusterError> {
-    let mut jobs = plan.jobs(false);
-    if let Some(w) = args.window_s {
-        for j in &mut jobs {
-            j.spec.flags.window_s = w;
-        }
-    }
+    let jobs = args.jobs(plan, false);
     std::fs::create_dir_all(dir).map_err(|source| ClusterError::Io {
         what: "cannot create",
         path: dir.to_owned(),
@@ -578,12 +574,7 @@ impl Launcher for ClusterLauncher {
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
         let deadline_s = self.timeout.map_or_else(
-            || {
-                job.spec.flags.join_timeout_s.get()
-                    + job.spec.flags.start_lead_s.get()
-                    + job.spec.flags.window_s.get()
-                    + 960.0
-            },
+            || (job_deadline(&job.spec) + WATCH_MARGIN).as_secs_f64(),
             Seconds::get,
         );
         let run = |record: JobRecord, log| ClusterRun {
@@ -734,12 +725,7 @@ impl ClusterRun {
                 "the Job completed but replica(s) {missing:?} left no folder on the claim"
             ));
         }
-        let options = coload_analysis::Options {
-            strict: self.spec.strict,
-            slo_ms: self.spec.serve.slo_ms,
-            slo_quantile: self.spec.capacity.slo_quantile,
-            ..coload_analysis::Options::default()
-        };
+        let options = coload_launch::summary_options(&self.spec);
         match coload_analysis::summarize_dirs(&self.worker_dirs(), &options) {
             Ok(summary) => {
                 let path = self.dir.join(files::SUMMARY);
@@ -801,54 +787,28 @@ impl ClusterRun {
         }
     }
 
+    /// The failure record (`coload_launch::failure_record`), saying how a Pod that left no
+    /// `worker.json` ended.
     fn failure_record(&self, pods: &[PodState]) -> CohortFailure {
-        let workers = (0..self.record.count)
-            .map(|i| {
-                let pod = pods.iter().find(|p| p.index == i);
-                let code = pod.and_then(|p| p.exit_code);
-                let report = read_worker_report(
-                    &self
-                        .dir
-                        .join(format!("worker-{i}"))
-                        .join(files::WORKER_REPORT),
-                );
-                let (kind, outcome) = match (&report, code) {
-                    (Ok(r), _) => match &r.failure {
-                        Some(f) => (
-                            Some(f.kind.clone()),
-                            format!("failed in {}: {} ({})", f.stage, f.message, f.kind),
-                        ),
-                        None => (None, "complete".to_owned()),
-                    },
-                    (Err(_), Some(c)) => (
-                        Some(FailureKind::WorkerExited),
-                        format!(
-                            "its Pod exited with {c} ({}) without a worker.json",
-                            u8::try_from(c).map_or("?", exit::name)
-                        ),
-                    ),
-                    (Err(_), None) => (
-                        Some(FailureKind::WorkerExited),
-                        "no worker.json, and no finished Pod".to_owned(),
-                    ),
-                };
-                WorkerOutcome {
-                    replica: i,
-                    exit_code: code,
-                    kind,
-                    outcome,
-                }
+        let ends: Vec<WorkerEnd> = (0..self.record.count)
+            .map(|i| WorkerEnd {
+                replica: i,
+                exit_code: pods.iter().find(|p| p.index == i).and_then(|p| p.exit_code),
             })
             .collect();
-        CohortFailure {
-            schema_version: SCHEMA_VERSION,
-            experiment: self.record.experiment.clone(),
-            kind: FailureKind::LauncherStopped,
-            replica: None,
-            message: String::new(),
-            exit_code: exit::INCOMPLETE_COHORT,
-            workers,
-        }
+        let mut record =
+            coload_launch::failure_record(&self.dir, &self.record.experiment, &ends, &|code| {
+                match code {
+                    Some(c) => format!(
+                        "its Pod exited with {c} ({}) without a worker.json",
+                        u8::try_from(c).map_or("?", exit::name)
+                    ),
+                    None => "no worker.json, and no finished Pod".to_owned(),
+                }
+            });
+        // The message is the caller's: why the cluster gave up on the Job.
+        record.message = String::new();
+        record
     }
 
     fn write_failure(&mut self, record: &CohortFailure) {

@@ -8,15 +8,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use coload_barrier::AbortOutcome;
-use coload_cohort_schema::{
-    CohortFailure, FailureKind, Mode, SCHEMA_VERSION, WorkerOutcome, Workload, exit, files,
-    read_worker_report,
-};
+use coload_cohort_schema::{CohortFailure, FailureKind, Mode, Workload, exit, files};
 use coload_spec::{Mix, WorkerPlace, error_chain as chain, to_argv};
 use coload_timing::Clock;
 
 use crate::args::LaunchArgs;
 use crate::console::Console;
+use crate::end::WorkerEnd;
 use crate::error::LauncherError;
 use crate::mps::MpsDaemon;
 
@@ -145,9 +143,15 @@ pub(crate) fn run_one(
         .map(|(r, _)| r)
         .collect();
     let (mut workers, spawn_error, stop) = start_cohort(&mut commands, &hogs, dir, cx);
-    let grace = (args.spec.flags.window_s.duration() + args.spec.flags.start_lead_s.duration())
-        .saturating_add(Duration::from_secs(30));
-    let failed = watch(&mut workers, grace, &sync, &experiment, cx, stop.as_ref());
+    let failed = watch(
+        &mut workers,
+        // A worker inside its window finishes it and writes its artifacts before it is killed.
+        args.spec.flags.finish_within(),
+        &sync,
+        &experiment,
+        cx,
+        stop.as_ref(),
+    );
     if let Some(daemon) = mps.as_mut() {
         daemon.stop()?;
     }
@@ -527,49 +531,20 @@ fn report_failure(
     record
 }
 
-/// The failure record with every worker's outcome read from its folder; the kind, replica and
-/// message are the launcher's until a caller says otherwise.
+/// The failure record of this node's workers (`crate::end::failure_record`), saying how a
+/// worker process that left no `worker.json` ended.
 fn failure_record(dir: &Path, experiment: &str, workers: &[Worker]) -> CohortFailure {
-    let outcomes = workers
+    let ends: Vec<WorkerEnd> = workers
         .iter()
-        .map(|w| {
-            let worker_dir = dir.join(format!("worker-{}", w.replica));
-            let code = w.status.and_then(|s| s.code());
-            let report = read_worker_report(&worker_dir.join(files::WORKER_REPORT));
-            let (kind, outcome) = match (&report, code) {
-                (Ok(r), _) => match &r.failure {
-                    Some(f) => (
-                        Some(f.kind.clone()),
-                        format!("failed in {}: {} ({})", f.stage, f.message, f.kind),
-                    ),
-                    None => (None, "complete".to_owned()),
-                },
-                (Err(_), Some(c)) => (
-                    Some(FailureKind::WorkerExited),
-                    format!("exited with {c} ({}) without a worker.json", exit_name(c)),
-                ),
-                (Err(_), None) => (
-                    Some(FailureKind::WorkerExited),
-                    "killed without a worker.json".to_owned(),
-                ),
-            };
-            WorkerOutcome {
-                replica: w.replica,
-                exit_code: code,
-                kind,
-                outcome,
-            }
+        .map(|w| WorkerEnd {
+            replica: w.replica,
+            exit_code: w.status.and_then(|s| s.code()),
         })
         .collect();
-    CohortFailure {
-        schema_version: SCHEMA_VERSION,
-        experiment: experiment.to_owned(),
-        kind: FailureKind::LauncherStopped,
-        replica: None,
-        message: "the cohort did not complete".to_owned(),
-        exit_code: exit::INCOMPLETE_COHORT,
-        workers: outcomes,
-    }
+    crate::end::failure_record(dir, experiment, &ends, &|code| match code {
+        Some(c) => format!("exited with {c} ({}) without a worker.json", exit_name(c)),
+        None => "killed without a worker.json".to_owned(),
+    })
 }
 
 /// Writes `failure.json`; a cohort that failed and cannot say why on disk still said it on the
@@ -592,15 +567,7 @@ fn summarize(
         .iter()
         .map(|w| dir.join(format!("worker-{}", w.replica)))
         .collect();
-    let options = coload_analysis::Options {
-        strict: args.spec.strict,
-        slo_ms: args.spec.serve.slo_ms,
-        slo_quantile: args.spec.capacity.slo_quantile,
-        ttft_slo_ms: args.spec.serve.ttft_slo_ms,
-        tpot_slo_ms: args.spec.serve.tpot_slo_ms,
-        ..coload_analysis::Options::default()
-    };
-    match coload_analysis::summarize_dirs(&dirs, &options) {
+    match coload_analysis::summarize_dirs(&dirs, &crate::end::summary_options(&args.spec)) {
         Ok(summary) => {
             let path = dir.join(files::SUMMARY);
             coload_cohort_schema::write_json_atomic(&path, &summary)?;

@@ -115,20 +115,22 @@ pub(crate) fn plan(
     let mut limits = Vec::with_capacity(devices.len());
     let mut declared = first;
     for (i, &index) in devices.iter().enumerate() {
-        let limit_bytes = match (flags.mps_replicas, first.pinned_memory_limit_bytes) {
-            (Some(replicas), _) => {
+        // A share of N replicas depends on each GPU's total memory (the device plugin's
+        // total/N); the worker's own rule says what it is, GPU by GPU.
+        let limit_bytes = match flags.mps_replicas {
+            Some(replicas) => {
                 let total = total_bytes(index).map_err(|reason| ShareError::TotalUnknown {
                     replicas,
                     index,
                     reason,
                 })?;
-                let share = coload_measure::plugin_share(replicas, Some(total));
+                let share = flags.declared_share(Some(total)).unwrap_or(first);
                 if i == 0 {
                     declared = share;
                 }
                 share.pinned_memory_limit_bytes
             }
-            (None, limit) => limit,
+            None => first.pinned_memory_limit_bytes,
         };
         if let Some(bytes) = limit_bytes {
             limits.push(DeviceLimit {
@@ -312,6 +314,33 @@ mod tests {
                 "set_default_active_thread_percentage 14",
             ]
         );
+    }
+
+    /// What the daemon is told per GPU is what a worker on that GPU declares
+    /// (`WorkerFlags::declared_share` with the GPU's total), for every share and every total.
+    #[test]
+    fn each_gpus_limit_is_the_workers_declared_share() {
+        let totals = [H200, 80 * 1024 * MIB, 40 * 1024 * MIB];
+        let total = |i: u32| Ok(totals[i as usize]);
+        for share in [
+            &["--mps-replicas", "7"][..],
+            &["--mps-replicas", "3"],
+            &["--mps-threads", "30", "--mps-memory", "9GiB"],
+        ] {
+            let mut args = vec!["--mode", "mps"];
+            args.extend_from_slice(share);
+            let f = flags(&args);
+            let p = plan(&f, &[0, 1, 2], &total).unwrap().unwrap();
+            assert_eq!(p.declared, f.declared_share(Some(totals[0])).unwrap());
+            let limits: Vec<(u32, u64)> = p.limits.iter().map(|l| (l.index, l.limit_mib)).collect();
+            let declared: Vec<(u32, u64)> = (0..3u32)
+                .filter_map(|i| {
+                    let d = f.declared_share(Some(totals[i as usize])).unwrap();
+                    d.pinned_memory_limit_bytes.map(|b| (i, b / MIB))
+                })
+                .collect();
+            assert_eq!(limits, declared, "{share:?}");
+        }
     }
 
     #[test]

@@ -227,6 +227,27 @@ pub struct Job {
 }
 
 impl Job {
+    /// Its entry in the study's index before anything ran: not run yet.
+    pub(crate) fn entry(&self) -> coload_cohort_schema::study::Entry {
+        coload_cohort_schema::study::Entry {
+            name: self.name.clone(),
+            policy: self.policy.clone(),
+            mode: self.mode.to_string(),
+            workers: self.workers.clone(),
+            repeat: self.repeat,
+            baseline: self.baseline,
+            outcome: coload_cohort_schema::study::Outcome::NotRun,
+            reason: None,
+            exit_code: None,
+            lanes: None,
+            duration_s: None,
+            in_windows_s: None,
+            experiment: None,
+            failed_dirs: Vec::new(),
+            capacity: None,
+            isolation: None,
+        }
+    }
     /// Whether the job is a capacity search (`find_capacity = true`): one cohort per probe,
     /// `capacity.json` instead of a summary of its own.
     #[must_use]
@@ -737,9 +758,13 @@ fn baseline_slots(repeats: u32, rounds: u32) -> Vec<u32> {
 }
 
 /// The `bench-cohort` command line (after the program name) that runs `job` into `out`: the
-/// spec rendered by its own renderer, the output folder, `--quiet`. The study adds
-/// `--worker-bin` and, where the placement needs it, `--visible-devices`.
-pub(crate) fn cohort_argv(job: &Job, out: &std::path::Path) -> Vec<String> {
+/// spec rendered by its own renderer (`--name=value`, so that a negative value is not read as a
+/// flag of its own), the output folder, `--quiet`. The study adds `--worker-bin` and, where the
+/// placement needs it, `--visible-devices`.
+pub(crate) fn cohort_argv(
+    job: &Job,
+    out: &std::path::Path,
+) -> Result<Vec<String>, coload_spec::RenderError> {
     let mut argv = vec![
         "bench-cohort".to_owned(),
         "run".to_owned(),
@@ -747,20 +772,8 @@ pub(crate) fn cohort_argv(job: &Job, out: &std::path::Path) -> Vec<String> {
         out.display().to_string(),
         "--quiet".to_owned(),
     ];
-    // `--name=value`, so that a negative value is not read as a flag of its own.
-    if let Ok(rendered) = coload_spec::to_argv(&job.spec) {
-        let mut tokens = rendered
-            .into_iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .peekable();
-        while let Some(flag) = tokens.next() {
-            match tokens.next_if(|t| !t.starts_with("--")) {
-                Some(value) => argv.push(format!("{flag}={value}")),
-                None => argv.push(flag),
-            }
-        }
-    }
-    argv
+    argv.extend(coload_spec::to_argv_joined(&job.spec)?);
+    Ok(argv)
 }
 
 /// Every cohort runs what its workloads' baselines run; else the first that does not, as its line
@@ -1269,7 +1282,7 @@ repeats = 2
         assert_eq!(job.spec.serve.max_batch, 8);
         assert!((job.spec.serve.max_queue_delay_ms - 2.5).abs() < 1e-12);
         assert_eq!(job.spec.serve.arrivals, coload_spec::Arrivals::Uniform);
-        let argv = cohort_argv(job, std::path::Path::new("/o"));
+        let argv = cohort_argv(job, std::path::Path::new("/o")).unwrap();
         for flag in [
             "--max-batch=8",
             "--max-queue-delay-ms=2.5",
@@ -1362,7 +1375,7 @@ repeats = 2
             .into_iter()
             .find(|j| j.name == "mps-train7-r2")
             .unwrap();
-        let argv = cohort_argv(&job, std::path::Path::new("/o"));
+        let argv = cohort_argv(&job, std::path::Path::new("/o")).unwrap();
         let Sub::Run(parsed) = <Cli as clap::Parser>::try_parse_from(&argv).unwrap().run;
         let parsed = parsed.launch;
         // The whole spec comes back, not only the values the plan set.

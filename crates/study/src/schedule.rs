@@ -269,7 +269,8 @@ impl Launcher for ProcessLauncher {
         std::fs::create_dir_all(dir)?;
         let log = std::fs::File::create(dir.join("cohort.log"))?;
         let log_err = log.try_clone()?;
-        let argv = crate::plan::cohort_argv(job, dir);
+        let argv = crate::plan::cohort_argv(job, dir)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let mut cmd = std::process::Command::new(&self.bin);
         cmd.args(&argv[1..])
             .arg("--worker-bin")

@@ -127,7 +127,7 @@ mod tests {
             plan_source: "t".into(),
             node: "n".into(),
             lanes: vec![0],
-            cohorts: jobs.iter().map(crate::study::entry).collect(),
+            cohorts: jobs.iter().map(Job::entry).collect(),
             runs: Vec::new(),
         };
         let (mut s, mut p) = (solo.iter(), pair.iter());

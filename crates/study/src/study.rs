@@ -109,6 +109,21 @@ pub struct StudyArgs {
     pub node_mps: bool,
 }
 
+impl StudyArgs {
+    /// The plan's cohorts (`Plan::jobs`) with what these arguments override: `--window-s` over
+    /// every cohort's window. Every backend takes its jobs from here.
+    #[must_use]
+    pub fn jobs(&self, plan: &Plan, cpu: bool) -> Vec<Job> {
+        let mut jobs = plan.jobs(cpu);
+        if let Some(w) = self.window_s {
+            for j in &mut jobs {
+                j.spec.flags.window_s = w;
+            }
+        }
+        jobs
+    }
+}
+
 /// Why a study could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum StudyError {
@@ -154,27 +169,6 @@ struct Item {
     entry: Entry,
     /// To run in this run.
     queued: bool,
-}
-
-pub(crate) fn entry(job: &Job) -> Entry {
-    Entry {
-        name: job.name.clone(),
-        policy: job.policy.clone(),
-        mode: job.mode.to_string(),
-        workers: job.workers.clone(),
-        repeat: job.repeat,
-        baseline: job.baseline,
-        outcome: Outcome::NotRun,
-        reason: None,
-        exit_code: None,
-        lanes: None,
-        duration_s: None,
-        in_windows_s: None,
-        experiment: None,
-        failed_dirs: Vec::new(),
-        capacity: None,
-        isolation: None,
-    }
 }
 
 fn relative(out: &Path, p: &Path) -> String {
@@ -299,18 +293,13 @@ pub fn run_with<L: Launcher>(
         .out
         .as_deref()
         .ok_or_else(|| StudyError::Usage("--out is required to run a study".into()))?;
-    let mut jobs = plan.jobs(cpu);
-    if let Some(w) = args.window_s {
-        for j in &mut jobs {
-            j.spec.flags.window_s = w;
-        }
-    }
+    let jobs = args.jobs(plan, cpu);
     let cohorts_dir = out.join("cohorts");
 
     // What the node offers and what earlier runs left.
     let mut items: Vec<Item> = Vec::new();
     for job in jobs {
-        let mut e = entry(&job);
+        let mut e = job.entry();
         let mut queued = false;
         match node.place(&job, &lanes) {
             Err(why) => {
@@ -624,7 +613,8 @@ fn write_index(out: &Path, index: &Index) -> Result<(), StudyError> {
         .map_err(|e| StudyError::Write(path, Box::new(e)))
 }
 
-/// Expected seconds per cohort: its window and start lead, plus the setup time outside them,
+/// Expected seconds per cohort: its timed span (`WorkerFlags::timed_span`: the start lead and
+/// the window), plus the setup time outside it,
 /// first a default, then the mean measured so far in this run.
 #[derive(Debug)]
 struct Estimator {
@@ -645,19 +635,17 @@ impl Estimate for Estimator {
     /// A capacity search counts as `max_probes` cohorts: the most it may run (bracketing often
     /// stops sooner, so the estimate errs long).
     fn seconds(&self, job: &Job) -> f64 {
-        let window = job.spec.flags.window_s.get();
-        let lead = job.spec.flags.start_lead_s.get();
-        f64::from(cohorts_of(job)) * (window + lead + self.setup_s.get())
+        let timed = job.spec.flags.timed_span().as_secs_f64();
+        f64::from(cohorts_of(job)) * (timed + self.setup_s.get())
     }
 }
 
 impl Estimator {
     /// Learns the setup time from a job that ran `cohorts` cohorts in `elapsed`.
     fn observe(&self, job: &Job, cohorts: u32, elapsed: Duration) {
-        let window = job.spec.flags.window_s.get();
-        let lead = job.spec.flags.start_lead_s.get();
+        let timed = job.spec.flags.timed_span().as_secs_f64();
         let per_cohort = elapsed.as_secs_f64() / f64::from(cohorts.max(1));
-        let setup = (per_cohort - window - lead).max(0.0);
+        let setup = (per_cohort - timed).max(0.0);
         let (sum, n) = self.measured.get();
         self.measured.set((sum + setup, n + 1));
         self.setup_s.set((sum + setup) / f64::from(n + 1));
@@ -1020,4 +1008,62 @@ fn report(
         None => console.progress("no complete cohort yet: no report"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The estimate is the spec's timed span (`WorkerFlags::timed_span`) and the setup, per
+    /// cohort: it follows the window and the lead as the rule does, and learns the setup as what
+    /// a cohort took beyond the span.
+    #[test]
+    fn the_estimate_follows_the_cohorts_timed_span() {
+        let plan = Plan::load("quick").unwrap();
+        let mut job = plan.jobs(true).into_iter().next().unwrap();
+        let est = Estimator {
+            setup_s: Cell::new(SETUP_S_CPU),
+            measured: Cell::new((0.0, 0)),
+        };
+        for (window, lead) in [(45, 5), (300, 12), (7, 1)] {
+            job.spec.flags.window_s = Seconds::whole(window);
+            job.spec.flags.start_lead_s = Seconds::whole(lead);
+            let span = job.spec.flags.timed_span().as_secs_f64();
+            assert!((span - f64::from(window + lead)).abs() < 1e-9);
+            let expected = f64::from(cohorts_of(&job)) * (span + SETUP_S_CPU);
+            assert!((est.seconds(&job) - expected).abs() < 1e-9);
+        }
+        // A cohort that took 20 s beyond its span leaves a setup of 20 s.
+        let span = job.spec.flags.timed_span();
+        est.observe(&job, 1, span + Duration::from_secs(20));
+        assert!((est.setup_s.get() - 20.0).abs() < 1e-9);
+    }
+
+    /// `--window-s` is laid over every cohort of the plan, whichever backend asks for the jobs
+    /// (the node's and the cluster's both take them from `StudyArgs::jobs`).
+    #[test]
+    fn the_window_override_reaches_every_cohort() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            study: StudyArgs,
+        }
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["study", "quick", "--out", "runs/q"];
+            argv.extend_from_slice(extra);
+            <Cli as clap::Parser>::try_parse_from(argv).unwrap().study
+        };
+        let plan = Plan::load("quick").unwrap();
+        let args = parse(&["--window-s", "3.5"]);
+        for cpu in [true, false] {
+            let jobs = args.jobs(&plan, cpu);
+            assert!(!jobs.is_empty());
+            assert!(
+                jobs.iter()
+                    .all(|j| j.spec.flags.window_s == Seconds::new(3.5).unwrap())
+            );
+        }
+        // Without it, the plan's own windows.
+        assert_eq!(parse(&[]).jobs(&plan, true), plan.jobs(true));
+    }
 }

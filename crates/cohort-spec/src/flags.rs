@@ -799,7 +799,6 @@ impl ServeFlags {
 
 #[cfg(test)]
 mod tests {
-    use std::ffi::OsString;
 
     use clap::{CommandFactory, Parser};
 
@@ -883,7 +882,7 @@ mod tests {
         (place, flags)
     }
 
-    fn argv_of((place, flags): &(WorkerPlace, WorkerFlags)) -> Vec<OsString> {
+    fn argv_of((place, flags): &(WorkerPlace, WorkerFlags)) -> Vec<String> {
         let mut argv = to_argv(place).unwrap();
         argv.extend(to_argv(flags).unwrap());
         argv
@@ -915,8 +914,8 @@ mod tests {
         (place, flags)
     }
 
-    fn parse(argv: Vec<OsString>) -> Both {
-        let mut full: Vec<OsString> = vec!["worker".into()];
+    fn parse(argv: Vec<String>) -> Both {
+        let mut full: Vec<String> = vec!["worker".into()];
         full.extend(argv);
         Both::try_parse_from(full).unwrap()
     }
@@ -948,7 +947,6 @@ mod tests {
         argv.extend(to_argv(&unusual_serve_file()).unwrap());
         let rendered: Vec<String> = argv
             .iter()
-            .filter_map(|a| a.to_str())
             .filter_map(|a| a.strip_prefix("--"))
             .map(str::to_owned)
             .collect();
@@ -986,7 +984,7 @@ mod tests {
     fn a_model_and_a_model_file_conflict_and_the_default_model_is_resnet18() {
         let mut argv = argv_of(&unusual_file());
         argv.extend(["--model".into(), "resnet50".into()]);
-        let mut full: Vec<OsString> = vec!["worker".into()];
+        let mut full: Vec<String> = vec!["worker".into()];
         full.extend(argv);
         assert!(Both::try_parse_from(full).is_err());
         let mut flags = unusual().1;

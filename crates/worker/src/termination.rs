@@ -1,5 +1,5 @@
 //! SIGTERM and SIGINT: a deleted Pod, a drained node or a Ctrl-C must still leave a
-//! `worker.json` saying in which stage the worker was stopped (issue: nothing is lost).
+//! `worker.json` saying in which stage the worker was stopped: nothing measured is lost.
 //!
 //! The handler runs on its own thread (the `ctrlc` crate). Before the window it writes the
 //! report as known at the last phase boundary, marked failed with kind `terminated`, and exits
@@ -16,6 +16,8 @@ use coload_cohort_schema::{
     Failure, FailureKind, Stage, Status, WorkerReport, exit, files, write_json_atomic,
 };
 
+use crate::progress::Progress;
+
 const BEFORE_WINDOW: u8 = 0;
 const IN_WINDOW: u8 = 1;
 const AFTER_WINDOW: u8 = 2;
@@ -25,6 +27,8 @@ const AFTER_WINDOW: u8 = 2;
 pub(crate) struct Termination {
     /// Read by the window runner.
     pub(crate) cancel: AtomicBool,
+    /// Where the handler says what it did.
+    progress: Progress,
     phase: AtomicU8,
     /// The report at the last phase boundary, the stage the worker is in, and where to write.
     snapshot: Mutex<Option<(WorkerReport, Stage, PathBuf)>>,
@@ -33,17 +37,25 @@ pub(crate) struct Termination {
 impl Termination {
     /// Installs the handler. Without it (another handler already installed) signals keep their
     /// default action and the worker simply dies, as before.
-    pub(crate) fn install() -> Arc<Self> {
-        let t = Arc::new(Termination {
-            cancel: AtomicBool::new(false),
-            phase: AtomicU8::new(BEFORE_WINDOW),
-            snapshot: Mutex::new(None),
-        });
+    pub(crate) fn install(progress: &Progress) -> Arc<Self> {
+        let t = Self::new(progress);
         let handler = Arc::clone(&t);
         if let Err(e) = ctrlc::set_handler(move || handler.on_signal()) {
-            eprintln!("warning: no termination handler ({e}); a signal will leave no worker.json");
+            progress.raw(&format!(
+                "warning: no termination handler ({e}); a signal will leave no worker.json"
+            ));
         }
         t
+    }
+
+    /// A state no signal reaches (in-process tests, a tool that handles signals itself).
+    pub(crate) fn new(progress: &Progress) -> Arc<Self> {
+        Arc::new(Termination {
+            cancel: AtomicBool::new(false),
+            progress: progress.clone(),
+            phase: AtomicU8::new(BEFORE_WINDOW),
+            snapshot: Mutex::new(None),
+        })
     }
 
     /// Records what the worker knows at a phase boundary (never called inside the window).
@@ -77,9 +89,12 @@ impl Termination {
                     });
                     let path = out.join(files::WORKER_REPORT);
                     if let Err(e) = write_json_atomic(&path, &report) {
-                        eprintln!("error: terminated, and {e}");
+                        self.progress.raw(&format!("error: terminated, and {e}"));
                     } else {
-                        eprintln!("error: terminated during {stage}; wrote {}", path.display());
+                        self.progress.raw(&format!(
+                            "error: terminated during {stage}; wrote {}",
+                            path.display()
+                        ));
                     }
                 }
                 #[expect(

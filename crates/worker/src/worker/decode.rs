@@ -1,4 +1,4 @@
-//! The decode worker (issue 24): its step built from the flags, warmed up with whole cycles,
+//! The decode worker: its step built from the flags, warmed up with whole cycles,
 //! and its records tagged with their phase after the window.
 //!
 //! The window runner records no phase (the window allocates nothing and writes nothing but the
@@ -10,13 +10,13 @@ use coload_cohort_schema::{BatchRecord, LlmConfig, Phase};
 use coload_timing::{DecodeCycle, IterationKind};
 use coload_workload::{DecodeOptions, DecodeStep, LlmPreset, WorkloadError};
 
-use crate::cli::Args;
+use crate::args::WorkerArgs;
 use crate::load::llm_failure;
 
 /// Builds the decode step the flags describe: the preset `--model` names for decode workers
 /// (default `gpt2-small`), `--batch-size` sequences of `--prompt-tokens`, generating
 /// `--output-tokens` each; `--precision` or bf16 on CUDA and fp32 on the CPU.
-pub(super) fn build(args: &Args) -> Result<DecodeStep, WorkloadError> {
+pub(super) fn build(args: &WorkerArgs) -> Result<DecodeStep, WorkloadError> {
     let f = &args.flags;
     let name = f
         .model_for(args.place.workload)

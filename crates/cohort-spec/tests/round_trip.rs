@@ -2,8 +2,6 @@
 //! launcher gives a worker or `bench-cohort`), and spec -> plan TOML -> spec (what a study plan
 //! says). Over random specs, with every field away from its default somewhere.
 
-use std::ffi::OsString;
-
 use clap::Parser;
 use coload_cohort_schema::{
     ByteSize, DeviceChoice, Execution, ExecutionDeclaration, InputShape, Mode, ModelDeclaration,
@@ -242,8 +240,8 @@ prop_compose! {
     }
 }
 
-fn parse<P: Parser>(argv: Vec<OsString>) -> Result<P, clap::Error> {
-    let mut full: Vec<OsString> = vec!["door".into()];
+fn parse<P: Parser>(argv: Vec<String>) -> Result<P, clap::Error> {
+    let mut full: Vec<String> = vec!["door".into()];
     full.extend(argv);
     P::try_parse_from(full)
 }

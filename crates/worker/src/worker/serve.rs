@@ -3,13 +3,12 @@
 
 use std::time::Duration;
 
-use coload_barrier::Barrier;
 use coload_cohort_schema::{BarrierTiming, ServeWindowInfo, Stage, WindowInfo, Workload};
 use coload_timing::{Clock, MonotonicClock, ServeBuffer, run_serve, serve_batch_records};
 use coload_workload::{ServeStep, WorkloadError, WorkloadOptions};
 
-use super::{Run, check_lateness, tell_peers};
-use crate::cli::Args;
+use super::{Cx, Measure, Run, Start, check_lateness};
+use crate::args::WorkerArgs;
 use crate::error::WorkerError;
 use crate::progress::Progress;
 use crate::serve_args::ServePlan;
@@ -22,37 +21,41 @@ pub(super) struct ServeRecords {
     pub(super) start_unix_ns: u64,
 }
 
-impl Run {
-    /// Warm-up, barrier and serve window of a serve worker.
-    pub(super) fn measure_serve(
-        &mut self,
-        mut barrier: Barrier,
-        plan: ServePlan,
-        args: &Args,
-        clock: &Clock,
-        progress: &Progress,
-    ) -> Result<(), WorkerError> {
-        let step = match self.build_and_warm_serve(&plan, args, clock, progress) {
-            Ok(step) => step,
-            Err(e) => return Err(tell_peers(&barrier, args, e, clock)),
-        };
-        let start_unix_ns = self.rendezvous(&mut barrier, args, clock, progress)?;
-        let late_margin = barrier.options().late_margin;
-        self.serve_window(
-            step,
-            plan,
-            start_unix_ns,
-            late_margin,
-            args,
-            clock,
-            progress,
-        )
+/// A serve worker's load: the serve step behind the dynamic batcher, and its plan.
+#[derive(Debug)]
+pub(super) struct Serve(pub(super) ServePlan);
+
+impl Measure for Serve {
+    type Warm = ServeStep;
+
+    fn build_and_warm(&self, run: &mut Run, cx: &Cx<'_>) -> Result<ServeStep, WorkerError> {
+        run.build_and_warm_serve(&self.0, cx.args, cx.clock, cx.progress)
     }
 
-    fn build_and_warm_serve(
+    fn window(
+        self,
+        step: ServeStep,
+        run: &mut Run,
+        start: Start,
+        cx: &Cx<'_>,
+    ) -> Result<(), WorkerError> {
+        run.serve_window(
+            step,
+            self.0,
+            start.unix_ns,
+            start.late_margin,
+            cx.args,
+            cx.clock,
+            cx.progress,
+        )
+    }
+}
+
+impl Run {
+    pub(super) fn build_and_warm_serve(
         &mut self,
         plan: &ServePlan,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<ServeStep, WorkerError> {
@@ -62,11 +65,11 @@ impl Run {
         };
         let build_start = clock.now_unix_ns();
         let f = &args.flags;
-        // Issue 12: the MPS share and what the runtime reports, before anything is allocated.
+        // The MPS share and what the runtime reports, before anything is allocated.
         self.report.share = crate::share::observe(f);
         let model = args
             .model_source()
-            .map_err(|message| in_warmup(WorkloadError::InvalidOption(message)))?;
+            .map_err(|e| in_warmup(WorkloadError::InvalidOption(e.to_string())))?;
         let options = WorkloadOptions {
             workload: Workload::Serve,
             device: f.device,
@@ -115,13 +118,13 @@ impl Run {
         clippy::too_many_arguments,
         reason = "the window's inputs, each used once"
     )]
-    fn serve_window(
+    pub(super) fn serve_window(
         &mut self,
         mut step: ServeStep,
         plan: ServePlan,
         start_unix_ns: u64,
         late_margin: Duration,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<(), WorkerError> {

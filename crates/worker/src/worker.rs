@@ -20,7 +20,7 @@ use coload_device::{
 use coload_timing::{BatchBuffer, Clock, run_window_cancellable, warmup_observed};
 use coload_workload::{ModelStep, WorkloadError, WorkloadInfo, WorkloadOptions};
 
-use crate::cli::Args;
+use crate::args::WorkerArgs;
 use crate::error::{WorkerError, chain};
 use crate::load::Load;
 use crate::progress::Progress;
@@ -32,7 +32,7 @@ mod serve;
 mod serve_llm;
 
 /// Everything measured so far; written whatever happens.
-struct Run {
+pub(crate) struct Run {
     report: WorkerReport,
     /// Where the report goes, and the signal handler's view of it.
     out: std::path::PathBuf,
@@ -51,16 +51,21 @@ struct Run {
     llm_records: Option<serve_llm::LlmRecords>,
 }
 
-/// Runs the worker and returns the process exit code.
-pub(crate) fn execute(args: &Args, serve: Option<OpenLoop>) -> u8 {
-    let progress = Progress::new(args.log_format, args.quiet, args.place.replica);
+/// Runs the worker and returns the process exit code. `build` is what `worker.json` records
+/// as the coload build that ran (`bench-worker --version`'s short line).
+pub(crate) fn execute(
+    args: &WorkerArgs,
+    serve: Option<OpenLoop>,
+    build: &str,
+    progress: &Progress,
+) -> u8 {
     if let Err(e) = prepare_out(&args.place.out) {
         progress.error("setup", &chain(&e));
         return e.exit_code();
     }
     let clock = Clock::anchor();
-    let termination = Termination::install();
-    let mut report = initial_report(args);
+    let termination = Termination::install(progress);
+    let mut report = initial_report(args, build);
     match &serve {
         Some(OpenLoop::Serve(p)) => report.config.serve = Some(p.config.clone()),
         Some(OpenLoop::Llm(p)) => report.config.serve_llm = Some(p.config.clone()),
@@ -79,7 +84,7 @@ pub(crate) fn execute(args: &Args, serve: Option<OpenLoop>) -> u8 {
         serve_records: None,
         llm_records: None,
     };
-    let result = run.measure(args, &clock, &progress, serve);
+    let result = run.measure(args, &clock, progress, serve);
     let mut code = match &result {
         Ok(()) => {
             run.report.status = Status::Complete;
@@ -128,7 +133,7 @@ fn prepare_out(out: &Path) -> Result<(), WorkerError> {
     Ok(())
 }
 
-fn initial_report(args: &Args) -> WorkerReport {
+fn initial_report(args: &WorkerArgs, build: &str) -> WorkerReport {
     WorkerReport {
         schema_version: SCHEMA_VERSION,
         experiment: args.place.experiment.clone(),
@@ -177,50 +182,129 @@ fn initial_report(args: &Args) -> WorkerReport {
         hog: None,
         serve: None,
         serve_llm: None,
-        coload: Some(crate::version::SHORT.to_owned()),
+        coload: Some(build.to_owned()),
+    }
+}
+
+/// What one kind of load does that the others do not: how it is built and warmed up, and how
+/// its window runs. Everything around the two (the preflight, telling the peers when the build
+/// fails, the barrier, the artifacts) is [`Run::measure_with`]'s, once for every load: the
+/// closed loop (a model's step, the hog, an LLM's decode cycle), the serve batcher and the LLM
+/// server.
+pub(crate) trait Measure {
+    /// The load, built and warm, ready for its window.
+    type Warm;
+
+    /// Builds the load and warms it up, recording in `run` what only the built load knows.
+    fn build_and_warm(&self, run: &mut Run, cx: &Cx<'_>) -> Result<Self::Warm, WorkerError>;
+
+    /// The timed window from the common start, recording what it measured in `run`.
+    fn window(
+        self,
+        warm: Self::Warm,
+        run: &mut Run,
+        start: Start,
+        cx: &Cx<'_>,
+    ) -> Result<(), WorkerError>;
+}
+
+/// What every step of a worker reads: its arguments, its clock and where it says what it does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cx<'a> {
+    pub(crate) args: &'a WorkerArgs,
+    pub(crate) clock: &'a Clock,
+    pub(crate) progress: &'a Progress,
+}
+
+/// The common start the barrier gave, and how late a window may begin after it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Start {
+    pub(crate) unix_ns: u64,
+    pub(crate) late_margin: Duration,
+}
+
+/// The closed loop: a model's training or inference step, the hog's hold, or an LLM's decode
+/// cycle, timed batch after batch.
+#[derive(Debug)]
+struct ClosedLoop;
+
+impl Measure for ClosedLoop {
+    type Warm = (Load, BatchBuffer);
+
+    fn build_and_warm(
+        &self,
+        run: &mut Run,
+        cx: &Cx<'_>,
+    ) -> Result<(Load, BatchBuffer), WorkerError> {
+        run.build_and_warm(cx.args, cx.clock, cx.progress)
+    }
+
+    fn window(
+        self,
+        (step, buffer): (Load, BatchBuffer),
+        run: &mut Run,
+        start: Start,
+        cx: &Cx<'_>,
+    ) -> Result<(), WorkerError> {
+        run.time_window(
+            step,
+            buffer,
+            start.unix_ns,
+            start.late_margin,
+            cx.args,
+            cx.clock,
+            cx.progress,
+        )
     }
 }
 
 impl Run {
     fn measure(
         &mut self,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
         serve: Option<OpenLoop>,
     ) -> Result<(), WorkerError> {
-        let mut barrier = self.preflight(args, clock, progress)?;
-        self.checkpoint(Stage::Warmup);
-        match serve {
-            Some(OpenLoop::Serve(plan)) => {
-                return self.measure_serve(barrier, plan, args, clock, progress);
-            }
-            Some(OpenLoop::Llm(plan)) => {
-                return self.measure_serve_llm(barrier, plan, args, clock, progress);
-            }
-            None => {}
-        }
-        let (step, buffer) = match self.build_and_warm(args, clock, progress) {
-            Ok(v) => v,
-            Err(e) => return Err(tell_peers(&barrier, args, e, clock)),
-        };
-        let start_unix_ns = self.rendezvous(&mut barrier, args, clock, progress)?;
-        let late_margin = barrier.options().late_margin;
-        self.time_window(
-            step,
-            buffer,
-            start_unix_ns,
-            late_margin,
+        let cx = Cx {
             args,
             clock,
             progress,
-        )
+        };
+        let barrier = self.preflight(args, clock, progress)?;
+        self.checkpoint(Stage::Warmup);
+        match serve {
+            Some(OpenLoop::Serve(plan)) => self.measure_with(barrier, serve::Serve(plan), &cx),
+            Some(OpenLoop::Llm(plan)) => self.measure_with(barrier, serve_llm::ServeLlm(plan), &cx),
+            None => self.measure_with(barrier, ClosedLoop, &cx),
+        }
+    }
+
+    /// The one sequence of every load: build and warm up (a failure tells the peers at once,
+    /// rather than let them wait out their join timeout), meet the peers at the barrier, then
+    /// the window from the common start.
+    fn measure_with<M: Measure>(
+        &mut self,
+        mut barrier: Barrier,
+        load: M,
+        cx: &Cx<'_>,
+    ) -> Result<(), WorkerError> {
+        let warm = match load.build_and_warm(self, cx) {
+            Ok(warm) => warm,
+            Err(e) => return Err(tell_peers(&barrier, cx.args, e, cx.clock)),
+        };
+        let unix_ns = self.rendezvous(&mut barrier, cx.args, cx.clock, cx.progress)?;
+        let start = Start {
+            unix_ns,
+            late_margin: barrier.options().late_margin,
+        };
+        load.window(warm, self, start, cx)
     }
 
     /// The shared directory must work before anything expensive happens.
     fn preflight(
         &mut self,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<Barrier, WorkerError> {
@@ -254,7 +338,7 @@ impl Run {
     fn rendezvous(
         &mut self,
         barrier: &mut Barrier,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<u64, WorkerError> {
@@ -275,13 +359,17 @@ impl Run {
             device: self.report.device.clone(),
             ready_unix_ns,
         };
-        let timing = self
-            .report
+        // The barrier stage is checkpointed before the ready record appears: whoever sees the
+        // record and stops this worker finds its report saying it was at the barrier.
+        let mut at_barrier_report = self.report.clone();
+        at_barrier_report
             .barrier
-            .get_or_insert_with(BarrierTiming::default);
+            .get_or_insert_with(BarrierTiming::default)
+            .ready_unix_ns = Some(ready_unix_ns);
+        self.termination
+            .checkpoint(&at_barrier_report, Stage::Barrier, &self.out);
         barrier.publish_ready(&ready, clock).map_err(at_barrier)?;
-        timing.ready_unix_ns = Some(ready_unix_ns);
-        self.checkpoint(Stage::Barrier);
+        self.report = at_barrier_report;
         let timing = self
             .report
             .barrier
@@ -333,7 +421,7 @@ impl Run {
         mut buffer: BatchBuffer,
         start_unix_ns: u64,
         late_margin: Duration,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<(), WorkerError> {
@@ -406,7 +494,7 @@ impl Run {
 
     fn build_and_warm(
         &mut self,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<(Load, BatchBuffer), WorkerError> {
@@ -416,7 +504,7 @@ impl Run {
         };
         let build_start = clock.now_unix_ns();
         let f = &args.flags;
-        // Issue 12: the share and what the runtime reports, before anything is allocated.
+        // The share and what the runtime reports, before anything is allocated.
         self.report.share = crate::share::observe(f);
         if let Some(share) = &self.report.share {
             progress.phase("preflight", &crate::share::describe(share));
@@ -427,7 +515,7 @@ impl Run {
             coload_workload::ModelSource::default()
         } else {
             args.model_source()
-                .map_err(|message| in_warmup(WorkloadError::InvalidOption(message)))?
+                .map_err(|e| in_warmup(WorkloadError::InvalidOption(e.to_string())))?
         };
         let options = WorkloadOptions {
             workload: args.place.workload,
@@ -522,7 +610,7 @@ impl Run {
     /// (with the runtime facts) in the report. Shared by the batch and the serve paths.
     fn record_device(
         &mut self,
-        args: &Args,
+        args: &WorkerArgs,
         info: &WorkloadInfo,
         build_start: u64,
         clock: &Clock,
@@ -557,7 +645,7 @@ impl Run {
             mps_client: facts.mps_client,
             torch_threads: Some(info.torch_threads),
         });
-        // Issue 12: the MPS share the worker declared against what the runtime reported.
+        // The MPS share the worker declared against what the runtime reported.
         let share = self.report.share.as_ref().map_or(Ok(Vec::new()), |s| {
             coload_device::check_share(s, info.device_kind, f.strict_device)
         });
@@ -607,7 +695,7 @@ impl Run {
     /// goes on.
     fn start_sampler(
         &mut self,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Option<TelemetrySampler> {
@@ -618,8 +706,9 @@ impl Run {
             return None;
         }
         let target = self.target?;
-        // Room for the window plus the lead and a margin, at the asked rate.
-        let covered_s = f.window_s.get() + f.start_lead_s.get() + 10.0;
+        // Room for as long as the worker may run from the start decision (the spec's rule, the
+        // one a launcher waits by), at the asked rate.
+        let covered_s = f.finish_within().as_secs_f64();
         let capacity = (covered_s * f.telemetry_hz).ceil() as usize;
         let activity = ActivityOptions::for_duration(gpm_interval_s, covered_s, self.mig);
         let clock = *clock;
@@ -697,7 +786,7 @@ fn check_lateness(
 
 /// A failure before the barrier: tells the peers at once (an abort of kind `peer_failed`) rather
 /// than let them wait out their join timeout, and returns the failure.
-fn tell_peers(barrier: &Barrier, args: &Args, e: WorkerError, clock: &Clock) -> WorkerError {
+fn tell_peers(barrier: &Barrier, args: &WorkerArgs, e: WorkerError, clock: &Clock) -> WorkerError {
     let reason = format!(
         "replica {} failed in {} ({}): {}",
         args.place.replica,
@@ -766,7 +855,141 @@ fn format_unix_ns(ns: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use std::sync::Arc;
+
+    use clap::Parser;
+
     use super::*;
+    use crate::progress::QuietConsole;
+
+    /// A load that builds (or fails to) and records the start its window was given.
+    struct Fake {
+        fails: bool,
+        started: Rc<Cell<Option<u64>>>,
+    }
+
+    impl Measure for Fake {
+        type Warm = u32;
+
+        fn build_and_warm(&self, _: &mut Run, _: &Cx<'_>) -> Result<u32, WorkerError> {
+            if self.fails {
+                return Err(WorkerError::Workload {
+                    stage: Stage::Warmup,
+                    source: WorkloadError::OutOfMemory("CUDA out of memory".into()),
+                });
+            }
+            Ok(7)
+        }
+
+        fn window(
+            self,
+            warm: u32,
+            _: &mut Run,
+            start: Start,
+            _: &Cx<'_>,
+        ) -> Result<(), WorkerError> {
+            assert_eq!(warm, 7, "the window gets what the build made");
+            self.started.set(Some(start.unix_ns));
+            Ok(())
+        }
+    }
+
+    /// Runs `measure_with` in this process for a cohort of `count` (this worker is replica 0),
+    /// with the real barrier in a temporary folder; returns the outcome, the start the window
+    /// got, the report and the barrier's folder.
+    fn measure(
+        fails: bool,
+        count: u32,
+    ) -> (
+        Result<(), WorkerError>,
+        Option<u64>,
+        WorkerReport,
+        tempfile::TempDir,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let sync = dir.path().join("sync");
+        std::fs::create_dir(&sync).unwrap();
+        let out = dir.path().join("out");
+        let count = count.to_string();
+        let args = WorkerArgs::try_parse_from([
+            "bench-worker",
+            "--experiment",
+            "e1",
+            "--replica",
+            "0",
+            "--count",
+            &count,
+            "--workload",
+            "train",
+            "--mode",
+            "timeslice",
+            "--device",
+            "cpu",
+            "--sync-dir",
+            sync.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--start-lead-s",
+            "1",
+            "--join-timeout-s",
+            "2",
+        ])
+        .unwrap();
+        let progress = Progress::new(args.log_format, true, 0, Arc::new(QuietConsole));
+        let clock = Clock::anchor();
+        let cx = Cx {
+            args: &args,
+            clock: &clock,
+            progress: &progress,
+        };
+        let mut run = Run {
+            report: initial_report(&args, "test"),
+            out,
+            termination: Termination::new(&progress),
+            target: None,
+            batches: Vec::new(),
+            telemetry: Vec::new(),
+            mig: None,
+            gpm: Vec::new(),
+            serve_records: None,
+            llm_records: None,
+        };
+        let barrier = run.preflight(&args, &clock, &progress).unwrap();
+        let started = Rc::new(Cell::new(None));
+        let load = Fake {
+            fails,
+            started: Rc::clone(&started),
+        };
+        let outcome = run.measure_with(barrier, load, &cx);
+        (outcome, started.get(), run.report, dir)
+    }
+
+    /// A built load meets its peers and times its window from the start the barrier published.
+    #[test]
+    fn a_built_load_gets_the_barriers_start() {
+        let (outcome, started, report, _dir) = measure(false, 1);
+        outcome.unwrap();
+        let timing = report.barrier.unwrap();
+        assert!(timing.ready_unix_ns.is_some());
+        assert_eq!(started, timing.scheduled_start_unix_ns);
+        assert!(started.is_some());
+    }
+
+    /// A load that fails to build tells its peers at once (the barrier's abort, naming it) and
+    /// never reaches the barrier or its window.
+    #[test]
+    fn a_failed_build_tells_the_peers_and_never_starts() {
+        let (outcome, started, report, dir) = measure(true, 3);
+        let e = outcome.unwrap_err();
+        assert_eq!(e.kind(), FailureKind::OutOfMemory);
+        assert_eq!(started, None);
+        assert!(report.barrier.unwrap().ready_unix_ns.is_none());
+        let abort = std::fs::read_to_string(dir.path().join("sync/e1/abort.json")).unwrap();
+        assert!(abort.contains("peer_failed"), "{abort}");
+        assert!(abort.contains("replica 0 failed in warmup"), "{abort}");
+    }
 
     #[test]
     fn formats_unix_time() {

@@ -1,4 +1,4 @@
-//! What the worker records about its share of the GPU before it allocates anything (issue 12):
+//! What the worker records about its share of the GPU before it allocates anything:
 //! the declared MPS share, its `CUDA_MPS_*` environment, and the free memory and SM count the
 //! CUDA runtime reports. Recorded before the workload is built, so that a worker whose build
 //! then runs out of memory (a hog took it) still says how much was free when it started.

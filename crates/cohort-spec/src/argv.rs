@@ -7,8 +7,6 @@
 //! clap's own view of the flags, that every flag is rendered and that rendering then parsing
 //! gives back the same values.
 
-use std::ffi::OsString;
-
 use serde::Serialize;
 
 /// Why a set of flags could not be rendered.
@@ -28,28 +26,43 @@ pub enum RenderError {
 /// Renders `flags` as the argv that parses back into them: `--name value` per field,
 /// the bare `--name` for a `true` boolean, nothing for `false` or `None`.
 ///
-/// Paths must be UTF-8 (serde cannot serialize others; the error says so).
-pub fn to_argv<T: Serialize>(flags: &T) -> Result<Vec<OsString>, RenderError> {
+/// Paths must be UTF-8 (serde cannot serialize others; the error says so), so every argument
+/// is text, as a manifest needs it.
+pub fn to_argv<T: Serialize>(flags: &T) -> Result<Vec<String>, RenderError> {
+    render(flags, false)
+}
+
+/// [`to_argv`] with every value joined to its flag, `--name=value`, so that a value that starts
+/// with `-` cannot be read as a flag of its own by a parser that does not know the flag (a
+/// command line that passes through another program's).
+pub fn to_argv_joined<T: Serialize>(flags: &T) -> Result<Vec<String>, RenderError> {
+    render(flags, true)
+}
+
+fn render<T: Serialize>(flags: &T, joined: bool) -> Result<Vec<String>, RenderError> {
     let serde_json::Value::Object(fields) = serde_json::to_value(flags)? else {
         return Err(RenderError::NotFlags);
     };
     let mut argv = Vec::with_capacity(fields.len() * 2);
     for (name, value) in fields {
         let flag = format!("--{}", name.replace('_', "-"));
-        match value {
-            serde_json::Value::Null | serde_json::Value::Bool(false) => {}
-            serde_json::Value::Bool(true) => argv.push(flag.into()),
-            serde_json::Value::Number(n) => {
-                argv.push(flag.into());
-                argv.push(number_text(&n).into());
+        let value = match value {
+            serde_json::Value::Null | serde_json::Value::Bool(false) => continue,
+            serde_json::Value::Bool(true) => {
+                argv.push(flag);
+                continue;
             }
-            serde_json::Value::String(s) => {
-                argv.push(flag.into());
-                argv.push(s.into());
-            }
+            serde_json::Value::Number(n) => number_text(&n),
+            serde_json::Value::String(s) => s,
             serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
                 return Err(RenderError::NotPlain(name.replace('_', "-")));
             }
+        };
+        if joined {
+            argv.push(format!("{flag}={value}"));
+        } else {
+            argv.push(flag);
+            argv.push(value);
         }
     }
     Ok(argv)
@@ -81,6 +94,52 @@ pub(crate) fn number_text(n: &serde_json::Number) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The joined form is the same rendering, value for value, and refuses what it refuses.
+    #[test]
+    fn the_joined_form_is_the_same_rendering() {
+        #[derive(Serialize)]
+        struct Flags {
+            window_s: f64,
+            offset: i32,
+            strict: bool,
+            quiet: bool,
+            model: Option<String>,
+            out: &'static str,
+        }
+        #[derive(Serialize)]
+        struct Bad {
+            devices: Vec<u32>,
+        }
+        let flags = Flags {
+            window_s: 45.0,
+            offset: -3,
+            strict: true,
+            quiet: false,
+            model: None,
+            out: "runs/a b",
+        };
+        assert_eq!(
+            to_argv(&flags).unwrap(),
+            [
+                "--offset",
+                "-3",
+                "--out",
+                "runs/a b",
+                "--strict",
+                "--window-s",
+                "45"
+            ]
+        );
+        assert_eq!(
+            to_argv_joined(&flags).unwrap(),
+            ["--offset=-3", "--out=runs/a b", "--strict", "--window-s=45"]
+        );
+        assert!(matches!(
+            to_argv_joined(&Bad { devices: vec![1] }),
+            Err(RenderError::NotPlain(flag)) if flag == "devices"
+        ));
+    }
 
     #[test]
     fn lists_are_refused_not_flattened() {

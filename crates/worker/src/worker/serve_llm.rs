@@ -1,4 +1,4 @@
-//! The `serve-llm` worker's life after the preflight (issue 24): the built-in LLM behind the
+//! The `serve-llm` worker's life after the preflight: the built-in LLM behind the
 //! continuous batcher (with `--execution cuda-graph`, one decode graph captured per batch-size
 //! bucket), warmed at every batch size up to 32 (then powers of two and `--max-batch`; with
 //! graphs, at each bucket), the barrier, the LLM serve window (`coload_timing::run_llm_serve`)
@@ -11,7 +11,6 @@
 
 use std::time::Duration;
 
-use coload_barrier::Barrier;
 use coload_cohort_schema::{
     BarrierTiming, BatchRecord, Execution, LLM_LENGTHS_FIXED, LlmConfig, LlmRequestLine,
     LlmServeWindowInfo, Phase, ServeLlmConfig, Stage, WindowInfo, Workload,
@@ -22,8 +21,8 @@ use coload_timing::{
 };
 use coload_workload::{LlmError, LlmPreset, LlmServeOptions, LlmServeStep, WorkloadError};
 
-use super::{Run, check_lateness, tell_peers};
-use crate::cli::Args;
+use super::{Cx, Measure, Run, Start, check_lateness};
+use crate::args::WorkerArgs;
 use crate::error::WorkerError;
 use crate::load::llm_failure;
 use crate::progress::Progress;
@@ -154,37 +153,41 @@ fn window_error(e: TimingError<LlmError>) -> TimingError<WorkloadError> {
     }
 }
 
-impl Run {
-    /// Warm-up, barrier and LLM serve window of a `serve-llm` worker.
-    pub(super) fn measure_serve_llm(
-        &mut self,
-        mut barrier: Barrier,
-        plan: LlmServePlan,
-        args: &Args,
-        clock: &Clock,
-        progress: &Progress,
-    ) -> Result<(), WorkerError> {
-        let step = match self.build_and_warm_serve_llm(&plan, args, clock, progress) {
-            Ok(step) => step,
-            Err(e) => return Err(tell_peers(&barrier, args, e, clock)),
-        };
-        let start_unix_ns = self.rendezvous(&mut barrier, args, clock, progress)?;
-        let late_margin = barrier.options().late_margin;
-        self.serve_llm_window(
-            step,
-            plan,
-            start_unix_ns,
-            late_margin,
-            args,
-            clock,
-            progress,
-        )
+/// A `serve-llm` worker's load: the LLM behind the continuous batcher, and its plan.
+#[derive(Debug)]
+pub(super) struct ServeLlm(pub(super) LlmServePlan);
+
+impl Measure for ServeLlm {
+    type Warm = LlmServeStep;
+
+    fn build_and_warm(&self, run: &mut Run, cx: &Cx<'_>) -> Result<LlmServeStep, WorkerError> {
+        run.build_and_warm_serve_llm(&self.0, cx.args, cx.clock, cx.progress)
     }
 
-    fn build_and_warm_serve_llm(
+    fn window(
+        self,
+        step: LlmServeStep,
+        run: &mut Run,
+        start: Start,
+        cx: &Cx<'_>,
+    ) -> Result<(), WorkerError> {
+        run.serve_llm_window(
+            step,
+            self.0,
+            start.unix_ns,
+            start.late_margin,
+            cx.args,
+            cx.clock,
+            cx.progress,
+        )
+    }
+}
+
+impl Run {
+    pub(super) fn build_and_warm_serve_llm(
         &mut self,
         plan: &LlmServePlan,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<LlmServeStep, WorkerError> {
@@ -194,7 +197,7 @@ impl Run {
         };
         let build_start = clock.now_unix_ns();
         let f = &args.flags;
-        // Issue 12: the MPS share and what the runtime reports, before anything is allocated.
+        // The MPS share and what the runtime reports, before anything is allocated.
         self.report.share = crate::share::observe(f);
         let name = f
             .model_for(Workload::ServeLlm)
@@ -268,13 +271,13 @@ impl Run {
         clippy::too_many_arguments,
         reason = "the window's inputs, each used once"
     )]
-    fn serve_llm_window(
+    pub(super) fn serve_llm_window(
         &mut self,
         mut step: LlmServeStep,
         plan: LlmServePlan,
         start_unix_ns: u64,
         late_margin: Duration,
-        args: &Args,
+        args: &WorkerArgs,
         clock: &Clock,
         progress: &Progress,
     ) -> Result<(), WorkerError> {

@@ -1,5 +1,5 @@
-//! What a worker runs in its window: a model step, an LLM's decode cycle (issue 24), or the hog
-//! holding its memory (issue 12).
+//! What a worker runs in its window: a model step, an LLM's decode cycle, or the hog
+//! holding its memory.
 //!
 //! One enum so that the window runner, the warmup and the artifacts treat them alike; the hog's
 //! steps are hold intervals of 0 samples (`coload_workload::Hog`), the decode step's iterations

@@ -6,6 +6,8 @@ use coload_cohort_schema::{Execution, InputShape, TORCHSCRIPT_MODEL, Workload};
 use coload_spec::{ServeFlags, WorkerFlags, WorkerPlace};
 use coload_workload::{LlmPreset, ModelSource, TorchScriptSpec, ZooModel};
 
+use crate::error::ArgsError;
+
 /// Run one coload worker: warm up, meet the cohort at the barrier, time a window of batches of a
 /// model (ResNet18 by default), and write worker.json, batches.jsonl, telemetry.jsonl and
 /// gpm.jsonl into --out.
@@ -17,90 +19,87 @@ use coload_workload::{LlmPreset, ModelSource, TorchScriptSpec, ZooModel};
     max_term_width = 100,
     args_override_self = true
 )]
-pub(crate) struct Args {
+pub struct WorkerArgs {
     /// Which worker of which cohort this is, and where its files go.
     #[command(flatten)]
-    pub(crate) place: WorkerPlace,
+    pub place: WorkerPlace,
 
     /// What every worker of the cohort measures, and how.
     #[command(flatten)]
-    pub(crate) flags: WorkerFlags,
+    pub flags: WorkerFlags,
 
     /// A serve worker's arrivals, batching and objective.
     #[command(flatten)]
-    pub(crate) serve: ServeFlags,
+    pub serve: ServeFlags,
 
     /// Kubernetes node name, recorded in worker.json (default: $NODE_NAME)
     #[arg(long, env = "NODE_NAME")]
-    pub(crate) node_name: Option<String>,
+    pub node_name: Option<String>,
 
     /// Print only errors
     #[arg(long, short)]
-    pub(crate) quiet: bool,
+    pub quiet: bool,
 
     /// Progress format on stderr: text for people, json (one object per line) for log collectors
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub(crate) log_format: LogFormat,
+    pub log_format: LogFormat,
 }
 
 /// Progress output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum LogFormat {
+pub enum LogFormat {
     /// One readable line per phase.
     Text,
     /// One JSON object per line.
     Json,
 }
 
-impl Args {
-    /// Checks what clap cannot: ranges and relations between flags.
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        self.place.validate().map_err(|e| e.to_string())?;
-        self.flags.validate().map_err(|e| e.to_string())?;
-        self.flags
-            .validate_for(self.place.workload)
-            .map_err(|e| e.to_string())?;
-        self.serve
-            .validate_for(self.place.workload)
-            .map_err(|e| e.to_string())?;
+impl WorkerArgs {
+    /// Checks what clap cannot: ranges and relations between flags, the models the flags name,
+    /// and the experiment id.
+    pub fn validate(&self) -> Result<(), ArgsError> {
+        self.place.validate()?;
+        self.flags.validate()?;
+        self.flags.validate_for(self.place.workload)?;
+        self.serve.validate_for(self.place.workload)?;
         if self.flags.model_file.is_none() {
             // Every model the declaration names, not only this worker's: a typo in another
             // workload's entry is caught by every worker, before anything starts. An LLM
-            // workload names a built-in LLM (issue 24), the others a vision model.
+            // workload names a built-in LLM, the others a vision model.
             let declaration = self.flags.model_declaration();
             let entries: Vec<(Workload, String)> = match declaration.per_workload() {
                 Some(map) => map.iter().map(|(w, m)| (*w, m.clone())).collect(),
                 None => vec![(
                     self.place.workload,
-                    self.flags
-                        .model_for(self.place.workload)
-                        .map_err(|e| e.to_string())?,
+                    self.flags.model_for(self.place.workload)?,
                 )],
             };
             for (workload, name) in entries {
                 if workload.is_llm() {
                     name.parse::<LlmPreset>()
-                        .map_err(|e| format!("--model: {e}"))?;
+                        .map_err(|e| ArgsError::value("--model", e))?;
                 } else if workload != Workload::Hog || declaration.per_workload().is_some() {
                     name.parse::<ZooModel>()
-                        .map_err(|e| format!("--model: {e}"))?;
+                        .map_err(|e| ArgsError::value("--model", e))?;
                 }
             }
-            // A hog runs no model (issue 12), an LLM no images.
+            // A hog runs no model, an LLM no images.
             if self.place.workload != Workload::Hog && !self.place.workload.is_llm() {
-                let own: ZooModel = declaration
+                let own: ZooModel = self
+                    .flags
                     .model_for(self.place.workload)?
                     .parse()
-                    .map_err(|e| format!("--model: {e}"))?;
+                    .map_err(|e| ArgsError::value("--model", e))?;
                 own.check_image_size(self.flags.image_size)
-                    .map_err(|e| format!("--image-size: {e}"))?;
+                    .map_err(|e| ArgsError::value("--image-size", e))?;
             }
         }
-        coload_barrier::validate_experiment_id(&self.place.experiment).map_err(|e| e.to_string())
+        coload_barrier::validate_experiment_id(&self.place.experiment)
+            .map_err(ArgsError::Experiment)
     }
 
     /// The model this worker runs, for the workload crate.
-    pub(crate) fn model_source(&self) -> Result<ModelSource, String> {
+    pub(crate) fn model_source(&self) -> Result<ModelSource, ArgsError> {
         let f = &self.flags;
         match (&f.model_file, f.input_shape, f.num_classes) {
             (Some(path), Some(input_shape), Some(num_classes)) => {
@@ -110,13 +109,15 @@ impl Args {
                     num_classes,
                 }))
             }
-            (Some(_), _, _) => Err("--model-file needs --input-shape and --num-classes".into()),
+            (Some(_), _, _) => Err(ArgsError::said(
+                "--model-file",
+                "--model-file needs --input-shape and --num-classes",
+            )),
             (None, _, _) => f
-                .model_declaration()
                 .model_for(self.place.workload)?
                 .parse()
                 .map(ModelSource::Zoo)
-                .map_err(|e| format!("--model: {e}")),
+                .map_err(|e| ArgsError::value("--model", e)),
         }
     }
 
@@ -149,6 +150,65 @@ impl Args {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
+    use super::WorkerArgs;
+
+    /// Every refusal names its flag, whether the spec, a library or the barrier refused it,
+    /// and exits with the invalid-input code.
+    #[test]
+    fn refused_arguments_name_their_flag() {
+        let refused = |extra: &[&str]| {
+            let mut argv = vec![
+                "bench-worker",
+                "--experiment",
+                "e",
+                "--replica",
+                "0",
+                "--count",
+                "1",
+                "--workload",
+                "train",
+                "--mode",
+                "timeslice",
+                "--out",
+                "o",
+            ];
+            argv.extend_from_slice(extra);
+            let parsed = WorkerArgs::try_parse_from(argv).unwrap();
+            let e = parsed
+                .validate()
+                .and_then(|()| crate::serve_args::open_loop(&parsed).map(|_| ()))
+                .unwrap_err();
+            assert_eq!(e.exit_code(), coload_cohort_schema::exit::INVALID_INPUT);
+            (e.flag_name(), e.to_string())
+        };
+        let (flag, message) = refused(&["--model", "resnet9000"]);
+        assert_eq!(flag, Some("--model"));
+        assert!(message.starts_with("--model: "), "{message}");
+        assert_eq!(
+            refused(&["--model", "densenet121", "--image-size", "64"]).0,
+            Some("--image-size")
+        );
+        assert_eq!(
+            refused(&["--gpm-interval-s", "0.01"]).0,
+            Some("--gpm-interval-s")
+        );
+        assert_eq!(refused(&["--experiment", "a/../b"]).0, Some("--experiment"));
+        let (flag, message) = refused(&[
+            "--workload",
+            "serve",
+            "--arrivals-file",
+            "/nonexistent/arrivals.txt",
+        ]);
+        assert_eq!(flag, Some("--arrivals-file"));
+        assert!(
+            message.starts_with("cannot read --arrivals-file"),
+            "{message}"
+        );
+        assert_eq!(refused(&["--workload", "serve"]).0, Some("--rate"));
+    }
+
     /// The spec refuses a `--max-batch` at the door (a plan's line) with the batcher's own limit.
     #[test]
     fn the_spec_and_the_batcher_agree_on_the_largest_batch() {

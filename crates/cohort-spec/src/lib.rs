@@ -32,6 +32,7 @@
 
 mod argv;
 mod cohort;
+mod deadline;
 mod error;
 mod flags;
 pub mod generate;
@@ -40,8 +41,9 @@ mod mix;
 pub mod plan;
 mod seconds;
 
-pub use argv::{RenderError, error_chain, to_argv};
+pub use argv::{RenderError, error_chain, to_argv, to_argv_joined};
 pub use cohort::{CapacityFlags, CohortSpec, DEFAULT_SLO_QUANTILE};
+pub use deadline::FINISH_SLACK;
 pub use error::SpecError;
 pub use flags::{
     Arrivals, DEFAULT_MODEL, LlmLengths, MAX_BATCH, ServeFlags, WorkerFlags, WorkerPlace,

@@ -1,15 +1,15 @@
-//! The hog worker's own steps (issue 12): take the memory before anything else, and say so in
+//! The hog worker's own steps: take the memory before anything else, and say so in
 //! `hold.json` so that a launcher can start the other workers only once the hog holds it.
 
 use coload_cohort_schema::{HoldMarker, SCHEMA_VERSION, files, write_json_atomic};
 use coload_timing::Clock;
 use coload_workload::{Hog, HogOptions, WorkloadError};
 
-use crate::cli::Args;
+use crate::args::WorkerArgs;
 use crate::error::WorkerError;
 
 /// Takes the memory `--hog-bytes` asks for (or all CUDA grants) on the worker's device.
-pub(crate) fn allocate(args: &Args, clock: &Clock) -> Result<Hog, WorkloadError> {
+pub(crate) fn allocate(args: &WorkerArgs, clock: &Clock) -> Result<Hog, WorkloadError> {
     let target = args
         .flags
         .hog_bytes
@@ -20,7 +20,7 @@ pub(crate) fn allocate(args: &Args, clock: &Clock) -> Result<Hog, WorkloadError>
 }
 
 /// Writes `hold.json` into `--out` (atomically): the hog holds its memory now.
-pub(crate) fn publish_hold(args: &Args, hog: &Hog) -> Result<(), WorkerError> {
+pub(crate) fn publish_hold(args: &WorkerArgs, hog: &Hog) -> Result<(), WorkerError> {
     let marker = HoldMarker {
         schema_version: SCHEMA_VERSION,
         experiment: args.place.experiment.clone(),

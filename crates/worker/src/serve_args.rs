@@ -16,7 +16,8 @@ use coload_timing::{
     ArrivalKind, ArrivalSchedule, LengthRange, LlmRequests, LlmServePolicy, LlmTrace, ServePolicy,
 };
 
-use crate::cli::Args;
+use crate::args::WorkerArgs;
+use crate::error::ArgsError;
 
 /// What an open-loop worker will do in its window, decided before it starts.
 #[derive(Debug)]
@@ -47,7 +48,7 @@ pub(crate) struct LlmServePlan {
 
 /// Builds the plan of an open-loop worker (`None` for the other workloads), or says which flag
 /// is wrong and what to do.
-pub(crate) fn open_loop(args: &Args) -> Result<Option<OpenLoop>, String> {
+pub(crate) fn open_loop(args: &WorkerArgs) -> Result<Option<OpenLoop>, ArgsError> {
     Ok(match args.place.workload {
         Workload::Serve => plan(args)?.map(OpenLoop::Serve),
         Workload::ServeLlm => Some(OpenLoop::Llm(llm_plan(args)?)),
@@ -56,13 +57,26 @@ pub(crate) fn open_loop(args: &Args) -> Result<Option<OpenLoop>, String> {
 }
 
 /// The text of `--arrivals-file`.
-fn read_trace(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read --arrivals-file {}: {e}", path.display()))
+fn read_trace(path: &Path) -> Result<String, ArgsError> {
+    std::fs::read_to_string(path).map_err(|e| {
+        ArgsError::said(
+            "--arrivals-file",
+            format!("cannot read --arrivals-file {}: {e}", path.display()),
+        )
+    })
+}
+
+/// The flag whose arrivals a schedule's error is about.
+fn arrivals_flag(args: &WorkerArgs) -> &'static str {
+    if args.serve.arrivals_file.is_some() {
+        "--arrivals-file"
+    } else {
+        "--rate"
+    }
 }
 
 /// The arrivals `--arrivals-file` or `--rate` and `--arrivals` describe over the window.
-fn schedule(args: &Args) -> Result<ArrivalSchedule, String> {
+fn schedule(args: &WorkerArgs) -> Result<ArrivalSchedule, ArgsError> {
     let s = &args.serve;
     let window_ns = args.flags.window_s.as_nanos();
     match (&s.arrivals_file, s.rate) {
@@ -76,13 +90,16 @@ fn schedule(args: &Args) -> Result<ArrivalSchedule, String> {
             Arrivals::Uniform => ArrivalSchedule::uniform(rate, window_ns),
         },
         (None, None) => {
-            return Err(format!(
-                "--workload {} needs --rate R (requests per second) or --arrivals-file FILE",
-                args.place.workload
+            return Err(ArgsError::said(
+                "--rate",
+                format!(
+                    "--workload {} needs --rate R (requests per second) or --arrivals-file FILE",
+                    args.place.workload
+                ),
             ));
         }
     }
-    .map_err(|e| e.to_string())
+    .map_err(|e| ArgsError::said(arrivals_flag(args), e))
 }
 
 /// The plan of a `serve-llm` worker: requests at the schedule's arrivals, under `--max-batch`
@@ -90,56 +107,46 @@ fn schedule(args: &Args) -> Result<ArrivalSchedule, String> {
 /// `--prompt-tokens`..`--prompt-tokens-max` and `--output-tokens`..`--output-tokens-max` with
 /// the seed, or fixed at `--prompt-tokens` and `--output-tokens`: every one decided here,
 /// before the window.
-fn llm_plan(args: &Args) -> Result<LlmServePlan, String> {
+fn llm_plan(args: &WorkerArgs) -> Result<LlmServePlan, ArgsError> {
     let s = &args.serve;
     let f = &args.flags;
-    let model = f.model_for(Workload::ServeLlm).map_err(|e| e.to_string())?;
+    let model = f.model_for(Workload::ServeLlm)?;
     let context_tokens = llm_context_tokens(&model)
-        .ok_or_else(|| format!("--model: {model} is not a built-in LLM"))?;
-    let kv_budget_tokens = s.kv_budget_tokens_for(f).map_err(|e| e.to_string())?;
-    let lengths = s.llm_lengths(f).map_err(|e| e.to_string())?;
+        .ok_or_else(|| ArgsError::value("--model", format!("{model} is not a built-in LLM")))?;
+    let kv_budget_tokens = s.kv_budget_tokens_for(f)?;
+    let lengths = s.llm_lengths(f)?;
     let policy = LlmServePolicy::new(s.max_batch, kv_budget_tokens, context_tokens)
-        .map_err(|e| format!("--max-batch: {e}"))?;
+        .map_err(|e| ArgsError::value("--max-batch", e))?;
     let (schedule, traced) = match &s.arrivals_file {
-        Some(path) => {
-            let name = path.display().to_string();
-            let trace = LlmTrace::from_text(&name, &read_trace(path)?, f.window_s.as_nanos())
-                .map_err(|e| e.to_string())?;
-            let requests = trace.requests(&policy).map_err(|e| e.to_string())?;
-            if requests.is_some()
-                && let Some(flag) = [
-                    (s.prompt_tokens_max.is_some(), "--prompt-tokens-max"),
-                    (s.output_tokens_max.is_some(), "--output-tokens-max"),
-                ]
-                .into_iter()
-                .find_map(|(given, flag)| given.then_some(flag))
-            {
-                return Err(format!(
-                    "{flag}: --arrivals-file {name} gives every request its prompt and output \
-                     tokens, so nothing is drawn; leave {flag} out, or the file's length columns"
-                ));
-            }
-            (trace.schedule().clone(), requests)
-        }
+        Some(path) => llm_trace(args, path, &policy)?,
         None => (schedule(args)?, None),
     };
     let (requests, kind) = match traced {
         Some(requests) => (requests, LLM_LENGTHS_FILE),
         None if lengths.is_drawn() => {
-            let range = |min, max| LengthRange::new(min, max).map_err(|e| e.to_string());
+            let range =
+                |min, max, flag| LengthRange::new(min, max).map_err(|e| ArgsError::said(flag, e));
             let requests = LlmRequests::uniform(
                 &schedule,
-                range(lengths.prompt_tokens, lengths.prompt_tokens_max)?,
-                range(lengths.output_tokens, lengths.output_tokens_max)?,
+                range(
+                    lengths.prompt_tokens,
+                    lengths.prompt_tokens_max,
+                    "--prompt-tokens-max",
+                )?,
+                range(
+                    lengths.output_tokens,
+                    lengths.output_tokens_max,
+                    "--output-tokens-max",
+                )?,
                 f.seed,
             )
-            .map_err(|e| format!("--rate: {e}"))?;
+            .map_err(|e| ArgsError::value("--rate", e))?;
             (requests, LLM_LENGTHS_UNIFORM)
         }
         None => {
             let requests =
                 LlmRequests::fixed(&schedule, lengths.prompt_tokens, lengths.output_tokens)
-                    .map_err(|e| format!("--rate: {e}"))?;
+                    .map_err(|e| ArgsError::value("--rate", e))?;
             (requests, LLM_LENGTHS_FIXED)
         }
     };
@@ -147,7 +154,7 @@ fn llm_plan(args: &Args) -> Result<LlmServePlan, String> {
     // and here again request by request.
     policy
         .check(&requests)
-        .map_err(|e| format!("--prompt-tokens: {e}"))?;
+        .map_err(|e| ArgsError::value("--prompt-tokens", e))?;
     let ((prompt_tokens, prompt_tokens_max), (output_tokens, output_tokens_max)) = match kind {
         LLM_LENGTHS_FILE => {
             let (p, o) = (requests.prompt_range(), requests.output_range());
@@ -185,10 +192,43 @@ fn llm_plan(args: &Args) -> Result<LlmServePlan, String> {
     })
 }
 
+/// The arrivals of a `serve-llm` worker's `--arrivals-file`, and its requests when the file
+/// gives their lengths (then no length is drawn, and a `--*-tokens-max` is refused).
+fn llm_trace(
+    args: &WorkerArgs,
+    path: &Path,
+    policy: &LlmServePolicy,
+) -> Result<(ArrivalSchedule, Option<LlmRequests>), ArgsError> {
+    let s = &args.serve;
+    let name = path.display().to_string();
+    let trace = LlmTrace::from_text(&name, &read_trace(path)?, args.flags.window_s.as_nanos())
+        .map_err(|e| ArgsError::said("--arrivals-file", e))?;
+    let requests = trace
+        .requests(policy)
+        .map_err(|e| ArgsError::said("--arrivals-file", e))?;
+    if requests.is_some()
+        && let Some(flag) = [
+            (s.prompt_tokens_max.is_some(), "--prompt-tokens-max"),
+            (s.output_tokens_max.is_some(), "--output-tokens-max"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    {
+        return Err(ArgsError::value(
+            flag,
+            format!(
+                "--arrivals-file {name} gives every request its prompt and output tokens, so \
+                 nothing is drawn; leave {flag} out, or the file's length columns"
+            ),
+        ));
+    }
+    Ok((trace.schedule().clone(), requests))
+}
+
 /// Builds the plan of a serve worker (`None` for the other workloads), or says which flag is
 /// wrong and what to do.
-fn plan(args: &Args) -> Result<Option<ServePlan>, String> {
-    // The flags were checked against the workload by `Args::validate` (coload_spec's rules:
+fn plan(args: &WorkerArgs) -> Result<Option<ServePlan>, ArgsError> {
+    // The flags were checked against the workload by `WorkerArgs::validate` (coload_spec's rules:
     // serve flags for serve workers only, eager only, the numbers' ranges).
     let s = &args.serve;
     if args.place.workload != Workload::Serve {
@@ -197,10 +237,14 @@ fn plan(args: &Args) -> Result<Option<ServePlan>, String> {
     let policy = ServePolicy::new(
         s.max_batch,
         // Checked by coload_spec (finite, >= 0); a value too large for a Duration is refused.
-        Duration::try_from_secs_f64(s.max_queue_delay_ms / 1e3)
-            .map_err(|e| format!("--max-queue-delay-ms {}: {e}", s.max_queue_delay_ms))?,
+        Duration::try_from_secs_f64(s.max_queue_delay_ms / 1e3).map_err(|e| {
+            ArgsError::said(
+                "--max-queue-delay-ms",
+                format!("--max-queue-delay-ms {}: {e}", s.max_queue_delay_ms),
+            )
+        })?,
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| ArgsError::said("--max-batch", e))?;
     let schedule = schedule(args)?;
     let config = ServeConfig {
         rate_per_s: s.rate.unwrap_or_else(|| schedule.realized_rate_per_s()),
@@ -225,7 +269,7 @@ mod tests {
 
     use super::*;
 
-    fn args(extra: &[&str]) -> Args {
+    fn args(extra: &[&str]) -> WorkerArgs {
         let mut argv = vec![
             "bench-worker",
             "--experiment",
@@ -252,7 +296,7 @@ mod tests {
             "10",
         ];
         argv.extend_from_slice(extra);
-        let parsed = Args::try_parse_from(argv).unwrap();
+        let parsed = WorkerArgs::try_parse_from(argv).unwrap();
         parsed.validate().unwrap();
         parsed
     }

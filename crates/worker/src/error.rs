@@ -8,11 +8,76 @@
 use std::time::Duration;
 
 use coload_barrier::BarrierError;
-use coload_cohort_schema::{FailureKind, Stage};
+use coload_cohort_schema::{FailureKind, Stage, exit};
 use coload_device::DeviceError;
+use coload_spec::SpecError;
 pub(crate) use coload_spec::error_chain as chain;
 use coload_timing::TimingError;
 use coload_workload::WorkloadError;
+
+/// Why the arguments were refused, before anything ran: which flag, and what to do. The worker
+/// then exits with [`ArgsError::exit_code`] and writes nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    /// The spec refused a flag or a relation between flags (`SpecError::flag_name` names it).
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// The library that uses a flag's value refused it (an unknown model, a batcher's limit, an
+    /// arrival trace's line); the message says what is wrong and does not name the flag.
+    #[error("{flag}: {message}")]
+    Value {
+        /// The flag at fault, as typed on the command line (`--model`).
+        flag: &'static str,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// As [`ArgsError::Value`], with a message that already names the flag or the file and
+    /// line at fault (`arrivals.txt line 3: ...`).
+    #[error("{message}")]
+    Said {
+        /// The flag at fault.
+        flag: &'static str,
+        /// What is wrong, where, and what to do.
+        message: String,
+    },
+    /// `--experiment` cannot name the barrier's folder.
+    #[error(transparent)]
+    Experiment(BarrierError),
+}
+
+impl ArgsError {
+    /// A value refused by the library that uses it, under its flag.
+    pub(crate) fn value(flag: &'static str, message: impl std::fmt::Display) -> Self {
+        ArgsError::Value {
+            flag,
+            message: message.to_string(),
+        }
+    }
+
+    /// A refusal whose message already names the flag or the file and line at fault.
+    pub(crate) fn said(flag: &'static str, message: impl std::fmt::Display) -> Self {
+        ArgsError::Said {
+            flag,
+            message: message.to_string(),
+        }
+    }
+
+    /// The flag at fault, where one is (`--experiment` for a bad experiment id).
+    #[must_use]
+    pub fn flag_name(&self) -> Option<&'static str> {
+        match self {
+            ArgsError::Spec(e) => e.flag_name(),
+            ArgsError::Value { flag, .. } | ArgsError::Said { flag, .. } => Some(flag),
+            ArgsError::Experiment(_) => Some("--experiment"),
+        }
+    }
+
+    /// The process exit code: invalid input, whatever the flag.
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        exit::INVALID_INPUT
+    }
+}
 
 /// Why a worker failed.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +140,7 @@ pub(crate) enum WorkerError {
     },
 
     /// The window ended without one complete batch: nothing was measured. On a GPU the window
-    /// is shorter than one batch; on the CPU the workers starve each other's cores (issue 21).
+    /// is shorter than one batch; on the CPU the workers starve each other's cores.
     #[error(
         "the {window_s} s window ended without one complete batch; make --window-s longer than \
          a batch, or give each worker more of the machine (fewer workers, a smaller \
