@@ -39,6 +39,7 @@ mod llm;
 mod mix;
 pub mod plan;
 mod seconds;
+mod sharing;
 
 pub use argv::{RenderError, error_chain, to_argv};
 pub use cohort::{CapacityFlags, CohortSpec, DEFAULT_SLO_QUANTILE};
@@ -51,3 +52,4 @@ pub use llm::{
 };
 pub use mix::Mix;
 pub use seconds::{Seconds, SecondsError};
+pub use sharing::Sharing;
