@@ -23,6 +23,7 @@ use coload_cohort_schema::{Workload, exit};
 use coload_spec::{CohortSpec, Mix, to_argv};
 use serde_json::{Value, json};
 
+use crate::dra::PodClaim;
 use crate::error::ClusterError;
 use crate::resource::ResourceKey;
 use crate::stage::{CLAIM, RESULTS_DIR, SYNC_MOUNT, Staged, stage};
@@ -144,15 +145,27 @@ pub fn job_name(experiment: &str) -> String {
     }
 }
 
-/// Renders `spec` as one Indexed Job at `site` with `experiment` (from [`fresh_experiment`]).
-#[expect(
-    clippy::too_many_lines,
-    reason = "the manifest is one literal, read top to bottom as kubectl will"
-)]
+/// Renders `spec` as one Indexed Job at `site` with `experiment` (from [`fresh_experiment`]),
+/// each worker requesting one unit of the site's device-plugin resource key.
 pub fn render_job(
     spec: &CohortSpec,
     site: &Site,
     experiment: &str,
+) -> Result<RenderedJob, ClusterError> {
+    render_job_with(spec, site, experiment, None)
+}
+
+/// [`render_job`], with the Pods naming a DRA claim instead of requesting the resource key
+/// when `claim` is given ([`crate::dra`]).
+#[expect(
+    clippy::too_many_lines,
+    reason = "the manifest is one literal, read top to bottom as kubectl will"
+)]
+pub(crate) fn render_job_with(
+    spec: &CohortSpec,
+    site: &Site,
+    experiment: &str,
+    claim: Option<&PodClaim>,
 ) -> Result<RenderedJob, ClusterError> {
     let mix = spec.validate()?;
     site.validate()?;
@@ -172,7 +185,8 @@ pub fn render_job(
     let name = job_name(experiment);
 
     let args = common_args(&spec, experiment, count)?;
-    let script = index_script(&spec, &mix, experiment, &staged)?;
+    let device_per_index = claim.is_some_and(|c| c.device_per_index);
+    let script = index_script(&spec, &mix, experiment, &staged, device_per_index)?;
     let deadline_s = (spec.flags.join_timeout_s.get()
         + spec.flags.start_lead_s.get()
         + spec.flags.window_s.get()
@@ -194,7 +208,19 @@ pub fn render_job(
         })
     };
     let resource = site.resource.as_str();
-    let manifest = json!({
+    let resources = match claim {
+        None => json!({
+            "requests": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER, resource: 1 },
+            "limits": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER, resource: 1 },
+        }),
+        Some(c) => json!({
+            "requests": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER },
+            "limits": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER },
+            "claims": [{ "name": c.name }],
+        }),
+    };
+    let requesting = claim.map_or_else(|| site.resource.to_string(), |c| c.describe.clone());
+    let mut manifest = json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": metadata,
@@ -245,10 +271,7 @@ pub fn render_job(
                             { "name": "MKL_NUM_THREADS", "value": CPUS_PER_WORKER },
                             { "name": "OMP_WAIT_POLICY", "value": "PASSIVE" },
                         ],
-                        "resources": {
-                            "requests": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER, resource: 1 },
-                            "limits": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER, resource: 1 },
-                        },
+                        "resources": resources,
                         "securityContext": {
                             "allowPrivilegeEscalation": false,
                             "capabilities": { "drop": ["ALL"] },
@@ -263,6 +286,9 @@ pub fn render_job(
             },
         },
     });
+    if let Some(c) = claim {
+        manifest["spec"]["template"]["spec"]["resourceClaims"] = json!([c.pod_entry]);
+    }
     let mut header = format!(
         "coload cohort {experiment}: {count} worker(s) ({}), mode {}, on node {} requesting {}.\n\
          Rendered by `bench-cohort render kubernetes` from the cohort spec: do not edit the flags\n\
@@ -273,7 +299,7 @@ pub fn render_job(
         mix.label(),
         spec.flags.mode,
         site.node,
-        site.resource
+        requesting
     );
     for s in &staged {
         let _ = write!(
@@ -398,11 +424,17 @@ fn index_script(
     mix: &Mix,
     experiment: &str,
     staged: &[Staged],
+    device_per_index: bool,
 ) -> Result<String, ClusterError> {
     // Indexes with the same words share one `case` branch (`1|2|3`).
     let mut branches: Vec<(Vec<usize>, String)> = Vec::new();
     for (i, w) in mix.workloads().iter().enumerate() {
-        let words = per_replica_args(spec, *w)?
+        let mut args = per_replica_args(spec, *w)?;
+        if device_per_index {
+            // Every Pod sees the claim's devices; replica i takes the i-th.
+            args.extend(["--device".to_owned(), format!("cuda:{i}")]);
+        }
+        let words = args
             .iter()
             .map(|a| sh_quote(a))
             .collect::<Vec<_>>()
