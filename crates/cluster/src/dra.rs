@@ -40,7 +40,7 @@ use coload_study::Plan;
 use serde_json::{Value, json};
 
 use crate::error::ClusterError;
-use crate::kubernetes::{RenderedJob, Site, job_name, render_job_with};
+use crate::kubernetes::{PodClaim, RenderedJob, Site, job_name, render_job_with};
 use crate::resource::ResourceKey;
 use crate::yaml;
 
@@ -121,19 +121,6 @@ pub struct RenderedCohort {
     pub job: RenderedJob,
     /// Both, as one YAML stream (the claim first), for `kubectl create -f`.
     pub yaml: String,
-}
-
-/// How the Pod template names the claim, for [`render_job_with`].
-#[derive(Debug, Clone)]
-pub(crate) struct PodClaim {
-    /// The claim's name in the Pod.
-    pub(crate) name: &'static str,
-    /// The Pod's `spec.resourceClaims` entry.
-    pub(crate) pod_entry: Value,
-    /// What the Pods request, for the Job's header.
-    pub(crate) describe: String,
-    /// Every Pod sees several devices; replica i runs on the i-th.
-    pub(crate) device_per_index: bool,
 }
 
 /// The MIG profile of a DRA MIG cohort, or why it has none. A compute-instance profile whose

@@ -23,7 +23,6 @@ use coload_cohort_schema::{Workload, exit};
 use coload_spec::{CohortSpec, Mix, to_argv};
 use serde_json::{Value, json};
 
-use crate::dra::PodClaim;
 use crate::error::ClusterError;
 use crate::resource::ResourceKey;
 use crate::stage::{CLAIM, RESULTS_DIR, SYNC_MOUNT, Staged, stage};
@@ -109,6 +108,19 @@ pub struct RenderedJob {
     pub yaml: String,
     /// Files to copy onto the claim first ([`Staged::copy_to`]).
     pub staged: Vec<Staged>,
+}
+
+/// How the Pod template names a DRA claim ([`crate::dra`]), for [`render_job_with`].
+#[derive(Debug, Clone)]
+pub(crate) struct PodClaim {
+    /// The claim's name in the Pod.
+    pub(crate) name: &'static str,
+    /// The Pod's `spec.resourceClaims` entry.
+    pub(crate) pod_entry: Value,
+    /// What the Pods request, for the Job's header.
+    pub(crate) describe: String,
+    /// Every Pod sees several devices; replica i runs on the i-th.
+    pub(crate) device_per_index: bool,
 }
 
 /// A fresh experiment id for a cohort of `mix` under the spec's mode: `<mode>-<mix>-<UTC
