@@ -247,6 +247,56 @@ for bad_args in "--mode mig --resource nvidia.com/tpu|is not one the NVIDIA devi
   else bad "render refuses: $args (message lacks '$want')" "$out"; fi
 done
 
+echo "== DRA: a claim per cohort (resource.k8s.io/v1, Kubernetes 1.34 and later)"
+cat >"$work/dra.toml" <<'TOML'
+name = "dra"
+[[policy]]
+name = "exclusive"
+mode = "exclusive"
+sharing = "dra"
+node = "gpu-dra-1"
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+sharing = "dra"
+node = "gpu-dra-1"
+flags = { timeslice_interval = "medium" }
+[[policy]]
+name = "mps"
+mode = "mps"
+sharing = "dra"
+node = "gpu-dra-1"
+flags = { mps_threads = 25, mps_memory = "35GiB" }
+[[policy]]
+name = "mig"
+mode = "mig"
+sharing = "dra"
+node = "gpu-dra-mig-1"
+mig_profile = "1g.18gb"
+[[cohort]]
+workers = "infer=1,train=6"
+TOML
+dra_out="$work/emit-dra"
+if "$bc" study "$work/dra.toml" --backend kubernetes --emit "$dra_out" >"$dra_out.log" 2>&1; then
+  dra_files=("$dra_out"/*.yaml)
+  ok "study --backend kubernetes --emit writes ${#dra_files[@]} claim-and-Job streams for a DRA plan"
+  for v in 1.34.0 1.37.0; do
+    expect_pass "every rendered ResourceClaim, ResourceClaimTemplate and Job validates (kubernetes $v, strict)" kval "$v" "${dra_files[@]}"
+  done
+  f=$(break_copy "$dra_out/timeslice-infer1-train6-r1.yaml" dra-field 's/^      - exactly:$/      - exactlyy:/')
+  expect_fail "a claim with an unknown request field fails kubernetes-validate --strict" kval 1.34.0 "$f"
+else bad "study --backend kubernetes --emit of a DRA plan" "$(cat "$dra_out.log")"; fi
+for bad_args in "--mode mps --mps-replicas 7|--mps-replicas N is the device plugin's MPS share" \
+  "--mode mig|selects MIG devices by profile" \
+  "--mode timeslice --resource nvidia.com/gpu|is the device plugin's resource key"; do
+  args=${bad_args%%|*} want=${bad_args#*|}
+  # shellcheck disable=SC2086 # the arguments are split on purpose
+  if out=$("$bc" render kubernetes --sharing dra --node n1 --workers train=2 $args 2>&1); then
+    bad "render --sharing dra refuses: $args (was accepted)" "$out"
+  elif grep -qF -- "$want" <<<"$out"; then ok "render --sharing dra refuses: $args"
+  else bad "render --sharing dra refuses: $args (message lacks '$want')" "$out"; fi
+done
+
 echo "== launch-job.sh and launch-cohort.sh (thin wrappers of bench-cohort render)"
 lj="$deploy/k8s/launch-job.sh"
 klog="$work/kubectl.log"

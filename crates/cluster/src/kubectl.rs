@@ -1,6 +1,7 @@
 //! The few `kubectl` verbs the backend uses, through the cluster's own client (found on PATH or
 //! given with `--kubectl`): `get node NAME -o json`, `create -f FILE`, `get job NAME -o json
-//! --ignore-not-found`, `get pods -l ... -o json`, `delete job NAME`. A stand-in that
+//! --ignore-not-found`, `get pods -l ... -o json`, `delete job NAME`, and for DRA cohorts
+//! `delete resourceclaim|resourceclaimtemplate NAME --wait=true`. A stand-in that
 //! implements exactly these runs the backend's end-to-end test (deploy/tests/stubs/kubectl-standin).
 
 use std::collections::BTreeMap;
@@ -171,6 +172,20 @@ impl Kubectl {
             });
         }
         Ok(out)
+    }
+
+    /// `kubectl delete KIND NAME`, waiting until it is gone (a DRA claim is gone once the
+    /// driver has released its devices, so the next cohort's claim finds the GPU free).
+    pub fn delete_and_wait(&self, kind: &str, name: &str) -> Result<(), ClusterError> {
+        self.run(&[
+            "delete",
+            kind,
+            name,
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=300s",
+        ])
+        .map(|_| ())
     }
 
     /// `kubectl delete job NAME` (its Pods go with it).

@@ -111,6 +111,19 @@ pub struct RenderedJob {
     pub staged: Vec<Staged>,
 }
 
+/// How the Pod template names a DRA claim ([`crate::dra`]), for [`render_job_with`].
+#[derive(Debug, Clone)]
+pub(crate) struct PodClaim {
+    /// The claim's name in the Pod.
+    pub(crate) name: &'static str,
+    /// The Pod's `spec.resourceClaims` entry.
+    pub(crate) pod_entry: Value,
+    /// What the Pods request, for the Job's header.
+    pub(crate) describe: String,
+    /// Every Pod sees several devices; replica i runs on the i-th.
+    pub(crate) device_per_index: bool,
+}
+
 /// A fresh experiment id for a cohort of `mix` under the spec's mode: `<mode>-<mix>-<UTC
 /// stamp>-<8 hex>`, at most 63 characters (it is also a label value).
 #[must_use]
@@ -145,15 +158,27 @@ pub fn job_name(experiment: &str) -> String {
     }
 }
 
-/// Renders `spec` as one Indexed Job at `site` with `experiment` (from [`fresh_experiment`]).
-#[expect(
-    clippy::too_many_lines,
-    reason = "the manifest is one literal, read top to bottom as kubectl will"
-)]
+/// Renders `spec` as one Indexed Job at `site` with `experiment` (from [`fresh_experiment`]),
+/// each worker requesting one unit of the site's device-plugin resource key.
 pub fn render_job(
     spec: &CohortSpec,
     site: &Site,
     experiment: &str,
+) -> Result<RenderedJob, ClusterError> {
+    render_job_with(spec, site, experiment, None)
+}
+
+/// [`render_job`], with the Pods naming a DRA claim instead of requesting the resource key
+/// when `claim` is given ([`crate::dra`]).
+#[expect(
+    clippy::too_many_lines,
+    reason = "the manifest is one literal, read top to bottom as kubectl will"
+)]
+pub(crate) fn render_job_with(
+    spec: &CohortSpec,
+    site: &Site,
+    experiment: &str,
+    claim: Option<&PodClaim>,
 ) -> Result<RenderedJob, ClusterError> {
     let mix = spec.validate()?;
     site.validate()?;
@@ -173,7 +198,8 @@ pub fn render_job(
     let name = job_name(experiment);
 
     let args = common_args(&spec, experiment, count)?;
-    let script = index_script(&spec, &mix, experiment, &staged)?;
+    let device_per_index = claim.is_some_and(|c| c.device_per_index);
+    let script = index_script(&spec, &mix, experiment, &staged, device_per_index)?;
     let deadline_s = job_deadline(&spec).as_secs_f64().ceil() as u64;
 
     let labels = json!({
@@ -191,7 +217,19 @@ pub fn render_job(
         })
     };
     let resource = site.resource.as_str();
-    let manifest = json!({
+    let resources = match claim {
+        None => json!({
+            "requests": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER, resource: 1 },
+            "limits": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER, resource: 1 },
+        }),
+        Some(c) => json!({
+            "requests": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER },
+            "limits": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER },
+            "claims": [{ "name": c.name }],
+        }),
+    };
+    let requesting = claim.map_or_else(|| site.resource.to_string(), |c| c.describe.clone());
+    let mut manifest = json!({
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": metadata,
@@ -242,10 +280,7 @@ pub fn render_job(
                             { "name": "MKL_NUM_THREADS", "value": CPUS_PER_WORKER },
                             { "name": "OMP_WAIT_POLICY", "value": "PASSIVE" },
                         ],
-                        "resources": {
-                            "requests": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER, resource: 1 },
-                            "limits": { "cpu": CPUS_PER_WORKER, "memory": MEMORY_PER_WORKER, resource: 1 },
-                        },
+                        "resources": resources,
                         "securityContext": {
                             "allowPrivilegeEscalation": false,
                             "capabilities": { "drop": ["ALL"] },
@@ -260,6 +295,9 @@ pub fn render_job(
             },
         },
     });
+    if let Some(c) = claim {
+        manifest["spec"]["template"]["spec"]["resourceClaims"] = json!([c.pod_entry]);
+    }
     let mut header = format!(
         "coload cohort {experiment}: {count} worker(s) ({}), mode {}, on node {} requesting {}.\n\
          Rendered by `bench-cohort render kubernetes` from the cohort spec: do not edit the flags\n\
@@ -270,7 +308,7 @@ pub fn render_job(
         mix.label(),
         spec.flags.mode,
         site.node,
-        site.resource
+        requesting
     );
     for s in &staged {
         let _ = write!(
@@ -387,11 +425,17 @@ fn index_script(
     mix: &Mix,
     experiment: &str,
     staged: &[Staged],
+    device_per_index: bool,
 ) -> Result<String, ClusterError> {
     // Indexes with the same words share one `case` branch (`1|2|3`).
     let mut branches: Vec<(Vec<usize>, String)> = Vec::new();
     for (i, w) in mix.workloads().iter().enumerate() {
-        let words = per_replica_args(spec, *w)?
+        let mut args = per_replica_args(spec, *w)?;
+        if device_per_index {
+            // Every Pod sees the claim's devices; replica i takes the i-th.
+            args.extend(["--device".to_owned(), format!("cuda:{i}")]);
+        }
+        let words = args
             .iter()
             .map(|a| sh_quote(a))
             .collect::<Vec<_>>()

@@ -2,7 +2,8 @@
 //! ([`kubernetes::render_job`]) or as Polyaxon operations ([`polyaxon::render_operations`]) from
 //! its typed [`coload_spec::CohortSpec`], never from a copy of the flags; and the Kubernetes
 //! backend of a study ([`run_study`]), which runs a plan's cohorts as Jobs through `kubectl`
-//! with the same index, resume and report as on one node.
+//! with the same index, resume and report as on one node. Under Dynamic Resource Allocation
+//! ([`dra::render_cohort`]) a cohort's Pods name one claim that sets their sharing.
 //!
 //! # Example
 //!
@@ -24,6 +25,7 @@
 //! assert!(job.yaml.contains("completionMode: \"Indexed\""));
 //! ```
 
+pub mod dra;
 mod error;
 pub mod kubectl;
 pub mod kubernetes;

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use coload_cohort_schema::Mode;
 use coload_launch::Console;
-use coload_spec::CohortSpec;
+use coload_spec::{CohortSpec, Sharing};
 
+use crate::dra::{DraSite, render_cohort};
 use crate::error::ClusterError;
 use crate::kubernetes::{DEFAULT_IMAGE, Site, fresh_experiment, render_job};
 use crate::polyaxon::render_operations;
@@ -45,6 +46,17 @@ pub struct RenderArgs {
     #[arg(long)]
     pub resource: Option<String>,
 
+    /// How the Pods get their GPUs: device-plugin (each requests one unit of --resource) or
+    /// dra (they name one ResourceClaim that sets the sharing, or a ResourceClaimTemplate for
+    /// exclusive; the claim is written before the Job)
+    #[arg(long, value_enum, default_value_t = Sharing::DevicePlugin)]
+    pub sharing: Sharing,
+
+    /// --sharing dra with --mode mig or mig-timeslice: the MIG profile the claim selects
+    /// (e.g. 1g.18gb)
+    #[arg(long, value_name = "PROFILE")]
+    pub mig_profile: Option<String>,
+
     /// The worker image
     #[arg(long, default_value = DEFAULT_IMAGE)]
     pub image: String,
@@ -65,6 +77,16 @@ pub struct RenderArgs {
 
 /// Renders as `args` asks; the manifest goes to the console's output or to `--out`.
 pub fn render(args: &RenderArgs, console: &dyn Console) -> Result<u8, ClusterError> {
+    if args.sharing == Sharing::Dra {
+        return render_dra(args, console);
+    }
+    if args.mig_profile.is_some() {
+        return Err(ClusterError::Usage(
+            "--mig-profile is for --sharing dra; under the device plugin give the MIG resource \
+             with --resource (e.g. nvidia.com/mig-1g.18gb)"
+                .into(),
+        ));
+    }
     let resource = match (&args.resource, args.spec.flags.mode) {
         (Some(key), _) => ResourceKey::parse(key)?,
         (None, mode @ (Mode::Mig | Mode::MigTimeslice)) => {
@@ -144,5 +166,63 @@ pub fn render(args: &RenderArgs, console: &dyn Console) -> Result<u8, ClusterErr
             ));
         }
     }
+    Ok(coload_cohort_schema::exit::COMPLETE)
+}
+
+/// `render kubernetes --sharing dra`: the cohort's claim and its Job, one YAML stream.
+fn render_dra(args: &RenderArgs, console: &dyn Console) -> Result<u8, ClusterError> {
+    if args.kind != RenderKind::Kubernetes {
+        return Err(ClusterError::Usage(
+            "--sharing dra renders Kubernetes claims: use `render kubernetes`".into(),
+        ));
+    }
+    if let Some(key) = &args.resource {
+        return Err(ClusterError::Usage(format!(
+            "--resource {key} is the device plugin's resource key; under --sharing dra the Pods \
+             name a claim instead (MIG: --mig-profile PROFILE)"
+        )));
+    }
+    let site = Site {
+        node: args.node.clone(),
+        resource: ResourceKey::parse("nvidia.com/gpu")?,
+        image: args.image.clone(),
+        namespace: args.namespace.clone(),
+    };
+    let mix = args.spec.validate()?;
+    let experiment = args
+        .experiment
+        .clone()
+        .unwrap_or_else(|| fresh_experiment(&args.spec, &mix));
+    let dra = DraSite {
+        mig_profile: args.mig_profile.clone(),
+    };
+    let cohort = render_cohort(&args.spec, &site, &dra, &experiment)?;
+    match &args.out {
+        Some(path) => {
+            write_new(path, cohort.yaml.as_bytes())?;
+            console.progress(&format!(
+                "wrote {} {} and job {} (experiment {}) to {}",
+                cohort.claim.kind.kind(),
+                cohort.claim.name,
+                cohort.job.name,
+                cohort.job.experiment,
+                path.display()
+            ));
+        }
+        None => console.output(&cohort.yaml),
+    }
+    for s in &cohort.job.staged {
+        console.progress(&format!(
+            "before creating it, copy {} onto the claim as {} (SHA-256 {})",
+            s.local.display(),
+            s.in_claim,
+            s.sha256
+        ));
+    }
+    console.progress(&format!(
+        "after the Job has ended, delete the claim: kubectl delete {} {}",
+        cohort.claim.kind.resource(),
+        cohort.claim.name
+    ));
     Ok(coload_cohort_schema::exit::COMPLETE)
 }

@@ -22,10 +22,11 @@ use std::time::{Duration, Instant};
 
 use coload_cohort_schema::{CohortFailure, FailureKind, Mode, exit, files};
 use coload_launch::{Console, WorkerEnd};
-use coload_spec::{CohortSpec, Seconds};
+use coload_spec::{CohortSpec, Seconds, Sharing};
 use coload_study::{Ended, Job, Launcher, Offer, Placement, Plan, Running, StudyArgs, Target};
 use serde::{Deserialize, Serialize};
 
+use crate::dra::{DraSite, render_cohort};
 use crate::error::ClusterError;
 use crate::kubectl::{JobState, Kubectl, NodeOffer, PodState};
 use crate::kubernetes::{DEFAULT_IMAGE, Site, fresh_experiment, job_deadline, render_job};
@@ -185,7 +186,24 @@ fn sites(
             }
         };
         let mig = matches!(p.mode, Mode::Mig | Mode::MigTimeslice);
-        let text = match (keys.get(&p.name).or(p.resource.as_ref()), emit) {
+        let given = keys.get(&p.name).or(p.resource.as_ref());
+        if p.sharing == Sharing::Dra
+            && let Some(key) = given
+        {
+            return Err(err(
+                p.line,
+                format!(
+                    "policy `{}` has sharing = \"dra\" and resource `{key}`: a resource key is \
+                     the device plugin's; under DRA the Pods name a claim (MIG: mig_profile = \
+                     \"1g.18gb\")",
+                    p.name
+                ),
+            ));
+        }
+        let text = match (given, emit) {
+            // Under DRA the Pods request no resource key; `nvidia.com/gpu` stands for none and
+            // fits every mode's check.
+            (None, _) if p.sharing == Sharing::Dra => "nvidia.com/gpu".to_owned(),
             (Some(k), _) => k.clone(),
             // A MIG policy's key is never guessed: nvidia.com/gpu is a whole GPU under the mixed
             // strategy, and which MIG resource to request depends on the node's layout.
@@ -256,6 +274,11 @@ pub fn check_offers(
             ));
             continue;
         };
+        // A DRA driver publishes its devices in ResourceSlices, not in the node's allocatable:
+        // the scheduler finds them when the claim is allocated.
+        if p.sharing == Sharing::Dra {
+            continue;
+        }
         let key = site.resource.as_str();
         let need = jobs
             .iter()
@@ -339,6 +362,7 @@ pub fn run_study(
     }
     let plan = Plan::load(&args.plan).map_err(coload_study::StudyError::from)?;
     let sites = sites(&plan, cluster, args.emit.is_some(), console)?;
+    crate::dra::check_plan(&plan, &sites, cluster.backend == Backend::Polyaxon)?;
     if let Some(dir) = &args.emit {
         return emit(&plan, args, cluster.backend, &sites, dir, console);
     }
@@ -393,9 +417,10 @@ pub fn run_study(
         "kubernetes: {}",
         plan.policies
             .iter()
-            .filter_map(|p| sites
-                .get(&p.name)
-                .map(|s| format!("{} on node {} ({})", p.name, s.node, s.resource)))
+            .filter_map(|p| sites.get(&p.name).map(|s| match p.sharing {
+                Sharing::Dra => format!("{} on node {} (dra)", p.name, s.node),
+                Sharing::DevicePlugin => format!("{} on node {} ({})", p.name, s.node, s.resource),
+            }))
             .collect::<Vec<_>>()
             .join("; ")
     );
@@ -406,6 +431,7 @@ pub fn run_study(
         describe,
         launcher: ClusterLauncher {
             kubectl,
+            dra: crate::dra::dra_sites(&plan),
             sites,
             volume,
             state: out.join("cluster"),
@@ -437,13 +463,17 @@ fn emit(
         source,
     })?;
     let mut written = 0usize;
+    let dra = crate::dra::dra_sites(plan);
     for job in &jobs {
         let site = &sites[&job.policy];
         let experiment = fresh_experiment(&job.spec, &job.mix);
         match backend {
             Backend::Kubernetes => {
-                let r = render_job(&job.spec, site, &experiment)?;
-                write_new(&dir.join(format!("{}.yaml", job.name)), r.yaml.as_bytes())?;
+                let yaml = match dra.get(&job.policy) {
+                    Some(d) => render_cohort(&job.spec, site, d, &experiment)?.yaml,
+                    None => render_job(&job.spec, site, &experiment)?.yaml,
+                };
+                write_new(&dir.join(format!("{}.yaml", job.name)), yaml.as_bytes())?;
                 written += 1;
             }
             Backend::Polyaxon => {
@@ -544,12 +574,25 @@ struct JobRecord {
     experiment: String,
     job: String,
     count: u32,
+    /// A DRA cohort's claim (or template), created before the Job and deleted after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    claim: Option<ClaimRecord>,
+}
+
+/// A claim the study created: `kubectl delete <resource> <name>` deletes it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ClaimRecord {
+    /// `resourceclaim` or `resourceclaimtemplate`.
+    resource: String,
+    name: String,
 }
 
 #[derive(Debug)]
 struct ClusterLauncher {
     kubectl: Kubectl,
     sites: BTreeMap<String, Site>,
+    /// The policies whose cohorts run through DRA claims.
+    dra: BTreeMap<String, DraSite>,
     volume: PathBuf,
     state: PathBuf,
     timeout: Option<Seconds>,
@@ -592,9 +635,10 @@ impl Launcher for ClusterLauncher {
             interrupted: false,
             log,
         };
-        if let Some(record) = earlier
+        if let Some(record) = &earlier
             && self.kubectl.job(&record.job).map_err(other)?.is_some()
         {
+            let record = record.clone();
             writeln!(
                 log,
                 "job {} of experiment {} was created by an earlier run: collecting it, not \
@@ -603,12 +647,32 @@ impl Launcher for ClusterLauncher {
             )?;
             return Ok(run(record, log));
         }
+        // A claim an earlier run created for a Job that never came to be holds a GPU: free it.
+        if let Some(claim) = earlier.and_then(|r| r.claim) {
+            self.kubectl
+                .delete_and_wait(&claim.resource, &claim.name)
+                .map_err(other)?;
+            writeln!(
+                log,
+                "deleted {} {}, left by an earlier run without its Job",
+                claim.resource, claim.name
+            )?;
+        }
         let site = self
             .sites
             .get(&job.policy)
             .ok_or_else(|| other(format!("policy `{}` has no node", job.policy)))?;
         let experiment = fresh_experiment(&job.spec, &job.mix);
-        let rendered = render_job(&job.spec, site, &experiment).map_err(other)?;
+        let (rendered, claim) = match self.dra.get(&job.policy) {
+            Some(d) => {
+                let c = render_cohort(&job.spec, site, d, &experiment).map_err(other)?;
+                (c.job, Some(c.claim))
+            }
+            None => (
+                render_job(&job.spec, site, &experiment).map_err(other)?,
+                None,
+            ),
+        };
         for s in &rendered.staged {
             s.copy_to(&self.volume).map_err(other)?;
         }
@@ -618,8 +682,18 @@ impl Launcher for ClusterLauncher {
             experiment,
             job: rendered.name.clone(),
             count: rendered.count,
+            claim: claim.as_ref().map(|c| ClaimRecord {
+                resource: c.kind.resource().to_owned(),
+                name: c.name.clone(),
+            }),
         };
         coload_cohort_schema::write_json_atomic(&record_path, &record).map_err(other)?;
+        if let Some(c) = &claim {
+            let path = dir.join("claim.yaml");
+            crate::study::write_new(&path, c.yaml.as_bytes()).map_err(other)?;
+            self.kubectl.create(&path).map_err(other)?;
+            writeln!(log, "created {} {}", c.kind.kind(), c.name)?;
+        }
         self.kubectl.create(&manifest).map_err(other)?;
         writeln!(
             log,
@@ -652,6 +726,36 @@ const MAX_KUBECTL_ERRORS: u32 = 10;
 
 impl Running for ClusterRun {
     fn poll(&mut self) -> Option<Ended> {
+        let ended = self.poll_job()?;
+        Some(self.release_claim(ended))
+    }
+
+    fn interrupt(&mut self) {
+        self.interrupted = true;
+    }
+}
+
+impl ClusterRun {
+    /// Deletes a DRA cohort's claim once its Job has ended, and waits until it is gone, so that
+    /// the next cohort's claim on the node (perhaps another sharing mode) finds the GPU free.
+    /// The cohort's outcome stands either way (its results are written); a claim that cannot
+    /// be deleted is named in the cohort's log, and the next claim on its GPU waits for it.
+    fn release_claim(&mut self, ended: Ended) -> Ended {
+        if let Some(claim) = &self.record.claim {
+            let line = match self.kubectl.delete_and_wait(&claim.resource, &claim.name) {
+                Ok(()) => format!("deleted {} {}", claim.resource, claim.name),
+                Err(e) => format!(
+                    "warning: cannot delete {} {} ({e}); delete it (kubectl delete {} {}) before \
+                     the node runs another cohort",
+                    claim.resource, claim.name, claim.resource, claim.name
+                ),
+            };
+            let _ = writeln!(self.log, "{line}");
+        }
+        ended
+    }
+
+    fn poll_job(&mut self) -> Option<Ended> {
         if self.interrupted {
             let _ = self.kubectl.delete_job(&self.record.job);
             return Some(Ended {
@@ -687,12 +791,6 @@ impl Running for ClusterRun {
         }
     }
 
-    fn interrupt(&mut self) {
-        self.interrupted = true;
-    }
-}
-
-impl ClusterRun {
     fn worker_dirs(&self) -> Vec<PathBuf> {
         (0..self.record.count)
             .map(|i| self.dir.join(format!("worker-{i}")))

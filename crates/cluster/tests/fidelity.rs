@@ -14,7 +14,8 @@ use std::process::Command;
 use clap::Parser;
 use coload_cluster::{ResourceKey, Site, kubernetes, polyaxon};
 use coload_cohort_schema::{
-    ByteSize, DeviceChoice, Execution, ExecutionDeclaration, InputShape, Mode, Precision, Workload,
+    ByteSize, DeviceChoice, Execution, ExecutionDeclaration, InputShape, Mode, Precision,
+    TimesliceInterval, Workload,
 };
 use coload_spec::{Arrivals, CohortSpec, Mix, Seconds, ServeFlags, WorkerFlags, WorkerPlace};
 use proptest::prelude::*;
@@ -191,6 +192,10 @@ prop_compose! {
         } else {
             ExecutionDeclaration::One(Execution::Eager)
         };
+        // Two thirds of the time-sliced cohorts declare an interval, drawn from the seed.
+        if matches!(mode, Mode::Timeslice | Mode::MigTimeslice) && seed % 3 != 0 {
+            f.timeslice_interval = Some(TimesliceInterval::ALL[(seed % 4) as usize]);
+        }
         f.strict_device = strict_device;
         f.telemetry_hz = f64::from(telemetry) / 2.0;
         f.device = DeviceChoice::Auto;

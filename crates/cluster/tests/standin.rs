@@ -345,3 +345,235 @@ fn bad_plans_are_refused_before_anything_is_created() {
         assert!(!c.path("out").exists(), "the study folder was created: {want}");
     }
 }
+
+/// Every non-MIG policy on one node through DRA claims: an exclusive solo (a claim template), a
+/// time-sliced pair with its interval and an MPS pair with its share (one claim each).
+const DRA_PLAN: &str = r#"
+name = "standin-dra"
+[flags]
+window_s = 2
+warmup_batches = 1
+start_lead_s = 1
+batch_size = 2
+image_size = 32
+join_timeout_s = 60
+telemetry_hz = 0
+gpm_interval_s = 0
+
+[[policy]]
+name = "exclusive"
+mode = "exclusive"
+sharing = "dra"
+node = "dra-node-1"
+
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+sharing = "dra"
+node = "dra-node-1"
+flags = { timeslice_interval = "short" }
+
+[[policy]]
+name = "mps"
+mode = "mps"
+sharing = "dra"
+node = "dra-node-1"
+flags = { mps_threads = 50, mps_memory = "1GiB" }
+
+[[cohort]]
+workers = "train=1"
+policies = ["exclusive"]
+baseline = true
+
+[[cohort]]
+workers = "train=2"
+policies = ["timeslice", "mps"]
+"#;
+
+impl Cluster {
+    /// The stand-in's events, one `create|end|delete KIND NAME` each, in order.
+    fn events(&self) -> Vec<String> {
+        std::fs::read_to_string(self.path("state/events.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn manifest(&self, cohort: &str, file: &str) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.path(&format!("out/cohorts/{cohort}/{file}")))
+            .unwrap_or_else(|e| panic!("{cohort}/{file}: {e}"));
+        // The first document of the file, through PyYAML (the manifests are YAML).
+        let out = std::process::Command::new(python())
+            .args([
+                "-c",
+                "import json, sys, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                child.stdin.take().unwrap().write_all(text.as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+/// The events of one cohort after another: its claim created, its Job created, the Job ended,
+/// the claim deleted; never two cohorts' claims at once on the node.
+fn assert_claim_per_cohort(events: &[String], cohorts: usize) {
+    assert_eq!(events.len(), 4 * cohorts, "{events:#?}");
+    for group in events.chunks(4) {
+        let words: Vec<Vec<&str>> = group.iter().map(|e| e.split(' ').collect()).collect();
+        let claim = words[0][2];
+        let job = words[1][2];
+        assert!(
+            words[0][0] == "create" && words[0][1].starts_with("ResourceClaim"),
+            "{group:?}"
+        );
+        assert_eq!(words[1][..2], ["create", "Job"], "{group:?}");
+        assert_eq!(words[2], ["end", "Job", job], "{group:?}");
+        assert_eq!(words[3], ["delete", words[0][1], claim], "{group:?}");
+    }
+}
+
+#[test]
+fn a_dra_study_runs_every_policy_on_one_node_claim_by_claim() {
+    let c = Cluster::new(None);
+    // A DRA node advertises its GPUs in ResourceSlices, not in its allocatable.
+    c.node("dra-node-1", &[("cpu", "16")], &[]);
+    let plan = c.plan(DRA_PLAN);
+    let code = c.study(&plan).unwrap();
+    let index = c.index();
+    assert_eq!(code, 0, "{index:#?}");
+    assert_eq!(index.cohorts.len(), 3);
+    assert!(index.cohorts.iter().all(|e| e.outcome == Outcome::Complete));
+    let events = c.events();
+    assert_claim_per_cohort(&events, 3);
+
+    // A sharing cohort's Pods name its one claim; an exclusive cohort's a template, from which
+    // each Pod gets a device of its own.
+    for (cohort, kind, key) in [
+        ("timeslice-train2-r1", "ResourceClaim", "resourceClaimName"),
+        ("mps-train2-r1", "ResourceClaim", "resourceClaimName"),
+        (
+            "exclusive-train1-r1",
+            "ResourceClaimTemplate",
+            "resourceClaimTemplateName",
+        ),
+    ] {
+        let claim = c.manifest(cohort, "claim.yaml");
+        let job = c.manifest(cohort, "job.yaml");
+        assert_eq!(claim["kind"], kind, "{cohort}");
+        let pod = &job["spec"]["template"]["spec"];
+        let claims = pod["resourceClaims"].as_array().unwrap();
+        assert_eq!(claims.len(), 1, "{cohort}");
+        assert_eq!(claims[0][key], claim["metadata"]["name"], "{cohort}");
+        assert_eq!(
+            pod["containers"][0]["resources"]["claims"],
+            serde_json::json!([{ "name": claims[0]["name"] }]),
+            "{cohort}"
+        );
+    }
+    let ts = c.manifest("timeslice-train2-r1", "claim.yaml");
+    let sharing = &ts["spec"]["devices"]["config"][0]["opaque"]["parameters"]["sharing"];
+    assert_eq!(sharing["timeSlicingConfig"]["interval"], "Short");
+    let mps = c.manifest("mps-train2-r1", "claim.yaml");
+    let sharing = &mps["spec"]["devices"]["config"][0]["opaque"]["parameters"]["sharing"];
+    assert_eq!(sharing["mpsConfig"]["defaultActiveThreadPercentage"], 50);
+    assert_eq!(
+        sharing["mpsConfig"]["defaultPinnedDeviceMemoryLimit"],
+        "1Gi"
+    );
+
+    // The interval is recorded by every worker and shown in the cohort's report.
+    for i in 0..2 {
+        let w = coload_cohort_schema::read_worker_report(&c.path(&format!(
+            "out/cohorts/timeslice-train2-r1/worker-{i}/worker.json"
+        )))
+        .unwrap();
+        assert_eq!(
+            w.config.timeslice_interval,
+            Some(coload_cohort_schema::TimesliceInterval::Short)
+        );
+    }
+    let log =
+        std::fs::read_to_string(c.path("out/cohorts/timeslice-train2-r1/cohort.log")).unwrap();
+    assert!(log.contains("mode timeslice, time slice short"), "{log}");
+
+    // Resume: the complete cohorts are neither created nor claimed again.
+    assert_eq!(c.study(&plan).unwrap(), 0);
+    assert_eq!(c.events(), events);
+    // A Job that ended but was never summarized is collected; its claim is not created again.
+    std::fs::remove_file(c.path("out/cohorts/mps-train2-r1/summary.json")).unwrap();
+    assert_eq!(c.study(&plan).unwrap(), 0);
+    assert_eq!(c.events(), events);
+    assert_eq!(c.jobs_created(), 3);
+}
+
+#[test]
+fn a_failed_pod_fails_its_dra_cohort_and_its_claim_is_deleted() {
+    let c = Cluster::new(Some(1));
+    c.node("dra-node-1", &[("cpu", "16")], &[]);
+    let plan = c.plan(
+        &DRA_PLAN
+            .replace(
+                "[[cohort]]\nworkers = \"train=1\"\npolicies = [\"exclusive\"]\nbaseline = true\n",
+                "",
+            )
+            .replace(
+                "policies = [\"timeslice\", \"mps\"]",
+                "policies = [\"timeslice\"]",
+            ),
+    );
+    let code = c.study(&plan).unwrap();
+    assert_eq!(code, coload_cohort_schema::exit::INCOMPLETE_COHORT);
+    let index = c.index();
+    let e = &index.cohorts[0];
+    assert_eq!(e.outcome, Outcome::Failed);
+    let reason = e.reason.as_deref().unwrap_or_default();
+    assert!(reason.starts_with("replica 1: worker_exited"), "{reason}");
+    assert_claim_per_cohort(&c.events(), 1);
+}
+
+#[test]
+fn a_dra_plan_the_driver_cannot_run_is_refused_before_anything_is_created() {
+    let c = Cluster::new(None);
+    c.node("dra-node-1", &[("cpu", "16")], &[]);
+    let mig = "\n[[policy]]\nname = \"mig\"\nmode = \"mig\"\nsharing = \"dra\"\n\
+               mig_profile = \"1g.18gb\"\nnode = \"dra-node-1\"\n\n[[cohort]]\nworkers = \"train=1\"";
+    for (plan, want) in [
+        (
+            DRA_PLAN.replace("\n[[cohort]]\nworkers = \"train=1\"", mig),
+            "policies `mig` (mig) and `mps` (mps) share node `dra-node-1` under dra",
+        ),
+        (
+            DRA_PLAN.replace("mps_threads = 50, mps_memory = \"1GiB\"", "mps_replicas = 2"),
+            "cohort `mps-train2-r1`: --mps-replicas N is the device plugin's MPS share",
+        ),
+        (
+            DRA_PLAN.replace(
+                "flags = { mps_threads = 50, mps_memory = \"1GiB\" }",
+                "flags = { mps_unlimited = true, timeslice_interval = \"short\" }",
+            ),
+            "MPS and time-slicing cannot share one GPU at once",
+        ),
+        (
+            DRA_PLAN.replace(
+                "sharing = \"dra\"\nnode = \"dra-node-1\"\nflags = { timeslice",
+                "sharing = \"dra\"\nnode = \"dra-node-1\"\nresource = \"nvidia.com/gpu\"\nflags = { timeslice",
+            ),
+            "a resource key is the device plugin's",
+        ),
+    ] {
+        let path = c.plan(&plan);
+        let err = c.study(&path).unwrap_err().to_string();
+        assert!(err.contains(want), "want `{want}` in: {err}");
+        assert!(c.events().is_empty(), "{want}: {:?}", c.events());
+        assert_eq!(c.jobs_created(), 0, "{want}");
+        assert!(!c.path("out").exists(), "the study folder was created: {want}");
+    }
+}

@@ -67,6 +67,78 @@ impl std::str::FromStr for Mode {
     }
 }
 
+/// How long each process runs before the GPU switches to the next under time-slicing: the
+/// names NVIDIA's DRA driver takes in a claim's `timeSlicingConfig.interval` (its
+/// `TimeSlicingSettings` feature). `default` leaves the GPU's own setting; the driver maps the
+/// others to `nvidia-smi compute-policy --set-timeslice` values (short, medium, long). The
+/// device plugin has no such setting: a node there keeps the driver's default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimesliceInterval {
+    /// The GPU's own time slice.
+    Default,
+    /// A short time slice.
+    Short,
+    /// A medium time slice.
+    Medium,
+    /// A long time slice.
+    Long,
+}
+
+impl TimesliceInterval {
+    /// Every interval, shortest name first as the driver lists them.
+    pub const ALL: [TimesliceInterval; 4] = [
+        TimesliceInterval::Default,
+        TimesliceInterval::Short,
+        TimesliceInterval::Medium,
+        TimesliceInterval::Long,
+    ];
+
+    /// The name on the command line and in documents (`short`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimesliceInterval::Default => "default",
+            TimesliceInterval::Short => "short",
+            TimesliceInterval::Medium => "medium",
+            TimesliceInterval::Long => "long",
+        }
+    }
+
+    /// The name NVIDIA's DRA driver takes in `timeSlicingConfig.interval` (`Short`).
+    #[must_use]
+    pub fn driver_name(self) -> &'static str {
+        match self {
+            TimesliceInterval::Default => "Default",
+            TimesliceInterval::Short => "Short",
+            TimesliceInterval::Medium => "Medium",
+            TimesliceInterval::Long => "Long",
+        }
+    }
+}
+
+impl fmt::Display for TimesliceInterval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for TimesliceInterval {
+    type Err = ValueError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TimesliceInterval::ALL
+            .into_iter()
+            .find(|i| i.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown time-slice interval `{s}` (expected default, short, medium or long)"
+                )
+                .into()
+            })
+    }
+}
+
 /// What each worker runs. Training and inference rates are never added together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -634,6 +706,12 @@ pub struct WorkerConfig {
     /// (issue 24); absent for other workloads. The worker's own, like `serve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve_llm: Option<ServeLlmConfig>,
+    /// `timeslice` / `mig-timeslice`: the time-slice interval the cohort declared
+    /// (`--timeslice-interval`, which a DRA claim sets per cohort); absent when none was
+    /// declared (the GPU's own setting, always so under the device plugin). Compared across the
+    /// cohort like `mode`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeslice_interval: Option<TimesliceInterval>,
 }
 
 /// The scheduling policy of every `serve-llm` worker: admission in arrival order (a head that
@@ -788,6 +866,7 @@ impl WorkerConfig {
             serve: None,
             llm: None,
             serve_llm: None,
+            timeslice_interval: None,
         }
     }
 
@@ -883,6 +962,11 @@ impl WorkerConfig {
         };
         check("mode", self.mode.to_string(), reference.mode.to_string());
         check("count", self.count.to_string(), reference.count.to_string());
+        let interval = |c: &WorkerConfig| {
+            c.timeslice_interval
+                .map_or_else(|| "none".to_owned(), |i| i.to_string())
+        };
+        check("timeslice_interval", interval(self), interval(reference));
         check(
             "model_by_workload",
             self.model_by_workload
@@ -1003,6 +1087,28 @@ mod tests {
             assert!(err.contains("expected auto, cpu or cuda:N"), "{bad}: {err}");
         }
         assert!(serde_json::from_str::<DeviceChoice>("\"gpu\"").is_err());
+    }
+
+    #[test]
+    fn a_timeslice_interval_is_named_recorded_and_compared() {
+        for i in TimesliceInterval::ALL {
+            assert_eq!(i.as_str().parse::<TimesliceInterval>().unwrap(), i);
+            let json = serde_json::to_string(&i).unwrap();
+            assert_eq!(json, format!("\"{i}\""));
+        }
+        assert_eq!(TimesliceInterval::Short.driver_name(), "Short");
+        let e = "Short".parse::<TimesliceInterval>().unwrap_err();
+        assert!(e.contains("expected default, short, medium or long"), "{e}");
+        let a = sample();
+        let mut b = sample();
+        // A document without the field reads as none declared, and writes none.
+        let text = serde_json::to_string(&a).unwrap();
+        assert!(!text.contains("timeslice_interval"), "{text}");
+        b.timeslice_interval = Some(TimesliceInterval::Long);
+        let text = serde_json::to_string(&b).unwrap();
+        assert!(text.contains("\"timeslice_interval\":\"long\""), "{text}");
+        let diffs: Vec<String> = b.differences(&a).iter().map(ToString::to_string).collect();
+        assert_eq!(diffs, ["timeslice_interval long != none"]);
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub use config::{
     ConfigDifference, DeviceChoice, Execution, ExecutionDeclaration, FCFS_PREFILL_FIRST,
     InputShape, LLM_LENGTHS_FILE, LLM_LENGTHS_FIXED, LLM_LENGTHS_UNIFORM, LlmConfig, Mode,
     ModelDeclaration, ModelFile, Precision, ServeConfig, ServeLlmConfig, TORCHSCRIPT_MODEL,
-    WorkerConfig, Workload,
+    TimesliceInterval, WorkerConfig, Workload,
 };
 pub use error::{SchemaError, ValueError};
 pub use failure::{FailureKind, Stage, Status};

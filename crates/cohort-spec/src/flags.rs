@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use coload_cohort_schema::{
     ByteSize, DEFAULT_GPM_INTERVAL_S, DeclaredShare, DeviceChoice, Execution, ExecutionDeclaration,
     InputShape, MAX_GPM_INTERVAL_S, MIB, MIN_GPM_INTERVAL_S, Mode, ModelDeclaration, Precision,
-    Workload,
+    TimesliceInterval, Workload,
 };
 
 use crate::error::SpecError;
@@ -134,6 +134,12 @@ pub struct WorkerFlags {
     #[arg(long, value_name = "SIZE", requires = "mps_threads")]
     pub mps_memory: Option<ByteSize>,
 
+    /// --mode timeslice, mig-timeslice: the time slice each process gets before the GPU
+    /// switches: default, short, medium or long (set per cohort by a DRA claim; recorded in
+    /// worker.json; the device plugin cannot set it)
+    #[arg(long, value_name = "INTERVAL")]
+    pub timeslice_interval: Option<TimesliceInterval>,
+
     /// hog workload: device memory to take and hold, e.g. 120GiB (default: all CUDA grants)
     #[arg(long, value_name = "SIZE")]
     pub hog_bytes: Option<ByteSize>,
@@ -229,6 +235,7 @@ impl WorkerFlags {
             ));
         }
         self.validate_share()?;
+        self.validate_timeslice_interval()?;
         if self.hog_bytes.is_some_and(|b| b.bytes() == 0) {
             return Err(SpecError::flag(
                 "--hog-bytes",
@@ -380,6 +387,34 @@ impl WorkerFlags {
                 ),
             )),
             (_, None) => Ok(()),
+        }
+    }
+
+    /// A time-slice interval belongs to a time-sliced mode. Under `mps` it would ask for MPS
+    /// and time-slicing on one GPU at once, which no driver gives: MPS needs the GPU in
+    /// `EXCLUSIVE_PROCESS` compute mode and time-slicing in `DEFAULT`.
+    fn validate_timeslice_interval(&self) -> Result<(), SpecError> {
+        let Some(interval) = self.timeslice_interval else {
+            return Ok(());
+        };
+        match self.mode {
+            Mode::Timeslice | Mode::MigTimeslice => Ok(()),
+            Mode::Mps => Err(SpecError::flag(
+                "--timeslice-interval",
+                format!(
+                    "--timeslice-interval {interval} asks for time-slicing, but --mode is mps: \
+                     MPS and time-slicing cannot share one GPU at once (MPS needs the GPU in \
+                     EXCLUSIVE_PROCESS compute mode, time-slicing in DEFAULT); leave it out, or \
+                     use --mode timeslice"
+                ),
+            )),
+            mode => Err(SpecError::flag(
+                "--timeslice-interval",
+                format!(
+                    "--timeslice-interval {interval} sets time-slicing, but --mode is {mode}; use \
+                     it with --mode timeslice or mig-timeslice"
+                ),
+            )),
         }
     }
 
@@ -863,6 +898,7 @@ mod tests {
                 mps_unlimited: false,
                 mps_threads: Some(14),
                 mps_memory: Some(ByteSize(20 << 30)),
+                timeslice_interval: None,
                 hog_bytes: Some(ByteSize(120 << 30)),
                 telemetry_hz: 0.0,
                 gpm_interval_s: 2.5,
@@ -914,6 +950,14 @@ mod tests {
         (place, flags)
     }
 
+    fn unusual_timeslice() -> (WorkerPlace, WorkerFlags) {
+        let (place, mut flags) = unusual_unlimited();
+        flags.mode = Mode::Timeslice;
+        flags.mps_unlimited = false;
+        flags.timeslice_interval = Some(TimesliceInterval::Long);
+        (place, flags)
+    }
+
     fn parse(argv: Vec<String>) -> Both {
         let mut full: Vec<String> = vec!["worker".into()];
         full.extend(argv);
@@ -927,6 +971,7 @@ mod tests {
             (unusual_file(), unusual_serve_file()),
             (unusual_replicas(), unusual_serve()),
             (unusual_unlimited(), unusual_serve()),
+            (unusual_timeslice(), unusual_serve()),
         ] {
             let mut argv = argv_of(&case);
             argv.extend(to_argv(&serve).unwrap());
@@ -943,6 +988,7 @@ mod tests {
         argv.extend(argv_of(&unusual_file()));
         argv.extend(argv_of(&unusual_replicas()));
         argv.extend(argv_of(&unusual_unlimited()));
+        argv.extend(argv_of(&unusual_timeslice()));
         argv.extend(to_argv(&unusual_serve()).unwrap());
         argv.extend(to_argv(&unusual_serve_file()).unwrap());
         let rendered: Vec<String> = argv
@@ -1023,6 +1069,31 @@ mod tests {
         let only = Only::try_parse_from(full).map_err(|e| format!("{:?}", e.kind()))?;
         only.flags.validate().map_err(|e| e.to_string())?;
         Ok(only.flags)
+    }
+
+    #[test]
+    fn a_timeslice_interval_goes_with_a_time_sliced_mode_only() {
+        let f = parse_flags(&["--mode", "timeslice", "--timeslice-interval", "short"]).unwrap();
+        assert_eq!(f.timeslice_interval, Some(TimesliceInterval::Short));
+        assert!(parse_flags(&["--mode", "mig-timeslice", "--timeslice-interval", "long"]).is_ok());
+        let e = parse_flags(&[
+            "--mode",
+            "mps",
+            "--mps-unlimited",
+            "--timeslice-interval",
+            "short",
+        ])
+        .unwrap_err();
+        assert!(
+            e.contains("MPS and time-slicing cannot share one GPU at once"),
+            "{e}"
+        );
+        let e = parse_flags(&["--mode", "exclusive", "--timeslice-interval", "long"]).unwrap_err();
+        assert!(
+            e.contains("--timeslice-interval long sets time-slicing, but --mode is exclusive"),
+            "{e}"
+        );
+        assert!(parse_flags(&["--mode", "timeslice", "--timeslice-interval", "Short"]).is_err());
     }
 
     #[test]

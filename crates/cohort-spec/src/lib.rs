@@ -40,6 +40,7 @@ mod llm;
 mod mix;
 pub mod plan;
 mod seconds;
+mod sharing;
 
 pub use argv::{RenderError, error_chain, to_argv, to_argv_joined};
 pub use cohort::{CapacityFlags, CohortSpec, DEFAULT_SLO_QUANTILE};
@@ -53,3 +54,4 @@ pub use llm::{
 };
 pub use mix::Mix;
 pub use seconds::{Seconds, SecondsError};
+pub use sharing::Sharing;

@@ -5,7 +5,7 @@
 use clap::Parser;
 use coload_cohort_schema::{
     ByteSize, DeviceChoice, Execution, ExecutionDeclaration, InputShape, Mode, ModelDeclaration,
-    Precision, Workload,
+    Precision, TimesliceInterval, Workload,
 };
 use coload_spec::{
     Arrivals, CapacityFlags, CohortSpec, Mix, Seconds, ServeFlags, WorkerFlags, WorkerPlace, plan,
@@ -157,6 +157,10 @@ prop_compose! {
             mps_unlimited: matches!(share, Share::Unlimited),
             mps_threads: match share { Share::Explicit(p, _) => Some(p), _ => None },
             mps_memory: match share { Share::Explicit(_, b) => Some(ByteSize(b)), _ => None },
+            // Drawn from the seed: a time-sliced mode takes any interval, or none.
+            timeslice_interval: matches!(mode, Mode::Timeslice | Mode::MigTimeslice)
+                .then(|| TimesliceInterval::ALL.get((seed % 5) as usize).copied())
+                .flatten(),
             hog_bytes,
             telemetry_hz,
             gpm_interval_s,

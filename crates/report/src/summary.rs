@@ -184,6 +184,14 @@ pub(crate) fn model_line(s: &CohortSummary) -> String {
     }
 }
 
+/// The cohort's mode, with the time-slice interval it declared (`timeslice, time slice short`).
+pub(crate) fn mode_text(s: &CohortSummary) -> String {
+    match s.config.timeslice_interval {
+        Some(interval) => format!("{}, time slice {interval}", s.mode),
+        None => s.mode.to_string(),
+    }
+}
+
 fn placement_line(s: &CohortSummary) -> String {
     let flag = if s.colocation.fits_mode == Some(false) {
         "MISMATCH: "
@@ -203,7 +211,7 @@ pub fn render_table(s: &CohortSummary) -> String {
         out,
         "experiment {} · mode {} · {} workers ({}) · {} · common interval {:.3} s",
         s.experiment,
-        s.mode,
+        mode_text(s),
         s.count,
         mix(&s.workload_mix),
         model_line(s),
@@ -282,7 +290,7 @@ fn document(s: &CohortSummary) -> Document {
     doc.heading(1, format!("Cohort `{}`", s.experiment));
     doc.para(format!(
         "Mode **{}**, {} workers ({}), {}, common interval {:.3} s.",
-        s.mode,
+        mode_text(s),
         s.count,
         mix(&s.workload_mix),
         model_line(s),

@@ -17,7 +17,7 @@ use std::fmt;
 use std::ops::Range;
 
 use coload_cohort_schema::{DeviceChoice, Mode, Workload};
-use coload_spec::{CohortSpec, Mix};
+use coload_spec::{CohortSpec, Mix, Sharing};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -118,6 +118,10 @@ struct PolicyFile {
     node: Option<String>,
     /// A cluster backend's resource key for this policy (`nvidia.com/gpu`, ...); ignored here.
     resource: Option<String>,
+    /// How a cluster gives this policy's cohorts their GPUs: `device-plugin` (the default) or
+    /// `dra` (a claim per cohort); ignored here.
+    #[serde(default)]
+    sharing: Sharing,
     #[serde(default)]
     flags: FlagTable,
 }
@@ -158,6 +162,9 @@ pub struct Policy {
     /// The resource key each worker requests there (`resource = "nvidia.com/gpu"`), for a
     /// cluster backend; the local backend ignores it.
     pub resource: Option<String>,
+    /// How a cluster backend gives its cohorts their GPUs (`sharing = "dra"`: a claim per
+    /// cohort); the local backend ignores it.
+    pub sharing: Sharing,
     /// The plan line of its `[[policy]]`, for messages.
     pub line: usize,
     flags: FlagTable,
@@ -379,6 +386,7 @@ impl Plan {
                     .map(|m| m.gpu_instance_profile()),
                 node: p.node.clone(),
                 resource: p.resource.clone(),
+                sharing: p.sharing,
                 line,
                 flags: p.flags.clone(),
             });
@@ -1402,6 +1410,26 @@ repeats = 2
         assert_eq!(ts.resource.as_deref(), Some("nvidia.com/gpu.shared"));
         assert_eq!(ts.line, 1);
         assert_eq!(plan.policies[1].node, None);
+        assert_eq!(ts.sharing, Sharing::DevicePlugin);
+        let plan = Plan::parse(
+            "t",
+            "[[policy]]\nname = \"ts\"\nmode = \"timeslice\"\nsharing = \"dra\"\n\
+             flags = { timeslice_interval = \"short\" }\n[[cohort]]\nworkers = \"train=2\"\n",
+        )
+        .unwrap();
+        assert_eq!(plan.policies[0].sharing, Sharing::Dra);
+        let job = &plan.jobs(false)[0];
+        assert_eq!(
+            job.spec.flags.timeslice_interval,
+            Some(coload_cohort_schema::TimesliceInterval::Short)
+        );
+        let e = Plan::parse(
+            "t",
+            "[[policy]]\nname = \"ts\"\nmode = \"timeslice\"\nsharing = \"drA\"\n\
+             [[cohort]]\nworkers = \"train=1\"\n",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("drA") && e.line == Some(4), "{e}");
         // A typo is still refused at its line.
         let e = Plan::parse(
             "t",

@@ -166,6 +166,7 @@ fn initial_report(args: &WorkerArgs, build: &str) -> WorkerReport {
             serve: None,
             llm: None,
             serve_llm: None,
+            timeslice_interval: args.flags.timeslice_interval,
         },
         identity: coload_device::scheduler_identity(args.node_name.clone()),
         device: None,
