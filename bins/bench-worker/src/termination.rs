@@ -70,11 +70,11 @@ impl Termination {
                     .take();
                 if let Some((mut report, stage, out)) = snapshot {
                     report.status = Status::Failed;
-                    report.failure = Some(Failure {
+                    report.failure = Some(Failure::now(
                         stage,
-                        kind: FailureKind::Terminated,
-                        message: format!("stopped by a termination signal during {stage}"),
-                    });
+                        FailureKind::Terminated,
+                        format!("stopped by a termination signal during {stage}"),
+                    ));
                     let path = out.join(files::WORKER_REPORT);
                     if let Err(e) = write_json_atomic(&path, &report) {
                         eprintln!("error: terminated, and {e}");

@@ -88,11 +88,7 @@ pub(crate) fn execute(args: &Args, serve: Option<OpenLoop>) -> u8 {
         Err(e) => {
             let message = chain(e);
             progress.error(e.stage().as_str(), &message);
-            run.report.failure = Some(Failure {
-                stage: e.stage(),
-                kind: e.kind(),
-                message,
-            });
+            run.report.failure = Some(Failure::now(e.stage(), e.kind(), message));
             e.exit_code()
         }
     };
