@@ -41,7 +41,10 @@ pub mod plan;
 mod seconds;
 
 pub use argv::{RenderError, error_chain, to_argv};
-pub use cohort::{CapacityFlags, CohortSpec, DEFAULT_SLO_QUANTILE};
+pub use cohort::{
+    CapacityFlags, ClusterFlags, CohortSpec, DEFAULT_SCHEDULE_TIMEOUT_S, DEFAULT_SLO_QUANTILE,
+    DEFAULT_TTL_AFTER_FINISHED_S,
+};
 pub use error::SpecError;
 pub use flags::{
     Arrivals, DEFAULT_MODEL, LlmLengths, MAX_BATCH, ServeFlags, WorkerFlags, WorkerPlace,
