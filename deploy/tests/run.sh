@@ -156,6 +156,9 @@ workers = "serve=1,infer=2"
 policies = ["mps-explicit"]
 flags = { arrivals_file = "$work/trace.txt", arrivals = "uniform" }
 [[cohort]]
+workers = "train=3"
+policies = ["mig-me"]
+[[cohort]]
 name = "model-file"
 workers = "infer=1,train=2"
 policies = ["mig-ts", "timeslice"]
@@ -201,6 +204,10 @@ f=$(break_copy "$job" job-field 's/^  completionMode: /  completionMod: /')
 expect_fail "a rendered Job with an unknown field fails kubernetes-validate --strict" kval 1.31.0 "$f"
 f=$(break_copy "$job" job-retry 's/^  backoffLimit: 0$/  backoffLimit: 3/')
 expect_fail "a rendered Job that retries fails the cohort invariants" "$py" "$check" job "$f"
+f=$(break_copy "$job" job-seccomp 's/^          type: "RuntimeDefault"$/          type: "Unconfined"/')
+expect_fail "a rendered Job whose Pods are Unconfined fails the restricted Pod Security check" "$py" "$check" job "$f"
+f=$(break_copy "$job" job-ttl '/^  ttlSecondsAfterFinished: /d')
+expect_fail "a rendered Job without ttlSecondsAfterFinished fails the cohort invariants" "$py" "$check" job "$f"
 ops_wide=("$work"/emit-wide-polyaxon/*/replica-0.yaml)
 op=${ops_wide[0]}
 f=$(break_copy "$op" op-kind 's/^    kind: "job"$/    kind: "jobb"/')
