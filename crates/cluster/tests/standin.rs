@@ -151,6 +151,15 @@ impl Cluster {
     }
 
     fn study_with(&self, plan: &Path, extra: &[&str]) -> Result<u8, ClusterError> {
+        self.study_to(plan, extra, &QuietConsole)
+    }
+
+    fn study_to(
+        &self,
+        plan: &Path,
+        extra: &[&str],
+        console: &dyn coload_launch::Console,
+    ) -> Result<u8, ClusterError> {
         let mut argv: Vec<std::ffi::OsString> = vec![
             "bench-cohort".into(),
             plan.as_os_str().into(),
@@ -168,12 +177,7 @@ impl Cluster {
         ];
         argv.extend(extra.iter().map(Into::into));
         let cli = Cli::parse_from(argv);
-        run_study(
-            &cli.study,
-            &cli.cluster,
-            &QuietConsole,
-            &AtomicBool::new(false),
-        )
+        run_study(&cli.study, &cli.cluster, console, &AtomicBool::new(false))
     }
 
     /// Pods started so far, one line `JOB INDEX` each.
@@ -229,6 +233,20 @@ impl Cluster {
 
     fn index(&self) -> Index {
         coload_cohort_schema::read_document(&self.path("out/index.json")).unwrap()
+    }
+}
+
+/// A console that keeps what the study says.
+#[derive(Default)]
+struct Recording(std::sync::Mutex<Vec<String>>);
+
+impl coload_launch::Console for Recording {
+    fn progress(&self, line: &str) {
+        self.0.lock().unwrap().push(line.to_owned());
+    }
+
+    fn output(&self, text: &str) {
+        self.0.lock().unwrap().push(text.to_owned());
     }
 }
 
@@ -328,7 +346,16 @@ fn a_study_runs_collects_summarizes_reports_and_resumes() {
     // collected, not created and run again.
     let name = "timeslice-train2-r1";
     std::fs::remove_file(c.path(&format!("out/cohorts/{name}/summary.json"))).unwrap();
-    let code = c.study_with(&plan, &["--keep-jobs"]).unwrap();
+    let said = Recording::default();
+    let code = c.study_to(&plan, &["--keep-jobs"], &said).unwrap();
+    let said = said.0.into_inner().unwrap().join("\n");
+    assert!(
+        said.contains(&format!(
+            "{name}: an earlier run left it unfinished; kept as cohorts/{name}.interrupted-1 and \
+             its Job coload-"
+        )) && said.contains("is still on the cluster: collected, not run again"),
+        "{said}"
+    );
     assert_eq!(code, 0);
     let e = c
         .index()
