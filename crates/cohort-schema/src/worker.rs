@@ -32,9 +32,10 @@ pub struct Failure {
     pub kind: FailureKind,
     /// The human-readable message.
     pub message: String,
-    /// When the worker recorded the failure (Unix time, ns; absent in documents of an older
-    /// coload). A cluster backend orders its replicas' failures by it: the API server keeps a
-    /// Pod's finish time only to the second.
+    /// When it happened (Unix time, ns; absent in documents of an older coload): when the worker
+    /// recorded it, or for `terminated` when the signal came (a worker waiting for the start or
+    /// inside a batch notices it later). A cluster backend orders its replicas' failures by it:
+    /// the API server keeps a Pod's finish time only to the second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_unix_ns: Option<u64>,
 }
