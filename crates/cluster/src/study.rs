@@ -638,6 +638,7 @@ impl Launcher for ClusterLauncher<'_> {
             keep_jobs,
             ended: BTreeMap::new(),
             scheduled: std::collections::BTreeSet::new(),
+            failed_at: None,
             log,
         };
         if let Some(record) = earlier {
@@ -757,11 +758,16 @@ pub(crate) struct ClusterRun {
     ended: BTreeMap<u32, PodState>,
     /// The replicas whose Pod has been scheduled.
     scheduled: std::collections::BTreeSet<u32>,
+    /// When the Job was first seen failed.
+    failed_at: Option<Instant>,
     log: std::fs::File,
 }
 
 /// How often the Job's state is asked for.
 const POLL: Duration = Duration::from_secs(1);
+/// How long the other Pods of a failed Job may take to stop (Kubernetes' default grace period
+/// and a little more) before what they left is collected.
+const PEER_GRACE: Duration = Duration::from_secs(35);
 /// kubectl failures in a row before the cohort is given up.
 const MAX_KUBECTL_ERRORS: u32 = 10;
 
@@ -778,9 +784,7 @@ impl Running for ClusterRun {
         }
         self.last_poll = Some(Instant::now());
         let state = self.kubectl.job(&self.record.job);
-        if matches!(state, Ok(Some(_))) {
-            self.watch_pods();
-        }
+        let running = matches!(state, Ok(Some(_))) && self.watch_pods();
         match state {
             Err(e) => {
                 self.kubectl_errors += 1;
@@ -814,6 +818,13 @@ impl Running for ClusterRun {
                 Some(ended)
             }
             Ok(Some(JobState::Failed(why))) => {
+                // After FailJob the controller stops the other Pods, and their workers write
+                // their worker.json as they stop: wait for them (a Pod's grace period) so that
+                // what is collected is whole and their exit codes are read.
+                let since = *self.failed_at.get_or_insert_with(Instant::now);
+                if running && since.elapsed() < PEER_GRACE {
+                    return None;
+                }
                 // Peers that timed out at the barrier waiting for a Pod that never ran are not
                 // the cause: the Pod that never ran is.
                 let ended = match self.not_started(true) {
@@ -840,11 +851,13 @@ struct NotStarted {
 }
 
 impl ClusterRun {
-    /// Reads the Job's Pods: which are scheduled, and each one's end as soon as it has one.
-    fn watch_pods(&mut self) {
+    /// Reads the Job's Pods: which are scheduled, and each one's end as soon as it has one;
+    /// whether one is still running.
+    fn watch_pods(&mut self) -> bool {
         let Ok(pods) = self.kubectl.pods(&self.record.job) else {
-            return;
+            return false;
         };
+        let running = pods.iter().any(|p| p.scheduled && p.exit_code.is_none());
         for p in pods {
             if p.scheduled {
                 self.scheduled.insert(p.index);
@@ -854,6 +867,7 @@ impl ClusterRun {
                 self.ended.entry(p.index).or_insert(p);
             }
         }
+        running
     }
 
     /// The first replica whose Pod has not been scheduled, and why, from the Pod's

@@ -257,7 +257,7 @@ name = "standin"
 [flags]
 window_s = 2
 warmup_batches = 1
-start_lead_s = 1
+start_lead_s = 3
 batch_size = 2
 image_size = 32
 join_timeout_s = 60
@@ -397,6 +397,9 @@ fn a_failed_pod_fails_the_cohort_naming_the_replica() {
     )
     .unwrap();
     assert_eq!(failure.replica, Some(1));
+    // Replica 0, stopped by the controller after FailJob, has its exit code although its Pod
+    // was deleted: the backend waits for the peers to stop and reads each Pod as it ends.
+    assert_eq!(failure.workers[0].exit_code, Some(143), "{failure:#?}");
 }
 
 #[test]
@@ -601,7 +604,7 @@ fn the_first_failure_is_the_workers_own_and_a_tie_is_a_tie() {
     // Both are stopped in the start's lead: a worker waiting for the start notices only when
     // the window begins, so both Pods end together, but each records when its signal came.
     c.env(&[("STANDIN_TERM", "1:0.0,0:0.4")]);
-    let plan = c.plan(&one_cohort("").replace("start_lead_s = 1\n", "start_lead_s = 5\n"));
+    let plan = c.plan(&one_cohort("").replace("start_lead_s = 3\n", "start_lead_s = 5\n"));
     let code = c.study(&plan).unwrap();
     assert_eq!(code, coload_cohort_schema::exit::INCOMPLETE_COHORT);
     let e = c.only_cohort();
