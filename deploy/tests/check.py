@@ -244,6 +244,34 @@ def check_mig_parted(path):
                     fail(f"{where}: a `{SINGLE_GPU_LAYOUT}` layout must not disable MIG on GPU 0")
 
 
+def restricted_violations(pod):
+    """What a Pod spec breaks of the `restricted` Pod Security Standard (the checks of
+    k8s.io/pod-security-admission that apply to coload's Pods), in the API server's words; empty
+    when it meets it. The stand-in kubectl's admission uses this too."""
+    out = []
+    psc = pod.get("securityContext") or {}
+    containers = pod.get("containers", []) + pod.get("initContainers", [])
+    csc = {c["name"]: c.get("securityContext") or {} for c in containers}
+    bad = [n for n, sc in csc.items() if sc.get("allowPrivilegeEscalation") is not False]
+    if bad:
+        out.append(f'allowPrivilegeEscalation != false (container "{bad[0]}" must set '
+                   'securityContext.allowPrivilegeEscalation=false)')
+    bad = [n for n, sc in csc.items() if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or [])]
+    if bad:
+        out.append(f'unrestricted capabilities (container "{bad[0]}" must set '
+                   'securityContext.capabilities.drop=["ALL"])')
+    if psc.get("runAsNonRoot") is not True and any(sc.get("runAsNonRoot") is not True for sc in csc.values()):
+        out.append('runAsNonRoot != true (pod or containers must set securityContext.runAsNonRoot=true)')
+    if psc.get("runAsUser") == 0 or any(sc.get("runAsUser") == 0 for sc in csc.values()):
+        out.append('runAsUser=0 (pod and containers must not set runAsUser=0)')
+    kinds = ("RuntimeDefault", "Localhost")
+    if (psc.get("seccompProfile") or {}).get("type") not in kinds and any(
+            (sc.get("seccompProfile") or {}).get("type") not in kinds for sc in csc.values()):
+        out.append('seccompProfile (pod or containers must set securityContext.seccompProfile.type '
+                   'to "RuntimeDefault" or "Localhost")')
+    return out
+
+
 def check_job(path):
     job = load(path)
     spec = job.get("spec", {})
@@ -280,6 +308,10 @@ def check_job(path):
             fail(f"{path}: {kind} must hold exactly one GPU unit, got {gpus}")
         if str(res.get("cpu")) != "2" or res.get("memory") != "4Gi":
             fail(f"{path}: {kind} must be cpu 2 and memory 4Gi")
+    for v in restricted_violations(pod):
+        fail(f"{path}: the Pods must meet the restricted Pod Security Standard: {v}")
+    if not isinstance(spec.get("ttlSecondsAfterFinished"), int):
+        fail(f"{path}: ttlSecondsAfterFinished must be set (finished Jobs are cleaned up)")
 
 
 def main(argv):

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Offline tests of deploy/: every YAML through its validator (and a deliberately broken copy of
 # each through the same validator, which must fail), every manifest `bench-cohort` renders from
-# the cohort spec (the `article` plan and a plan with serve, hog, model-file, MPS-share and MIG
-# cohorts) through kubernetes-validate --strict and Polyaxon's check, the launch and collect
+# the cohort spec (the `article` plan and a plan with serve, model-file, MPS-share and MIG
+# cohorts; a hog cohort refused) through kubernetes-validate --strict and Polyaxon's check, the launch and collect
 # scripts against recording stubs of `polyaxon` and `kubectl`, and shellcheck. Needs the validators installed by
 # scripts/provision-tools.sh (.venv-tools); no cluster, no Polyaxon server, no network.
 # Ends with "N passed, M failed" and exits non-zero on any failure.
@@ -106,8 +106,8 @@ for m in "${manifests[@]}"; do
 done
 
 echo "== rendered from the cohort spec: bench-cohort study --emit, bench-cohort render"
-# A plan with every kind of cohort the article plan lacks: serve (fixed rate and a trace), hog,
-# a TorchScript model file, an MPS share as the device plugin gives it, MIG slices.
+# A plan with every kind of cohort the article plan lacks but a hog: serve (fixed rate and a
+# trace), a TorchScript model file, an MPS share as the device plugin gives it, MIG slices.
 printf 'not really torchscript\n' >"$work/model.pt"
 printf '0.1\n0.2\n0.5\n' >"$work/trace.txt"
 cat >"$work/wide.toml" <<TOML
@@ -156,9 +156,8 @@ workers = "serve=1,infer=2"
 policies = ["mps-explicit"]
 flags = { arrivals_file = "$work/trace.txt", arrivals = "uniform" }
 [[cohort]]
-workers = "hog=1,train=6"
-policies = ["timeslice", "mps-plugin", "mig", "mig-me"]
-flags = { hog_bytes = "20GiB" }
+workers = "train=3"
+policies = ["mig-me"]
 [[cohort]]
 name = "model-file"
 workers = "infer=1,train=2"
@@ -205,6 +204,10 @@ f=$(break_copy "$job" job-field 's/^  completionMode: /  completionMod: /')
 expect_fail "a rendered Job with an unknown field fails kubernetes-validate --strict" kval 1.31.0 "$f"
 f=$(break_copy "$job" job-retry 's/^  backoffLimit: 0$/  backoffLimit: 3/')
 expect_fail "a rendered Job that retries fails the cohort invariants" "$py" "$check" job "$f"
+f=$(break_copy "$job" job-seccomp 's/^          type: "RuntimeDefault"$/          type: "Unconfined"/')
+expect_fail "a rendered Job whose Pods are Unconfined fails the restricted Pod Security check" "$py" "$check" job "$f"
+f=$(break_copy "$job" job-ttl '/^  ttlSecondsAfterFinished: /d')
+expect_fail "a rendered Job without ttlSecondsAfterFinished fails the cohort invariants" "$py" "$check" job "$f"
 ops_wide=("$work"/emit-wide-polyaxon/*/replica-0.yaml)
 op=${ops_wide[0]}
 f=$(break_copy "$op" op-kind 's/^    kind: "job"$/    kind: "jobb"/')
@@ -296,6 +299,18 @@ for bad_args in "--mode mps --mps-replicas 7|--mps-replicas N is the device plug
   elif grep -qF -- "$want" <<<"$out"; then ok "render --sharing dra refuses: $args"
   else bad "render --sharing dra refuses: $args (message lacks '$want')" "$out"; fi
 done
+# A hog cohort is refused on a cluster (its order and its device cannot be kept), by render and
+# by study --emit alike.
+if out=$("$bc" render kubernetes --node n1 --workers hog=1,train=2 --mode timeslice 2>&1); then
+  bad "render refuses a hog cohort (was accepted)" "$out"
+elif grep -qF "has a hog, which a cluster backend does not run" <<<"$out"; then ok "render refuses a hog cohort"
+else bad "render refuses a hog cohort (message lacks the reason)" "$out"; fi
+printf '[[policy]]\nname = "ts"\nmode = "timeslice"\nnode = "n1"\nresource = "nvidia.com/gpu"\n[[cohort]]\nworkers = "hog=1,train=2"\n[[cohort]]\nworkers = "train=2"\n' >"$work/hog.toml"
+if out=$("$bc" study "$work/hog.toml" --backend kubernetes --emit "$work/emit-hog" 2>&1) \
+  && grep -qF "has a hog, which a cluster backend does not run" <<<"$out" \
+  && [[ $(find "$work/emit-hog" -name '*.yaml' | wc -l) -eq 1 ]] && [[ ! -e "$work/emit-hog/ts-hog1-train2-r1.yaml" ]]; then
+  ok "study --emit leaves a hog cohort out, saying why, and writes the others"
+else bad "study --emit leaves a hog cohort out, saying why, and writes the others" "$out $(ls "$work/emit-hog" 2>&1)"; fi
 
 echo "== launch-job.sh and launch-cohort.sh (thin wrappers of bench-cohort render)"
 lj="$deploy/k8s/launch-job.sh"

@@ -283,6 +283,10 @@ fn a_terminated_worker_at_the_barrier_still_writes_its_report() {
     let c = Cohort::new("terminated-barrier");
     let child = c.spawn(0, 2, "train", "w0", &[]);
     wait_for(&c.sync().join("terminated-barrier").join("ready.0.json"));
+    let sent_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
     terminate(&child);
     let (status, stderr) = finish(child);
     assert_eq!(status.code(), Some(i32::from(exit::TERMINATED)), "{stderr}");
@@ -290,6 +294,11 @@ fn a_terminated_worker_at_the_barrier_still_writes_its_report() {
     assert_eq!(r.status, Status::Failed);
     let f = r.failure.unwrap();
     assert_eq!((f.stage, f.kind), (Stage::Barrier, FailureKind::Terminated));
+    assert!(
+        f.at_unix_ns.is_some_and(|at| at >= sent_ns),
+        "{:?}",
+        f.at_unix_ns
+    );
     assert!(r.device.is_some(), "what was known at the barrier is kept");
     assert!(r.barrier.unwrap().ready_unix_ns.is_some());
 }
@@ -317,6 +326,10 @@ fn a_terminated_worker_in_the_window_keeps_its_batches() {
     std::thread::sleep(Duration::from_nanos(
         (start.start_unix_ns + 1_000_000_000).saturating_sub(now_ns),
     ));
+    let sent_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
     terminate(&child);
     let (status, stderr) = finish(child);
     assert_eq!(status.code(), Some(i32::from(exit::TERMINATED)), "{stderr}");
@@ -327,6 +340,45 @@ fn a_terminated_worker_in_the_window_keeps_its_batches() {
     let batches = read_batches(&dir.join("batches.jsonl")).unwrap();
     assert!(!batches.is_empty());
     assert_eq!(batches.len() as u64, r.window.unwrap().batches);
+    assert!(
+        f.at_unix_ns.is_some_and(|at| at >= sent_ns),
+        "{:?}",
+        f.at_unix_ns
+    );
+}
+
+/// A worker waiting for the start notices a signal only when its window begins; its failure
+/// carries the time the signal came (a cluster backend orders replicas' failures by it).
+#[test]
+fn a_worker_stopped_before_its_window_records_when_the_signal_came() {
+    let _serial = serial();
+    let c = Cohort::new("terminated-lead");
+    let child = c.spawn(
+        0,
+        1,
+        "infer",
+        "w0",
+        &["--window-s", "5", "--start-lead-s", "3"],
+    );
+    let start_path = c.sync().join("terminated-lead").join("start.json");
+    wait_for(&start_path);
+    let start: coload_cohort_schema::StartRecord =
+        coload_cohort_schema::read_document(&start_path).unwrap();
+    let sent_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    terminate(&child);
+    let (status, stderr) = finish(child);
+    assert_eq!(status.code(), Some(i32::from(exit::TERMINATED)), "{stderr}");
+    let f = report(&c.out("w0")).failure.unwrap();
+    assert_eq!(f.kind, FailureKind::Terminated);
+    let at = f.at_unix_ns.expect("a failure carries its time");
+    assert!(
+        sent_ns <= at && at < start.start_unix_ns,
+        "{sent_ns} <= {at} < {}",
+        start.start_unix_ns
+    );
 }
 
 fn signal(child: &Child, signal: nix::sys::signal::Signal) {

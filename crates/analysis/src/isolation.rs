@@ -326,6 +326,7 @@ mod tests {
             message: "out of memory: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has \
                       a total capacity of 139.81 GiB of which 12.00 MiB is free."
                 .into(),
+            at_unix_ns: None,
         });
         r.share = Some(ShareReport {
             observed: Some(ObservedShare {
@@ -393,6 +394,7 @@ mod tests {
             stage: Stage::Warmup,
             kind: FailureKind::InvalidOption,
             message: "on the CPU there is no device memory to take".into(),
+            at_unix_ns: None,
         });
         let mut a = worker(1, Workload::Train, Mode::Timeslice);
         a.status = Status::Failed;
@@ -400,6 +402,7 @@ mod tests {
             stage: Stage::Barrier,
             kind: FailureKind::PeerFailed,
             message: "replica 0 failed".into(),
+            at_unix_ns: None,
         });
         let r = isolation(&[&h, &a], 0);
         assert_eq!(r.outcome, IsolationOutcome::Inconclusive);

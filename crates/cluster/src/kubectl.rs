@@ -1,8 +1,9 @@
 //! The few `kubectl` verbs the backend uses, through the cluster's own client (found on PATH or
 //! given with `--kubectl`): `get node NAME -o json`, `create -f FILE`, `get job NAME -o json
-//! --ignore-not-found`, `get pods -l ... -o json`, `delete job NAME`, and for DRA cohorts
-//! `delete resourceclaim|resourceclaimtemplate NAME --wait=true`. A stand-in that
-//! implements exactly these runs the backend's end-to-end test (deploy/tests/stubs/kubectl-standin).
+//! --ignore-not-found`, `get pods -l ... -o json`, `get events --field-selector
+//! involvedObject.name=JOB -o json`, `delete job NAME`, and for DRA cohorts
+//! `delete resourceclaim|resourceclaimtemplate NAME --wait=true`. A stand-in that implements
+//! exactly these runs the backend's end-to-end test (deploy/tests/stubs/kubectl-standin).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,10 +49,28 @@ pub enum JobState {
 pub struct PodState {
     /// Its completion index (the replica).
     pub index: u32,
+    /// Its name.
+    pub name: String,
     /// The worker container's exit code, once terminated.
     pub exit_code: Option<i32>,
-    /// When it terminated (RFC 3339), for ordering.
+    /// When it terminated (RFC 3339; the API server keeps whole seconds), for ordering.
     pub finished_at: Option<String>,
+    /// Whether the scheduler has placed it on a node (its `PodScheduled` condition is true).
+    pub scheduled: bool,
+    /// Why the scheduler could not place it, when it says so (its `PodScheduled` condition is
+    /// false: `Unschedulable: 0/1 nodes are available: persistentvolumeclaim ... not found`).
+    pub unschedulable: Option<String>,
+}
+
+/// An event about an object (`kubectl get events`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// `Normal` or `Warning`.
+    pub kind: String,
+    /// `FailedCreate`, `FailedScheduling`, `SuccessfulCreate`, ...
+    pub reason: String,
+    /// What happened, in the component's words.
+    pub message: String,
 }
 
 impl Kubectl {
@@ -64,6 +83,12 @@ impl Kubectl {
     }
 
     fn run(&self, args: &[&str]) -> Result<String, ClusterError> {
+        self.run_with_stderr(args).map(|(out, _)| out)
+    }
+
+    /// Runs `kubectl ARGS`; its stdout and its stderr (where kubectl prints the server's
+    /// warnings even when the call succeeds).
+    fn run_with_stderr(&self, args: &[&str]) -> Result<(String, String), ClusterError> {
         let verb = args
             .iter()
             .take_while(|a| !a.starts_with('-'))
@@ -85,7 +110,10 @@ impl Kubectl {
                 message: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
             });
         }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        Ok((
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        ))
     }
 
     fn json(&self, args: &[&str]) -> Result<Option<Value>, ClusterError> {
@@ -109,10 +137,36 @@ impl Kubectl {
         Ok(NodeOffer::from_json(name, &v))
     }
 
-    /// `kubectl create -f FILE`.
-    pub fn create(&self, file: &Path) -> Result<(), ClusterError> {
+    /// `kubectl create -f FILE`; returns what kubectl printed on stderr although it succeeded,
+    /// one line each: the API server's warnings (`Warning: would violate PodSecurity ...`).
+    pub fn create(&self, file: &Path) -> Result<Vec<String>, ClusterError> {
         let file = file.to_string_lossy();
-        self.run(&["create", "-f", &file]).map(|_| ())
+        let (_, stderr) = self.run_with_stderr(&["create", "-f", &file])?;
+        Ok(stderr
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// The events about the object named `name` (the Job: the controller's `FailedCreate`).
+    pub fn events(&self, name: &str) -> Result<Vec<Event>, ClusterError> {
+        let selector = format!("involvedObject.name={name}");
+        let v = self
+            .json(&["get", "events", "--field-selector", &selector, "-o", "json"])?
+            .unwrap_or(Value::Null);
+        let text = |e: &Value, k: &str| e[k].as_str().unwrap_or_default().to_owned();
+        Ok(v["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| Event {
+                kind: text(e, "type"),
+                reason: text(e, "reason"),
+                message: text(e, "message"),
+            })
+            .collect())
     }
 
     /// The Job's state, `None` when there is no such Job.
@@ -163,12 +217,32 @@ impl Kubectl {
                 .as_array()
                 .and_then(|cs| cs.iter().find(|c| c["name"] == "worker"))
                 .map(|c| &c["state"]["terminated"]);
+            let condition = pod["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "PodScheduled"));
+            let unschedulable = condition.filter(|c| c["status"] == "False").map(|c| {
+                format!(
+                    "{}: {}",
+                    c["reason"].as_str().unwrap_or("Unschedulable"),
+                    c["message"].as_str().unwrap_or("")
+                )
+            });
             out.push(PodState {
                 index,
+                name: pod["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
                 exit_code: status
                     .and_then(|t| t["exitCode"].as_i64())
-                    .map(|c| c as i32),
+                    .and_then(|c| i32::try_from(c).ok()),
                 finished_at: status.and_then(|t| t["finishedAt"].as_str().map(str::to_owned)),
+                scheduled: condition.is_some_and(|c| c["status"] == "True")
+                    || !pod["spec"]["nodeName"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .is_empty(),
+                unschedulable,
             });
         }
         Ok(out)

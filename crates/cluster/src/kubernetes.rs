@@ -36,6 +36,9 @@ pub const DEFAULT_IMAGE: &str = "coload/bench-worker:0.1.0";
 /// `<job>-<index>` must be a DNS label (63 characters).
 const MAX_JOB_NAME: usize = 52;
 
+/// The uid and gid the Pods run as: the `coload` user of deploy/docker/Dockerfile.
+pub const IMAGE_UID: u32 = 10001;
+
 /// CPUs each worker's Pod requests (and is limited to).
 pub const CPUS_PER_WORKER: &str = "2";
 /// Host memory each worker's Pod requests (and is limited to).
@@ -193,6 +196,7 @@ pub(crate) fn render_job_with(
                 .into(),
         ));
     }
+    refuse_hog(&mix)?;
     let (spec, staged) = stage(spec)?;
     let count = mix.len() as u32;
     let name = job_name(experiment);
@@ -239,6 +243,7 @@ pub(crate) fn render_job_with(
             "parallelism": count,
             "backoffLimit": 0,
             "activeDeadlineSeconds": deadline_s,
+            "ttlSecondsAfterFinished": spec.cluster.ttl_after_finished_s.get().ceil() as u64,
             "podFailurePolicy": { "rules": [
                 fail(&[exit::INTERNAL, exit::INVALID_INPUT], "In"),
                 fail(&[
@@ -258,9 +263,15 @@ pub(crate) fn render_job_with(
                     "tolerations": [
                         { "key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule" }
                     ],
+                    // The `restricted` Pod Security Standard, so that a namespace enforcing it
+                    // admits the Pods: a non-root numeric user the image has
+                    // (deploy/docker/Dockerfile creates uid/gid IMAGE_UID), the runtime's
+                    // seccomp profile, and (on the container) no privilege escalation and no
+                    // capabilities.
                     "securityContext": {
-                        "runAsNonRoot": true, "runAsUser": 10001, "runAsGroup": 10001,
-                        "fsGroup": 10001, "fsGroupChangePolicy": "OnRootMismatch",
+                        "runAsNonRoot": true, "runAsUser": IMAGE_UID, "runAsGroup": IMAGE_UID,
+                        "fsGroup": IMAGE_UID, "fsGroupChangePolicy": "OnRootMismatch",
+                        "seccompProfile": { "type": "RuntimeDefault" },
                     },
                     "containers": [{
                         "name": "worker",
@@ -328,6 +339,26 @@ pub(crate) fn render_job_with(
         yaml,
         staged,
     })
+}
+
+/// A hog cohort is refused on a cluster. On a node, `bench-cohort` starts the hog first and the
+/// other workers only once it holds its memory (`hold.json`). The waiting could be done in the
+/// Pods' script, but where the hog runs cannot: the device plugin hands each Pod a device of its
+/// own choosing, so under exclusive or MIG the hog holds memory on another device than the
+/// workers it should squeeze, and on a time-sliced node of several GPUs it may get a replica of
+/// another GPU. A hog result from a cluster could then say `contained` for a sharing policy that
+/// contains nothing; refusing says so instead.
+pub(crate) fn refuse_hog(mix: &Mix) -> Result<(), ClusterError> {
+    if mix.workloads().contains(&Workload::Hog) {
+        return Err(ClusterError::Usage(format!(
+            "cohort `{}` has a hog, which a cluster backend does not run: a Job starts every \
+             Pod at once and the device plugin picks each Pod's device, so nothing makes the hog \
+             take its memory first, nor on the device the other workers use; run hog cohorts \
+             with `bench-cohort` on the node (docs/deploy.md)",
+            mix.label()
+        )));
+    }
+    Ok(())
 }
 
 /// The experiment id must be a safe folder name (the barrier's rule) and a label value.
@@ -560,6 +591,16 @@ mod tests {
             script.contains("  1|2) set -- \"$@\" '--workload' 'train' ;;"),
             "{script}"
         );
+        // The restricted Pod Security Standard, and a TTL.
+        assert_eq!(
+            pod["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault"
+        );
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(pod["securityContext"]["runAsUser"], IMAGE_UID);
+        assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+        assert_eq!(c["securityContext"]["capabilities"]["drop"][0], "ALL");
+        assert_eq!(m["spec"]["ttlSecondsAfterFinished"], 86_400);
         let rules = m["spec"]["podFailurePolicy"]["rules"].as_array().unwrap();
         assert!(rules.iter().all(|r| r["action"] == "FailJob"));
         assert!(
@@ -593,6 +634,28 @@ mod tests {
                 .contains("MIG slice")
         );
         assert!(render_job(&spec, &site(), "../x").is_err());
+    }
+
+    #[test]
+    fn hog_cohorts_are_refused_naming_why() {
+        let spec = CohortSpec::new(&Mix::parse("hog=1,train=2").unwrap(), Mode::Timeslice);
+        let e = render_job(&spec, &site(), "e-1").unwrap_err().to_string();
+        assert!(
+            e.contains("has a hog, which a cluster backend does not run"),
+            "{e}"
+        );
+        assert!(
+            e.contains("the device plugin picks each Pod's device"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_ttl_is_the_spec_s_rounded_up() {
+        let mut spec = CohortSpec::new(&Mix::parse("train=2").unwrap(), Mode::Timeslice);
+        spec.cluster.ttl_after_finished_s = coload_spec::Seconds::new(90.5).unwrap();
+        let r = render_job(&spec, &site(), "e-1").unwrap();
+        assert_eq!(r.manifest["spec"]["ttlSecondsAfterFinished"], 91);
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub fn render_operations(
     // The same checks as the Job (spec, site, key against the mode, experiment id).
     let job = crate::kubernetes::render_job(spec, site, experiment)?;
     let mix = spec.validate()?;
+    crate::kubernetes::refuse_hog(&mix)?;
     let (spec, staged) = stage(spec)?;
     let count = job.count;
     let common = common_args(&spec, experiment, count)?;

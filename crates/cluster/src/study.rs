@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use coload_cohort_schema::{CohortFailure, FailureKind, Mode, exit, files};
+use coload_cohort_schema::{CohortFailure, FailureKind, Mode, exit, files, read_worker_report};
 use coload_launch::{Console, WorkerEnd};
 use coload_spec::{CohortSpec, Seconds, Sharing};
 use coload_study::{Ended, Job, Launcher, Offer, Placement, Plan, Running, StudyArgs, Target};
@@ -80,6 +80,12 @@ pub struct ClusterArgs {
     #[arg(long)]
     pub job_timeout_s: Option<Seconds>,
 
+    /// Keep the Jobs (and their Pods) the study has collected, instead of deleting them once
+    /// their workers' folders are copied (Kubernetes still deletes them after
+    /// --ttl-after-finished-s)
+    #[arg(long)]
+    pub keep_jobs: bool,
+
     /// Run policy POLICY on node NODE, over the plan's `node` (repeat per policy), e.g.
     /// --node timeslice=gpu-ts-1
     #[arg(long = "node", value_name = "POLICY=NODE")]
@@ -99,6 +105,7 @@ impl ClusterArgs {
             (self.volume_dir.is_some(), "--volume-dir"),
             (self.namespace.is_some(), "--namespace"),
             (self.job_timeout_s.is_some(), "--job-timeout-s"),
+            (self.keep_jobs, "--keep-jobs"),
             (!self.nodes.is_empty(), "--node"),
             (!self.resources.is_empty(), "--resource"),
             (self.image != DEFAULT_IMAGE, "--image"),
@@ -436,6 +443,8 @@ pub fn run_study(
             volume,
             state: out.join("cluster"),
             timeout: cluster.job_timeout_s,
+            keep_jobs: cluster.keep_jobs,
+            console,
         },
     };
     Ok(coload_study::run_with(
@@ -465,6 +474,10 @@ fn emit(
     let mut written = 0usize;
     let dra = crate::dra::dra_sites(plan);
     for job in &jobs {
+        if let Err(why) = crate::kubernetes::refuse_hog(&job.mix) {
+            console.progress(&format!("warning: {} left out: {why}", job.name));
+            continue;
+        }
         let site = &sites[&job.policy];
         let experiment = fresh_experiment(&job.spec, &job.mix);
         match backend {
@@ -550,6 +563,7 @@ impl Offer for ClusterOffer {
     }
 
     fn place(&self, job: &Job, free: &[u32]) -> Result<Placement, String> {
+        crate::kubernetes::refuse_hog(&job.mix).map_err(|e| e.to_string())?;
         let lane = *self
             .lanes
             .get(&job.policy)
@@ -587,8 +601,7 @@ struct ClaimRecord {
     name: String,
 }
 
-#[derive(Debug)]
-struct ClusterLauncher {
+struct ClusterLauncher<'a> {
     kubectl: Kubectl,
     sites: BTreeMap<String, Site>,
     /// The policies whose cohorts run through DRA claims.
@@ -596,15 +609,45 @@ struct ClusterLauncher {
     volume: PathBuf,
     state: PathBuf,
     timeout: Option<Seconds>,
+    keep_jobs: bool,
+    console: &'a dyn Console,
 }
+
+impl ClusterLauncher<'_> {
+    /// The Job an earlier run of the study created for `job`, as it recorded it.
+    fn earlier(&self, job: &Job) -> Option<JobRecord> {
+        std::fs::read(self.state.join(format!("{}.json", job.name)))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+}
+
+/// How long a failed Job's Pods may take to go after `delete job`, before a retry gives up.
+const DELETE_WAIT: Duration = Duration::from_secs(120);
 
 fn other(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
-impl Launcher for ClusterLauncher {
+impl Launcher for ClusterLauncher<'_> {
     type Run = ClusterRun;
 
+    fn resumes(&mut self, job: &Job) -> Option<String> {
+        let record = self.earlier(job)?;
+        match self.kubectl.job(&record.job) {
+            Ok(Some(JobState::Running | JobState::Complete)) => Some(format!(
+                "its Job {} (experiment {}) is still on the cluster: collected, not run again",
+                record.job, record.experiment
+            )),
+            _ => None,
+        }
+    }
+
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one cohort's start in order: an earlier Job collected, retried or its claim \
+                  freed, then the claim and the Job created, each step logged"
+    )]
     fn start(&mut self, job: &Job, _: &Placement, dir: &Path) -> std::io::Result<ClusterRun> {
         std::fs::create_dir_all(dir)?;
         std::fs::create_dir_all(&self.state)?;
@@ -613,39 +656,56 @@ impl Launcher for ClusterLauncher {
             .append(true)
             .open(dir.join("cohort.log"))?;
         let record_path = self.state.join(format!("{}.json", job.name));
-        let earlier: Option<JobRecord> = std::fs::read(&record_path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
+        let earlier = self.earlier(job);
         let deadline_s = self.timeout.map_or_else(
             || (job_deadline(&job.spec) + WATCH_MARGIN).as_secs_f64(),
             Seconds::get,
         );
+        let keep_jobs = self.keep_jobs;
         let run = |record: JobRecord, log| ClusterRun {
             kubectl: self.kubectl.clone(),
             record,
             dir: dir.to_owned(),
             volume: self.volume.clone(),
             spec: job.spec.clone(),
-            deadline: Duration::try_from_secs_f64(deadline_s)
-                .ok()
-                .and_then(|d| Instant::now().checked_add(d))
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400)),
+            deadline: later(deadline_s),
+            schedule_timeout_s: job.spec.cluster.schedule_timeout_s.get(),
+            started: Instant::now(),
             last_poll: None,
             kubectl_errors: 0,
             interrupted: false,
+            keep_jobs,
+            ended: BTreeMap::new(),
+            scheduled: std::collections::BTreeSet::new(),
+            failed_at: None,
             log,
         };
-        if let Some(record) = &earlier
-            && self.kubectl.job(&record.job).map_err(other)?.is_some()
-        {
-            let record = record.clone();
-            writeln!(
-                log,
-                "job {} of experiment {} was created by an earlier run: collecting it, not \
-                 creating it again",
-                record.job, record.experiment
-            )?;
-            return Ok(run(record, log));
+        if let Some(record) = &earlier {
+            match self.kubectl.job(&record.job).map_err(other)? {
+                Some(JobState::Failed(why)) => {
+                    // A failed Job stays in the API until it is deleted (or its TTL runs out):
+                    // collecting it again would repeat its failure, so a retry removes it and
+                    // its Pods first, then creates a fresh Job with a fresh experiment id.
+                    writeln!(
+                        log,
+                        "job {} of experiment {} failed in an earlier run ({why}): deleting it \
+                         and its Pods, then creating a fresh one",
+                        record.job, record.experiment
+                    )?;
+                    delete_and_wait(&self.kubectl, &record.job).map_err(other)?;
+                }
+                Some(_) => {
+                    // The study said so on the console (`resumes`).
+                    writeln!(
+                        log,
+                        "job {} of experiment {} was created by an earlier run and is still on \
+                         the cluster: collecting it, not creating it again",
+                        record.job, record.experiment
+                    )?;
+                    return Ok(run(record.clone(), log));
+                }
+                None => {}
+            }
         }
         // A claim an earlier run created for a Job that never came to be holds a GPU: free it.
         if let Some(claim) = earlier.and_then(|r| r.claim) {
@@ -694,13 +754,54 @@ impl Launcher for ClusterLauncher {
             self.kubectl.create(&path).map_err(other)?;
             writeln!(log, "created {} {}", c.kind.kind(), c.name)?;
         }
-        self.kubectl.create(&manifest).map_err(other)?;
+        let warnings = self.kubectl.create(&manifest).map_err(other)?;
         writeln!(
             log,
             "created job {} (experiment {}) on node {} requesting {}",
             record.job, record.experiment, site.node, site.resource
         )?;
+        // The server's warnings (a namespace's Pod Security level the Pods would violate, a
+        // deprecated field) come with a successful create; they often say why the Pods never
+        // appear, so they are kept and shown.
+        for w in &warnings {
+            writeln!(log, "kubectl create: {w}")?;
+            self.console
+                .progress(&format!("{}: kubectl create: {w}", job.name));
+        }
         Ok(run(record, log))
+    }
+}
+
+/// `seconds` from now (a day when that cannot be said).
+fn later(seconds: f64) -> Instant {
+    Duration::try_from_secs_f64(seconds)
+        .ok()
+        .and_then(|d| Instant::now().checked_add(d))
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400))
+}
+
+/// Deletes a Job and waits until it and its Pods are gone (the API server deletes the Pods
+/// after the Job, asynchronously), so that a fresh Job never runs beside the old one's Pods.
+fn delete_and_wait(kubectl: &Kubectl, job: &str) -> Result<(), ClusterError> {
+    kubectl.delete_job(job)?;
+    let until = Instant::now() + DELETE_WAIT;
+    loop {
+        let pods = kubectl.pods(job)?;
+        if pods.is_empty() && kubectl.job(job)?.is_none() {
+            return Ok(());
+        }
+        if Instant::now() > until {
+            return Err(ClusterError::Kubectl {
+                verb: format!("delete job {job}"),
+                message: format!(
+                    "{} Pod(s) of the deleted Job are still there after {} s; delete them \
+                     (kubectl delete pods -l batch.kubernetes.io/job-name={job}) and run again",
+                    pods.len(),
+                    DELETE_WAIT.as_secs()
+                ),
+            });
+        }
+        std::thread::sleep(POLL);
     }
 }
 
@@ -713,14 +814,29 @@ pub(crate) struct ClusterRun {
     volume: PathBuf,
     spec: CohortSpec,
     deadline: Instant,
+    /// `--schedule-timeout-s`: how long a replica's Pod may stay unscheduled or uncreated.
+    schedule_timeout_s: f64,
+    /// When the study created (or picked up) the Job.
+    started: Instant,
     last_poll: Option<Instant>,
     kubectl_errors: u32,
     interrupted: bool,
+    keep_jobs: bool,
+    /// Each replica's Pod as it was seen when it ended: after FailJob the controller deletes
+    /// the other Pods, and their exit codes with them, so they are read while they are there.
+    ended: BTreeMap<u32, PodState>,
+    /// The replicas whose Pod has been scheduled.
+    scheduled: std::collections::BTreeSet<u32>,
+    /// When the Job was first seen failed.
+    failed_at: Option<Instant>,
     log: std::fs::File,
 }
 
 /// How often the Job's state is asked for.
 const POLL: Duration = Duration::from_secs(1);
+/// How long the other Pods of a failed Job may take to stop (Kubernetes' default grace period
+/// and a little more) before what they left is collected.
+const PEER_GRACE: Duration = Duration::from_secs(35);
 /// kubectl failures in a row before the cohort is given up.
 const MAX_KUBECTL_ERRORS: u32 = 10;
 
@@ -766,7 +882,9 @@ impl ClusterRun {
             return None;
         }
         self.last_poll = Some(Instant::now());
-        match self.kubectl.job(&self.record.job) {
+        let state = self.kubectl.job(&self.record.job);
+        let running = matches!(state, Ok(Some(_))) && self.watch_pods();
+        match state {
             Err(e) => {
                 self.kubectl_errors += 1;
                 let _ = writeln!(self.log, "warning: {e}");
@@ -779,6 +897,13 @@ impl ClusterRun {
             Ok(None) => Some(self.fail("the Job is gone (deleted outside the study?)")),
             Ok(Some(JobState::Running)) => {
                 self.kubectl_errors = 0;
+                if self.scheduled.len() < self.record.count as usize
+                    && self.started.elapsed().as_secs_f64() > self.schedule_timeout_s
+                    && let Some(cause) = self.not_started(false)
+                {
+                    let _ = self.kubectl.delete_job(&self.record.job);
+                    return Some(self.fail_not_started(&cause));
+                }
                 if Instant::now() > self.deadline {
                     let _ = self.kubectl.delete_job(&self.record.job);
                     Some(self.fail("the Job did not finish in time; it was deleted"))
@@ -786,8 +911,149 @@ impl ClusterRun {
                     None
                 }
             }
-            Ok(Some(JobState::Complete)) => Some(self.complete()),
-            Ok(Some(JobState::Failed(why))) => Some(self.fail(&format!("the Job failed ({why})"))),
+            Ok(Some(JobState::Complete)) => {
+                let ended = self.complete();
+                self.clean_up();
+                Some(ended)
+            }
+            Ok(Some(JobState::Failed(why))) => {
+                // After FailJob the controller stops the other Pods, and their workers write
+                // their worker.json as they stop: wait for them (a Pod's grace period) so that
+                // what is collected is whole and their exit codes are read.
+                let since = *self.failed_at.get_or_insert_with(Instant::now);
+                if running && since.elapsed() < PEER_GRACE {
+                    return None;
+                }
+                // Peers that timed out at the barrier waiting for a Pod that never ran are not
+                // the cause: the Pod that never ran is.
+                let ended = match self.not_started(true) {
+                    Some(cause) => self.fail_not_started(&cause),
+                    None => self.fail(&format!("the Job failed ({why})")),
+                };
+                self.clean_up();
+                Some(ended)
+            }
+        }
+    }
+}
+
+/// Why a replica's Pod never ran: its kind, the replica, and the cluster's words.
+#[derive(Debug)]
+struct NotStarted {
+    kind: FailureKind,
+    replica: u32,
+    message: String,
+}
+
+impl ClusterRun {
+    /// Reads the Job's Pods: which are scheduled, and each one's end as soon as it has one;
+    /// whether one is still running.
+    fn watch_pods(&mut self) -> bool {
+        let Ok(pods) = self.kubectl.pods(&self.record.job) else {
+            return false;
+        };
+        let running = pods.iter().any(|p| p.scheduled && p.exit_code.is_none());
+        for p in pods {
+            if p.scheduled {
+                self.scheduled.insert(p.index);
+            }
+            if p.exit_code.is_some() {
+                self.scheduled.insert(p.index);
+                self.ended.entry(p.index).or_insert(p);
+            }
+        }
+        running
+    }
+
+    /// The first replica whose Pod has not been scheduled, and why, from the Pod's
+    /// `PodScheduled` condition (the scheduler's words) or the Job's events (the controller's
+    /// `FailedCreate`: an admission refusal, a quota); `None` when every Pod was scheduled.
+    /// With `evidence`, only a replica the scheduler or the controller said no to counts: after
+    /// FailJob the controller deletes Pods that were merely slow to be placed.
+    fn not_started(&mut self, evidence: bool) -> Option<NotStarted> {
+        self.watch_pods();
+        let pods = self.kubectl.pods(&self.record.job).unwrap_or_default();
+        let replica = (0..self.record.count).find(|i| !self.scheduled.contains(i))?;
+        let waited = self.started.elapsed().as_secs();
+        if let Some(p) = pods.iter().find(|p| p.index == replica) {
+            if evidence && p.unschedulable.is_none() {
+                return None;
+            }
+            let why = p
+                .unschedulable
+                .clone()
+                .unwrap_or_else(|| "Pending, and the scheduler has not said why".to_owned());
+            return Some(NotStarted {
+                kind: FailureKind::PodNotScheduled,
+                replica,
+                message: format!(
+                    "its Pod {} was not scheduled within {waited} s: {why}",
+                    p.name
+                ),
+            });
+        }
+        let events = self.kubectl.events(&self.record.job).unwrap_or_default();
+        let refused = events.iter().rev().find(|e| e.reason == "FailedCreate");
+        if evidence && refused.is_none() {
+            return None;
+        }
+        let why = refused.map_or_else(
+            || "the Job controller created no Pod for it, and no event says why".to_owned(),
+            |e| format!("{}: {}", e.reason, e.message),
+        );
+        Some(NotStarted {
+            kind: FailureKind::PodNotAdmitted,
+            replica,
+            message: format!("its Pod was not created within {waited} s: {why}"),
+        })
+    }
+
+    /// `failure.json` for a cohort one of whose Pods never ran.
+    fn fail_not_started(&mut self, cause: &NotStarted) -> Ended {
+        let _ = self.collect();
+        let pods = self.pods_seen();
+        let mut record = self.failure_record(&pods);
+        record.kind = cause.kind.clone();
+        record.replica = Some(cause.replica);
+        record.message.clone_from(&cause.message);
+        if let Some(w) = record
+            .workers
+            .iter_mut()
+            .find(|w| w.replica == cause.replica)
+        {
+            w.kind = Some(cause.kind.clone());
+            w.outcome.clone_from(&cause.message);
+        }
+        let _ = writeln!(self.log, "error: {}: {}", record.short(), record.message);
+        self.write_failure(&record);
+        Ended {
+            code: Some(i32::from(exit::INCOMPLETE_COHORT)),
+        }
+    }
+
+    /// Every Pod seen: those that ended as they were when they ended, the others as they are.
+    fn pods_seen(&self) -> Vec<PodState> {
+        let mut pods: Vec<PodState> = self.ended.values().cloned().collect();
+        for p in self.kubectl.pods(&self.record.job).unwrap_or_default() {
+            if !self.ended.contains_key(&p.index) {
+                pods.push(p);
+            }
+        }
+        pods
+    }
+
+    /// Deletes the collected Job (its Pods go with it), unless asked to keep it.
+    fn clean_up(&mut self) {
+        if self.keep_jobs {
+            return;
+        }
+        match self.kubectl.delete_job(&self.record.job) {
+            Ok(()) => {
+                let _ = writeln!(self.log, "deleted job {} (collected)", self.record.job);
+            }
+            Err(e) => {
+                let _ = writeln!(self.log, "warning: cannot delete the collected Job: {e}");
+            }
         }
     }
 
@@ -848,35 +1114,77 @@ impl ClusterRun {
         }
     }
 
-    /// Collects what there is and writes `failure.json` naming the replica that failed first.
+    /// Collects what there is and writes `failure.json` naming the replica that failed first
+    /// ([`first_failures`]), or the replicas tied for first.
     fn fail(&mut self, why: &str) -> Ended {
         let _ = self.collect();
-        let pods = self.kubectl.pods(&self.record.job).unwrap_or_default();
+        let pods = self.pods_seen();
         let mut record = self.failure_record(&pods);
-        // The replica whose Pod failed first; else one whose worker.json says it failed; else
-        // one that left nothing.
-        let mut failed: Vec<&PodState> = pods
+        let failed: Vec<Failed> = record
+            .workers
             .iter()
-            .filter(|p| p.exit_code.is_some_and(|c| c != 0))
+            .filter(|w| w.kind.is_some())
+            .map(|w| {
+                let report = read_worker_report(
+                    &self
+                        .dir
+                        .join(format!("worker-{}", w.replica))
+                        .join(files::WORKER_REPORT),
+                );
+                let pod = pods.iter().find(|p| p.index == w.replica);
+                Failed {
+                    replica: w.replica,
+                    at_unix_ns: report
+                        .ok()
+                        .and_then(|r| r.failure)
+                        .and_then(|f| f.at_unix_ns),
+                    finished_unix_s: pod
+                        .and_then(|p| p.finished_at.as_deref())
+                        .and_then(rfc3339_unix_s),
+                    stopped: w.kind == Some(FailureKind::Terminated)
+                        || w.exit_code == Some(i32::from(exit::TERMINATED)),
+                }
+            })
             .collect();
-        failed.sort_by(|a, b| {
-            a.finished_at
-                .cmp(&b.finished_at)
-                .then(a.index.cmp(&b.index))
-        });
-        let first = failed.first().map(|p| p.index).or_else(|| {
-            record
-                .workers
-                .iter()
-                .find(|w| w.kind.is_some())
-                .map(|w| w.replica)
-        });
-        if let Some(w) = first.and_then(|r| record.workers.iter().find(|w| w.replica == r)) {
-            record.replica = Some(w.replica);
-            record.kind = w.kind.clone().unwrap_or(FailureKind::WorkerExited);
-            record.message = format!("{}; {why}", w.outcome);
-        } else {
-            why.clone_into(&mut record.message);
+        let first = first_failures(&failed);
+        let outcomes: BTreeMap<u32, (FailureKind, String)> = record
+            .workers
+            .iter()
+            .map(|w| {
+                let kind = w.kind.clone().unwrap_or(FailureKind::WorkerExited);
+                (w.replica, (kind, w.outcome.clone()))
+            })
+            .collect();
+        let outcome = |r: u32| outcomes.get(&r).cloned();
+        match first.as_slice() {
+            [] => why.clone_into(&mut record.message),
+            [one] => {
+                if let Some((kind, words)) = outcome(*one) {
+                    record.replica = Some(*one);
+                    record.kind = kind;
+                    record.message = format!("{words}; {why}");
+                }
+            }
+            tied => {
+                let names = tied
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if let Some((kind, _)) = outcome(tied[0]) {
+                    record.kind = kind;
+                }
+                let each = tied
+                    .iter()
+                    .filter_map(|r| outcome(*r).map(|(_, w)| format!("replica {r}: {w}")))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                record.message = format!(
+                    "a tie: replicas {names} failed within the same second as far as the cluster \
+                     recorded it (a Pod's finish time has whole seconds; not every one of them \
+                     wrote its own failure time), so none is named first; {each}; {why}"
+                );
+            }
         }
         let _ = writeln!(self.log, "error: {}: {}", record.short(), record.message);
         self.write_failure(&record);
@@ -899,7 +1207,7 @@ impl ClusterRun {
                 match code {
                     Some(c) => format!(
                         "its Pod exited with {c} ({}) without a worker.json",
-                        u8::try_from(c).map_or("?", exit::name)
+                        exit::describe(c)
                     ),
                     None => "no worker.json, and no finished Pod".to_owned(),
                 }
@@ -915,6 +1223,58 @@ impl ClusterRun {
             let _ = writeln!(self.log, "warning: cannot write {}: {e}", path.display());
         }
     }
+}
+
+/// A replica that failed, and when, as well as it is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Failed {
+    replica: u32,
+    /// When the worker recorded its failure (its `worker.json`), to the nanosecond.
+    at_unix_ns: Option<u64>,
+    /// When its container ended (the Pod's `finishedAt`), to the second.
+    finished_unix_s: Option<i64>,
+    /// It was stopped by SIGTERM (`terminated`, or exit 143 without a `worker.json`), not
+    /// failing on its own.
+    stopped: bool,
+}
+
+/// The replicas that failed first: one, or several tied. Two failures are ordered by the
+/// workers' own nanosecond times when both wrote one; otherwise only by the second their
+/// containers ended (the API server keeps no finer time), and the same second is a tie, never
+/// decided by the replica number, except that a worker that was stopped (`terminated`) comes
+/// after one that failed on its own: after the first failure the Job controller stops the other
+/// Pods with SIGTERM. A failure with no time at all comes after every timed one.
+fn first_failures(failed: &[Failed]) -> Vec<u32> {
+    use std::cmp::Ordering;
+    let second = |f: &Failed| {
+        f.at_unix_ns
+            .and_then(|ns| i64::try_from(ns / 1_000_000_000).ok())
+            .or(f.finished_unix_s)
+    };
+    let order = |a: &Failed, b: &Failed| match (a.at_unix_ns, b.at_unix_ns) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        _ => match (second(a), second(b)) {
+            (Some(x), Some(y)) if x != y => x.cmp(&y),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            _ => a.stopped.cmp(&b.stopped),
+        },
+    };
+    // The failures no other failure comes before.
+    let mut first: Vec<u32> = failed
+        .iter()
+        .filter(|a| !failed.iter().any(|b| order(b, a) == Ordering::Less))
+        .map(|f| f.replica)
+        .collect();
+    first.sort_unstable();
+    first
+}
+
+/// An RFC 3339 time (`2026-12-02T09:14:05Z`) as whole Unix seconds.
+fn rfc3339_unix_s(text: &str) -> Option<i64> {
+    time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(time::OffsetDateTime::unix_timestamp)
 }
 
 /// Copies a folder of plain files and folders (links are left out); refuses to write over
@@ -970,6 +1330,7 @@ mod tests {
             image: DEFAULT_IMAGE.into(),
             namespace: None,
             job_timeout_s: None,
+            keep_jobs: false,
             nodes: Vec::new(),
             resources: Vec::new(),
         };
@@ -1021,6 +1382,7 @@ mod tests {
             image: DEFAULT_IMAGE.into(),
             namespace: None,
             job_timeout_s: None,
+            keep_jobs: false,
             nodes: Vec::new(),
             resources: Vec::new(),
         }
@@ -1069,6 +1431,47 @@ mod tests {
         .unwrap();
         let s = sites(&plan, &cluster_args(), true, &coload_launch::QuietConsole).unwrap();
         assert_eq!(s["mig"].resource.as_str(), "nvidia.com/mig-1g.10gb.me");
+    }
+
+    fn failed(replica: u32, at_unix_ns: Option<u64>, finished_unix_s: Option<i64>) -> Failed {
+        Failed {
+            replica,
+            at_unix_ns,
+            finished_unix_s,
+            stopped: false,
+        }
+    }
+
+    #[test]
+    fn the_first_failure_is_by_the_workers_times_and_a_second_is_a_tie() {
+        // Both wrote their own time: 0.31 s apart within one second, replica 1 first.
+        let a = failed(0, Some(1_700_000_000_710_000_000), Some(1_700_000_000));
+        let b = failed(1, Some(1_700_000_000_400_000_000), Some(1_700_000_000));
+        assert_eq!(first_failures(&[a, b]), [1]);
+        // Only the Pods' whole seconds: the same second is a tie, whatever the indexes.
+        let a = failed(0, None, Some(1_700_000_000));
+        let b = failed(1, None, Some(1_700_000_000));
+        assert_eq!(first_failures(&[a, b]), [0, 1]);
+        // One time of each kind: seconds decide when they differ, and tie when not.
+        let a = failed(0, None, Some(1_700_000_001));
+        let b = failed(1, Some(1_700_000_000_900_000_000), Some(1_700_000_001));
+        assert_eq!(first_failures(&[a, b]), [1]);
+        let b = failed(1, Some(1_700_000_001_100_000_000), Some(1_700_000_001));
+        assert_eq!(first_failures(&[a, b]), [0, 1]);
+        // In one second, a worker stopped by SIGTERM (what the controller sends the others
+        // after FailJob) comes after one that failed on its own.
+        let stopped = Failed {
+            stopped: true,
+            ..failed(0, Some(1_700_000_001_400_000_000), Some(1_700_000_001))
+        };
+        let own = failed(1, None, Some(1_700_000_001));
+        assert_eq!(first_failures(&[stopped, own]), [1]);
+        // A failure with no time comes after a timed one; none at all is empty.
+        let c = failed(2, None, None);
+        assert_eq!(first_failures(&[c, a]), [0]);
+        assert!(first_failures(&[]).is_empty());
+        assert_eq!(rfc3339_unix_s("1970-01-01T00:00:10Z"), Some(10));
+        assert_eq!(rfc3339_unix_s("not a time"), None);
     }
 
     #[test]

@@ -62,6 +62,20 @@ pub fn name(code: u8) -> &'static str {
         .map_or("unknown", |(n, _)| n)
 }
 
+/// A process's exit code in words for messages: its name, or the signal that killed it. A
+/// shell, `bench-cohort` and the kubelet report a death by signal n as 128 + n, so 137 is
+/// SIGKILL (the OOM killer, a deleted Pod past its grace period), 130 SIGINT and 143 SIGTERM
+/// (which a worker that catches it exits with on purpose: `terminated`).
+#[must_use]
+pub fn describe(code: i32) -> &'static str {
+    match code {
+        130 => "SIGINT",
+        137 => "SIGKILL",
+        143 => "terminated: SIGTERM",
+        _ => u8::try_from(code).map_or("unknown", name),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -72,5 +86,15 @@ mod tests {
         assert_eq!(codes.len(), 14);
         assert_eq!(super::name(11), "barrier_timeout");
         assert_eq!(super::name(99), "unknown");
+    }
+
+    #[test]
+    fn signals_are_named() {
+        assert_eq!(super::describe(137), "SIGKILL");
+        assert_eq!(super::describe(130), "SIGINT");
+        assert_eq!(super::describe(143), "terminated: SIGTERM");
+        assert_eq!(super::describe(11), "barrier_timeout");
+        assert_eq!(super::describe(-1), "unknown");
+        assert_eq!(super::describe(99), "unknown");
     }
 }

@@ -112,6 +112,14 @@ pub enum FailureKind {
     /// Every worker completed, but the summarizer refused the cohort (too little overlap, a
     /// co-location mismatch under `--strict`, ...).
     SummaryRefused,
+    /// A cluster backend: a worker's Pod was never scheduled onto its node within the schedule
+    /// timeout (a missing claim, too few free resources, a taint); the message is the
+    /// scheduler's.
+    PodNotScheduled,
+    /// A cluster backend: the API server refused to create a worker's Pod (Pod Security
+    /// admission, a quota, a webhook); the message is the Job controller's `FailedCreate`
+    /// event. Not the barrier's `not_admitted`, which is about a worker that ran.
+    PodNotAdmitted,
 
     /// A kind this version does not know (written by a newer coload), kept as written.
     #[serde(untagged)]
@@ -154,9 +162,11 @@ impl FailureKind {
             | FailureKind::CudaGraph
             | FailureKind::BufferExhausted
             | FailureKind::EmptyWindow => exit::WORKLOAD_FAILED,
-            FailureKind::SpawnFailed | FailureKind::WorkerExited | FailureKind::SummaryRefused => {
-                exit::INCOMPLETE_COHORT
-            }
+            FailureKind::SpawnFailed
+            | FailureKind::WorkerExited
+            | FailureKind::SummaryRefused
+            | FailureKind::PodNotScheduled
+            | FailureKind::PodNotAdmitted => exit::INCOMPLETE_COHORT,
             FailureKind::AllocationMismatch => exit::ALLOCATION_MISMATCH,
             FailureKind::WriteFailed => exit::WRITE_FAILED,
             FailureKind::Terminated => exit::TERMINATED,
@@ -212,6 +222,8 @@ impl FailureKind {
             FailureKind::SpawnFailed => "spawn_failed",
             FailureKind::WorkerExited => "worker_exited",
             FailureKind::SummaryRefused => "summary_refused",
+            FailureKind::PodNotScheduled => "pod_not_scheduled",
+            FailureKind::PodNotAdmitted => "pod_not_admitted",
             FailureKind::Other(s) => s,
         }
     }
@@ -261,7 +273,7 @@ mod tests {
 
     /// Every named kind, for the round-trip test (a kind missing here is caught by the match in
     /// `every_kind_is_listed`).
-    const NAMED: [FailureKind; 40] = [
+    const NAMED: [FailureKind; 42] = [
         FailureKind::InvalidOption,
         FailureKind::InvalidExperiment,
         FailureKind::InvalidOptions,
@@ -302,6 +314,8 @@ mod tests {
         FailureKind::SpawnFailed,
         FailureKind::WorkerExited,
         FailureKind::SummaryRefused,
+        FailureKind::PodNotScheduled,
+        FailureKind::PodNotAdmitted,
     ];
 
     #[test]
@@ -390,7 +404,9 @@ mod tests {
                 | FailureKind::EmptyWindow
                 | FailureKind::SpawnFailed
                 | FailureKind::WorkerExited
-                | FailureKind::SummaryRefused => {}
+                | FailureKind::SummaryRefused
+                | FailureKind::PodNotScheduled
+                | FailureKind::PodNotAdmitted => {}
                 FailureKind::Other(_) => panic!("Other is not a named kind"),
             }
         }

@@ -32,6 +32,29 @@ pub struct Failure {
     pub kind: FailureKind,
     /// The human-readable message.
     pub message: String,
+    /// When it happened (Unix time, ns; absent in documents of an older coload): when the worker
+    /// recorded it, or for `terminated` when the signal came (a worker waiting for the start or
+    /// inside a batch notices it later). A cluster backend orders its replicas' failures by it:
+    /// the API server keeps a Pod's finish time only to the second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_unix_ns: Option<u64>,
+}
+
+impl Failure {
+    /// A failure recorded now.
+    #[must_use]
+    pub fn now(stage: Stage, kind: FailureKind, message: String) -> Failure {
+        let at_unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_nanos()).ok());
+        Failure {
+            stage,
+            kind,
+            message,
+            at_unix_ns,
+        }
+    }
 }
 
 /// Who and where the worker was, from the host and the scheduler's environment.

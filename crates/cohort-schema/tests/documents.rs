@@ -61,6 +61,7 @@ fn report() -> WorkerReport {
             stage: Stage::Window,
             kind: FailureKind::OutOfMemory,
             message: "CUDA out of memory".into(),
+            at_unix_ns: None,
         }),
         config: config(),
         identity: Identity {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::SpecError;
 use crate::flags::{ServeFlags, WorkerFlags};
 use crate::mix::Mix;
+use crate::seconds::Seconds;
 
 /// The quantile of request latency that must meet `--slo-ms` when none is given.
 pub const DEFAULT_SLO_QUANTILE: f64 = 0.99;
@@ -58,6 +59,47 @@ pub struct CohortSpec {
     /// on co-location mismatches
     #[arg(long)]
     pub strict: bool,
+
+    /// How a cluster backend runs the cohort's Job.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub cluster: ClusterFlags,
+}
+
+/// How a cluster backend runs a cohort's Job: read by `render kubernetes` and `study --backend
+/// kubernetes`; a cohort run on this node ignores them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, clap::Args)]
+pub struct ClusterFlags {
+    /// Cluster backends: fail the cohort (pod_not_scheduled, pod_not_admitted) when a worker's
+    /// Pod is still unscheduled or uncreated this long after its Job was created, with the
+    /// scheduler's or the Job controller's message (image pulls are not counted: the Pod is
+    /// scheduled by then)
+    #[arg(long, default_value_t = DEFAULT_SCHEDULE_TIMEOUT_S)]
+    #[serde(default = "default_schedule_timeout_s")]
+    pub schedule_timeout_s: Seconds,
+
+    /// Cluster backends: the Job's ttlSecondsAfterFinished (Kubernetes deletes a finished Job
+    /// and its Pods this long after it ends, rounded up to whole seconds; a study deletes the
+    /// Jobs it has collected at once unless --keep-jobs)
+    #[arg(long, default_value_t = DEFAULT_TTL_AFTER_FINISHED_S)]
+    #[serde(default = "default_ttl_after_finished_s")]
+    pub ttl_after_finished_s: Seconds,
+}
+
+/// `--schedule-timeout-s` when none is given: five minutes, long enough for a scheduler to
+/// place Pods on a busy node (or a cluster autoscaler to add one), short beside a Job's
+/// deadline (the barrier's join timeout and the window, plus fifteen minutes).
+pub const DEFAULT_SCHEDULE_TIMEOUT_S: Seconds = Seconds::whole(300);
+/// `--ttl-after-finished-s` when none is given: a day, to read a failed Job's Pods the next
+/// morning, without leaving them for ever.
+pub const DEFAULT_TTL_AFTER_FINISHED_S: Seconds = Seconds::whole(86_400);
+
+fn default_schedule_timeout_s() -> Seconds {
+    DEFAULT_SCHEDULE_TIMEOUT_S
+}
+
+fn default_ttl_after_finished_s() -> Seconds {
+    DEFAULT_TTL_AFTER_FINISHED_S
 }
 
 /// The launcher's serve flags: how the summary judges the SLO, and the capacity search.

@@ -43,7 +43,10 @@ mod seconds;
 mod sharing;
 
 pub use argv::{RenderError, error_chain, to_argv, to_argv_joined};
-pub use cohort::{CapacityFlags, CohortSpec, DEFAULT_SLO_QUANTILE};
+pub use cohort::{
+    CapacityFlags, ClusterFlags, CohortSpec, DEFAULT_SCHEDULE_TIMEOUT_S, DEFAULT_SLO_QUANTILE,
+    DEFAULT_TTL_AFTER_FINISHED_S,
+};
 pub use deadline::FINISH_SLACK;
 pub use error::SpecError;
 pub use flags::{

@@ -8,8 +8,8 @@ use coload_cohort_schema::{
     Precision, TimesliceInterval, Workload,
 };
 use coload_spec::{
-    Arrivals, CapacityFlags, CohortSpec, Mix, Seconds, ServeFlags, WorkerFlags, WorkerPlace, plan,
-    to_argv,
+    Arrivals, CapacityFlags, ClusterFlags, CohortSpec, Mix, Seconds, ServeFlags, WorkerFlags,
+    WorkerPlace, plan, to_argv,
 };
 use proptest::prelude::*;
 
@@ -218,6 +218,8 @@ prop_compose! {
         max_probes in 2u32..40,
         capacity_tolerance in 0.001f64..1.0,
         strict in any::<bool>(),
+        schedule_timeout_s in seconds(),
+        ttl_after_finished_s in seconds(),
     ) -> CohortSpec {
         let uniform = mix.workloads().iter().all(|w| *w == mix.workloads()[0]);
         let (workers, count, workload) = if as_count && uniform {
@@ -240,6 +242,10 @@ prop_compose! {
             flags,
             serve,
             strict,
+            cluster: ClusterFlags {
+                schedule_timeout_s,
+                ttl_after_finished_s,
+            },
         }
     }
 }

@@ -485,7 +485,7 @@ fn exit_name(code: i32) -> &'static str {
         127 => {
             "not started: a library or the executable was not found; is libtorch on LD_LIBRARY_PATH?"
         }
-        _ => u8::try_from(code).map_or("killed", exit::name),
+        _ => exit::describe(code),
     }
 }
 

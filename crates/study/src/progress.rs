@@ -101,7 +101,7 @@ impl Events for Progress<'_> {
             RunResult::Exited(e) => match e.code {
                 Some(c) => format!(
                     "FAILED (exit {c}, {})",
-                    u8::try_from(c).map_or("?", coload_cohort_schema::exit::name)
+                    coload_cohort_schema::exit::describe(c)
                 ),
                 None => "FAILED (killed by a signal)".to_owned(),
             },

@@ -49,6 +49,13 @@ pub trait Launcher {
     /// Starts `job` at `placement`, its folder `dir` (`cohorts/<name>/`).
     fn start(&mut self, job: &Job, placement: &Placement, dir: &Path)
     -> std::io::Result<Self::Run>;
+
+    /// What an earlier run of `job`, stopped before it ended, left that this launcher picks up
+    /// instead of running it again (a cluster's Job still there), in words; `None`: nothing, the
+    /// cohort runs again.
+    fn resumes(&mut self, _job: &Job) -> Option<String> {
+        None
+    }
 }
 
 /// What the scheduler reports as it goes.

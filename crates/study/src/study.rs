@@ -346,8 +346,11 @@ pub fn run_with<L: Launcher>(
                                 path: cohorts_dir.join(&job.name),
                                 source,
                             })?;
+                        let then = launcher
+                            .resumes(&job)
+                            .unwrap_or_else(|| "run again".to_owned());
                         console.progress(&format!(
-                            "{}: an earlier run left it unfinished; kept as {} and run again",
+                            "{}: an earlier run left it unfinished; kept as {} and {then}",
                             job.name,
                             relative(out, &to)
                         ));
@@ -849,8 +852,7 @@ impl Events for StudyEvents<'_> {
                         (Outcome::Complete, code, None)
                     }
                     (Some(c), false) => {
-                        let exit_words =
-                            || format!("exit {c} ({})", u8::try_from(c).map_or("?", exit::name));
+                        let exit_words = || format!("exit {c} ({})", exit::describe(c));
                         let why = match job.finds_capacity().then(|| probe_failure(&dir)) {
                             Some(Some((probe, probe_dir))) => match cohort_failure(&probe_dir) {
                                 Some(f) => format!("{probe}: {f}"),

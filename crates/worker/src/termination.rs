@@ -9,7 +9,7 @@
 //! handler does nothing, so the files are finished.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use coload_cohort_schema::{
@@ -29,6 +29,10 @@ pub(crate) struct Termination {
     pub(crate) cancel: AtomicBool,
     /// Where the handler says what it did.
     progress: Progress,
+    /// When the first signal came (Unix ns; 0: none). The window runner notices it only at its
+    /// next batch (or when the window begins, if it is waiting for the start), so the failure
+    /// carries this time: a cluster backend orders its replicas' failures by it.
+    signalled_unix_ns: AtomicU64,
     phase: AtomicU8,
     /// The report at the last phase boundary, the stage the worker is in, and where to write.
     snapshot: Mutex<Option<(WorkerReport, Stage, PathBuf)>>,
@@ -53,6 +57,7 @@ impl Termination {
         Arc::new(Termination {
             cancel: AtomicBool::new(false),
             progress: progress.clone(),
+            signalled_unix_ns: AtomicU64::new(0),
             phase: AtomicU8::new(BEFORE_WINDOW),
             snapshot: Mutex::new(None),
         })
@@ -72,7 +77,20 @@ impl Termination {
         self.phase.store(AFTER_WINDOW, Ordering::SeqCst);
     }
 
+    /// When the first termination signal came, if one did.
+    pub(crate) fn signalled_at(&self) -> Option<u64> {
+        Some(self.signalled_unix_ns.load(Ordering::SeqCst)).filter(|ns| *ns != 0)
+    }
+
     fn on_signal(&self) {
+        let now_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_nanos()).ok())
+            .unwrap_or(0);
+        let _ =
+            self.signalled_unix_ns
+                .compare_exchange(0, now_ns, Ordering::SeqCst, Ordering::SeqCst);
         match self.phase.load(Ordering::SeqCst) {
             BEFORE_WINDOW => {
                 let snapshot = self
@@ -82,11 +100,13 @@ impl Termination {
                     .take();
                 if let Some((mut report, stage, out)) = snapshot {
                     report.status = Status::Failed;
-                    report.failure = Some(Failure {
+                    let mut failure = Failure::now(
                         stage,
-                        kind: FailureKind::Terminated,
-                        message: format!("stopped by a termination signal during {stage}"),
-                    });
+                        FailureKind::Terminated,
+                        format!("stopped by a termination signal during {stage}"),
+                    );
+                    failure.at_unix_ns = self.signalled_at().or(failure.at_unix_ns);
+                    report.failure = Some(failure);
                     let path = out.join(files::WORKER_REPORT);
                     if let Err(e) = write_json_atomic(&path, &report) {
                         self.progress.raw(&format!("error: terminated, and {e}"));

@@ -93,11 +93,12 @@ pub(crate) fn execute(
         Err(e) => {
             let message = chain(e);
             progress.error(e.stage().as_str(), &message);
-            run.report.failure = Some(Failure {
-                stage: e.stage(),
-                kind: e.kind(),
-                message,
-            });
+            let mut failure = Failure::now(e.stage(), e.kind(), message);
+            if failure.kind == FailureKind::Terminated {
+                // When the signal came, not when the window noticed it.
+                failure.at_unix_ns = run.termination.signalled_at().or(failure.at_unix_ns);
+            }
+            run.report.failure = Some(failure);
             e.exit_code()
         }
     };
