@@ -24,6 +24,7 @@
 //! assert!(job.yaml.contains("completionMode: \"Indexed\""));
 //! ```
 
+mod collect;
 mod error;
 pub mod kubectl;
 pub mod kubernetes;
