@@ -60,7 +60,7 @@ pub mod study_report;
 mod summarize;
 
 pub use coload_cohort_schema::{CohortSummary, Comparison};
-pub use compare::{CompareInput, compare, load_compare_input};
+pub use compare::{CompareInput, MIN_BASELINE_PER_S, check_figures, compare, load_compare_input};
 pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
 pub use isolation::isolation_dirs;
