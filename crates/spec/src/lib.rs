@@ -44,7 +44,8 @@ pub use argv::{RenderError, error_chain, to_argv};
 pub use cohort::{CapacityFlags, CohortSpec, DEFAULT_SLO_QUANTILE};
 pub use error::SpecError;
 pub use flags::{
-    Arrivals, DEFAULT_MODEL, LlmLengths, MAX_BATCH, ServeFlags, WorkerFlags, WorkerPlace,
+    Arrivals, DEFAULT_MODEL, LlmLengths, MAX_BATCH, MAX_RATE_PER_S, MAX_WARMUP_BATCHES, ServeFlags,
+    WorkerFlags, WorkerPlace,
 };
 pub use llm::{
     DEFAULT_LLM_MODEL, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, LLM_MODELS, llm_context_tokens,
