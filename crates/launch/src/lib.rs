@@ -39,6 +39,7 @@ mod console;
 mod error;
 mod launch;
 mod mps;
+mod parent;
 mod serve;
 mod share;
 
@@ -48,4 +49,5 @@ pub use console::{Console, QuietConsole, StdConsole};
 pub use error::LauncherError;
 pub use launch::run;
 pub use mps::{CONTROL as MPS_CONTROL, MpsError};
+pub use parent::die_with_parent;
 pub use share::ShareError;
