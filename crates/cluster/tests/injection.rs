@@ -216,3 +216,21 @@ proptest! {
         }
     }
 }
+
+/// `render --arrivals-file /dev/zero` hashed the device for 725 s: only a regular file is an
+/// input.
+#[test]
+fn a_device_is_never_hashed_as_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = spec_with_files(dir.path(), "m.pt", "t.txt");
+    spec.serve.arrivals_file = Some("/dev/zero".into());
+    let started = std::time::Instant::now();
+    let e = kubernetes::render_job(&spec, &site("n1", kubernetes::DEFAULT_IMAGE), "e-1")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("/dev/zero") && e.contains("not a regular file"),
+        "{e}"
+    );
+    assert!(started.elapsed().as_secs() < 5);
+}
