@@ -63,6 +63,9 @@ impl Args {
         self.serve
             .validate_for(self.place.workload)
             .map_err(|e| e.to_string())?;
+        self.serve
+            .rate_in_window(self.flags.window_s)
+            .map_err(|e| e.to_string())?;
         if self.flags.model_file.is_none() {
             // Every model the declaration names, not only this worker's: a typo in another
             // workload's entry is caught by every worker, before anything starts. An LLM

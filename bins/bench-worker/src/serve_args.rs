@@ -55,10 +55,10 @@ pub(crate) fn open_loop(args: &Args) -> Result<Option<OpenLoop>, String> {
     })
 }
 
-/// The text of `--arrivals-file`.
+/// The text of `--arrivals-file`: a regular file of at most `MAX_TRACE_BYTES`.
 fn read_trace(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read --arrivals-file {}: {e}", path.display()))
+    coload_cohort_schema::read_text(path, coload_cohort_schema::MAX_TRACE_BYTES)
+        .map_err(|e| format!("cannot read --arrivals-file: {e}"))
 }
 
 /// The arrivals `--arrivals-file` or `--rate` and `--arrivals` describe over the window.

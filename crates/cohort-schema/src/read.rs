@@ -89,6 +89,18 @@ fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>, SchemaError> {
     Ok(bytes)
 }
 
+/// The largest arrivals trace read (a million requests take about 20 MB).
+pub const MAX_TRACE_BYTES: u64 = 256 << 20;
+
+/// The text of the regular file `path`, refused past `max` bytes naming the cap, or when it is
+/// not UTF-8: for inputs a user names (an arrivals trace).
+pub fn read_text(path: &Path, max: u64) -> Result<String, SchemaError> {
+    String::from_utf8(read_capped(path, max)?).map_err(|_| SchemaError::Invalid {
+        path: path.to_owned(),
+        message: "not valid UTF-8".into(),
+    })
+}
+
 /// Reads a versioned JSON document of type `T` from `path` (a regular file of at most
 /// [`MAX_DOCUMENT_BYTES`]).
 pub fn read_document<T: DeserializeOwned>(path: &Path) -> Result<T, SchemaError> {
@@ -274,11 +286,7 @@ pub fn read_batches_str(
 /// Reads a small JSON-lines file of `T` records (`telemetry.jsonl`, `gpm.jsonl`) whole, naming
 /// the file and the 1-based line of the first line that is not a `T`. Blank lines are skipped.
 pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, SchemaError> {
-    let bytes = read_capped(path, MAX_LINES_FILE_BYTES)?;
-    let text = String::from_utf8(bytes).map_err(|_| SchemaError::Invalid {
-        path: path.to_owned(),
-        message: "not valid UTF-8".into(),
-    })?;
+    let text = read_text(path, MAX_LINES_FILE_BYTES)?;
     parse_lines(path, &text)
 }
 
@@ -375,6 +383,26 @@ fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An input is a regular file under its cap: a device is refused at once, never read, and
+    /// a file over the cap is refused naming it.
+    #[cfg(unix)]
+    #[test]
+    fn inputs_are_regular_files_under_their_cap() {
+        let e = read_text(Path::new("/dev/zero"), 10)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/dev/zero") && e.contains("not a regular file"),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("trace.txt");
+        fs::write(&big, "0.5\n".repeat(25)).unwrap();
+        assert_eq!(read_text(&big, 100).unwrap().len(), 100);
+        let e = read_text(&big, 99).unwrap_err().to_string();
+        assert!(e.contains("larger than the cap of 99 bytes"), "{e}");
+    }
 
     /// A link planted at every name the writer could pick for its temporary file is passed over:
     /// the victim it points at keeps its text and the target gets the document.

@@ -245,22 +245,11 @@ impl CohortSpec {
         if has_llm {
             serve.kv_budget_tokens_for(&self.flags)?;
         }
-        if let Some(rate) = serve.rate
-            && !capacity.find_capacity
-        {
-            // A rate whose first request would arrive after the window runs the whole window
-            // for nothing.
-            let window_s = self.flags.window_s.get();
-            if rate * window_s < 1.0 {
-                return Err(SpecError::flag(
-                    "--rate",
-                    format!(
-                        "--rate {rate} schedules no request in a {window_s} s window: give at \
-                         least {:.6} requests per second (1 / --window-s)",
-                        1.0 / window_s
-                    ),
-                ));
-            }
+        if capacity.find_capacity {
+            // The search's slowest probe must schedule a request too.
+            ServeFlags::rate_fits_window("--rate-min", capacity.rate_min, self.flags.window_s)?;
+        } else {
+            serve.rate_in_window(self.flags.window_s)?;
         }
         if serve.rate.is_none() && serve.arrivals_file.is_none() && !capacity.find_capacity {
             let (who, slo) = if has_serve {

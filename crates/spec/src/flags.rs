@@ -826,6 +826,38 @@ impl ServeFlags {
         Ok(budget)
     }
 
+    /// A `--rate` must schedule at least one request in a window of `window_s`: a rate whose
+    /// first request would arrive after the window runs the whole window for nothing. The one
+    /// rule for a cohort's spec and a worker's own flags.
+    pub fn rate_in_window(&self, window_s: Seconds) -> Result<(), SpecError> {
+        match self.rate {
+            Some(rate) if self.arrivals_file.is_none() => {
+                Self::rate_fits_window("--rate", rate, window_s)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// [`ServeFlags::rate_in_window`] for the rate `flag` gives.
+    pub fn rate_fits_window(
+        flag: &'static str,
+        rate: f64,
+        window_s: Seconds,
+    ) -> Result<(), SpecError> {
+        let window_s = window_s.get();
+        if rate * window_s < 1.0 {
+            return Err(SpecError::flag(
+                flag,
+                format!(
+                    "{flag} {rate:?} schedules no request in a {window_s} s window: give at least \
+                     {:.6} requests per second (1 / --window-s)",
+                    1.0 / window_s
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the numbers: a positive rate and objective, a queue delay of 0 or more.
     pub fn validate(&self) -> Result<(), SpecError> {
         if let Some(rate) = self.rate
