@@ -384,6 +384,20 @@ fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
 mod tests {
     use super::*;
 
+    /// A line without an end stops at the cap, named, instead of growing until memory ends.
+    #[test]
+    fn a_line_over_the_cap_is_refused_naming_it() {
+        let long = format!(
+            "{{\"index\":{}",
+            "0".repeat(usize::try_from(MAX_LINE_BYTES).unwrap())
+        );
+        let e = read_batches_str("b.jsonl", &long).unwrap_err().to_string();
+        assert!(
+            e.starts_with("b.jsonl:1: line longer than the cap of"),
+            "{e}"
+        );
+    }
+
     /// An input is a regular file under its cap: a device is refused at once, never read, and
     /// a file over the cap is refused naming it.
     #[cfg(unix)]
