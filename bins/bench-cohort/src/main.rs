@@ -54,7 +54,15 @@ fn main() -> ExitCode {
 
 fn run(cli: cli::Cli) -> Result<u8, Error> {
     let interrupted = Arc::new(AtomicBool::new(false));
-    {
+    // A render or a dry run starts nothing that must be stopped in order: SIGTERM and SIGINT
+    // keep their default there and end it at once (a handler that only sets a flag let a
+    // render hash /dev/zero for minutes). Whatever starts workers stops them in order instead.
+    let starts_workers = match &cli.command {
+        Some(cli::Command::Render(_)) => false,
+        Some(cli::Command::Study(s)) => !s.study.dry_run && s.study.emit.is_none(),
+        _ => true,
+    };
+    if starts_workers {
         let flag = Arc::clone(&interrupted);
         ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
     }

@@ -16,7 +16,11 @@ fn main() -> ExitCode {
     match cli::run() {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // The error may quote a recorded file: shown escaped, never acted on by the terminal.
+            eprintln!(
+                "error: {}",
+                coload_cohort_schema::text::escaped_lines(&format!("{err:#}"))
+            );
             let code = err
                 .downcast_ref::<AnalysisError>()
                 .map_or(exit::INTERNAL, AnalysisError::exit_code);

@@ -215,6 +215,39 @@ fn bad_serve_arguments_are_refused_before_anything_runs() {
     assert_refused(root.path(), cases);
 }
 
+/// Bounds a plan line and a flag share (the spec's validate) and inputs that are not regular
+/// files: each refused at the worker's own door too.
+#[test]
+fn out_of_bounds_numbers_and_non_files_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let cases: Vec<(&str, Vec<String>, String)> = vec![
+        // A device is not a trace: refused at once, never read.
+        (
+            "serve",
+            vec!["--arrivals-file".into(), "/dev/zero".into()],
+            "not a regular file".into(),
+        ),
+        // A rate that schedules no request in the window ran the whole window for nothing.
+        (
+            "serve",
+            vec!["--rate".into(), "1e-300".into()],
+            "--rate 1e-300 schedules no request".into(),
+        ),
+        // 4294967295 warmup batches aborted the worker on a 64 GiB allocation.
+        (
+            "serve",
+            vec![
+                "--rate".into(),
+                "10".into(),
+                "--warmup-batches".into(),
+                "4294967295".into(),
+            ],
+            "--warmup-batches must be at most 100000".into(),
+        ),
+    ];
+    assert_refused(root.path(), cases);
+}
+
 /// Each case (workload, flags, what stderr says) exits 2 before anything runs.
 fn assert_refused(root: &Path, cases: Vec<(&str, Vec<String>, String)>) {
     for (workload, extra, needle) in cases {

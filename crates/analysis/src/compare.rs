@@ -19,7 +19,7 @@ use coload_cohort_schema::{
     ActivityScope, Baseline, BaselineBlock, CardRatio, CohortComparison, CohortSummary, Comparison,
     Estimate, GpmStats, GroupComparison, GroupSummary, MeanMax, RepeatGroup, RepeatPoint,
     RepeatStats, SCHEMA_VERSION, SummaryWarning, WorkerComparison, WorkerSummary, Workload,
-    check_version,
+    check_version, files,
 };
 
 use crate::error::AnalysisError;
@@ -36,6 +36,10 @@ const BASELINE_FREE_FIELDS: [&str; 5] = [
     "parameter_count",
     "model_by_workload",
 ];
+
+/// The slowest baseline a comparison divides by, samples/s: one sample in a thousand seconds,
+/// far below any real worker, far above a rate that makes a ratio overflow.
+pub const MIN_BASELINE_PER_S: f64 = 1e-3;
 
 /// Where a compared cohort came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,10 +71,76 @@ pub fn load_compare_input(
             serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
         check_version(path, &value)?;
         let summary = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+        check_figures(path, &summary)?;
         return Ok((summary, CompareInput::SummaryFile));
     }
     let summary = summarize_dirs(&[path.to_owned()], options)?;
     Ok((summary, CompareInput::CohortFolder))
+}
+
+/// Checks the figures a `summary.json` states against what they are computed from: each
+/// worker's rate against its samples over the common interval, and, when the cohort's worker
+/// folders lie beside the file (`worker-<replica>/`, as a launcher leaves them), every worker's
+/// batches, samples and rate against its batch records summarized again. A file that disagrees
+/// is refused naming the field.
+pub fn check_figures(path: &Path, s: &CohortSummary) -> Result<(), AnalysisError> {
+    let invalid = |message: String| {
+        AnalysisError::Schema(coload_cohort_schema::SchemaError::Invalid {
+            path: path.to_owned(),
+            message,
+        })
+    };
+    let seconds = s.common_interval.seconds;
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(invalid(format!(
+            "common_interval.seconds must be a positive number of seconds, got {seconds}"
+        )));
+    }
+    let agree = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+    for (i, w) in s.workers.iter().enumerate() {
+        let rate = w.samples as f64 / seconds;
+        if !(w.samples_per_s.is_finite() && agree(w.samples_per_s, rate)) {
+            return Err(invalid(format!(
+                "workers[{i}].samples_per_s is {}, but its {} samples over the common interval of \
+                 {seconds} s give {rate}",
+                w.samples_per_s, w.samples
+            )));
+        }
+    }
+    let Some(dir) = path.parent() else {
+        return Ok(());
+    };
+    let dirs: Vec<std::path::PathBuf> = s
+        .workers
+        .iter()
+        .map(|w| dir.join(format!("worker-{}", w.replica)))
+        .collect();
+    if dirs.is_empty() || !dirs.iter().all(|d| d.join(files::WORKER_REPORT).is_file()) {
+        return Ok(());
+    }
+    let fresh = summarize_dirs(&dirs, &Options::default())?;
+    for (i, w) in s.workers.iter().enumerate() {
+        let Some(f) = fresh.workers.iter().find(|f| f.replica == w.replica) else {
+            return Err(invalid(format!(
+                "workers[{i}] is replica {}, which its folder does not hold",
+                w.replica
+            )));
+        };
+        for (field, stated, recorded) in [
+            ("batches", w.batches as f64, f.batches as f64),
+            ("samples", w.samples as f64, f.samples as f64),
+            ("samples_per_s", w.samples_per_s, f.samples_per_s),
+        ] {
+            if !agree(stated, recorded) {
+                return Err(invalid(format!(
+                    "workers[{i}].{field} is {stated}, but the batch records in {} give \
+                     {recorded}",
+                    dirs[i].display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Compares `cohorts` with each other and with the solo `baselines`.
@@ -100,6 +170,21 @@ pub fn compare(
                 b.workers.len()
             )));
         };
+        // Every ratio divides by the baseline: a rate of 0, below 0, or too small to divide
+        // by is no baseline.
+        if !(worker.samples_per_s.is_finite() && worker.samples_per_s >= MIN_BASELINE_PER_S) {
+            return Err(AnalysisError::Compare(format!(
+                "baseline `{}`: workers[0].samples_per_s must be a finite rate of at least \
+                 {MIN_BASELINE_PER_S} samples/s, got {}",
+                b.experiment, worker.samples_per_s
+            )));
+        }
+        if !(worker.latency_ms.p99.is_finite() && worker.latency_ms.p99 > 0.0) {
+            return Err(AnalysisError::Compare(format!(
+                "baseline `{}`: workers[0].latency_ms.p99 must be a positive number of ms, got {}",
+                b.experiment, worker.latency_ms.p99
+            )));
+        }
         if blocks
             .values()
             .flatten()

@@ -154,8 +154,8 @@ pub enum CohortProblem {
     Replicas {
         /// The declared count (the reference worker's).
         count: u32,
-        /// Ids in `0..count` that no folder holds.
-        missing: Vec<u32>,
+        /// Ids in `0..count` that no folder holds, as inclusive ranges (`(3, 3)` is id 3).
+        missing: Vec<(u32, u32)>,
         /// Ids held by several folders.
         duplicated: Vec<(u32, Vec<PathBuf>)>,
         /// Ids outside `0..count`.
@@ -340,7 +340,14 @@ impl fmt::Display for CohortProblem {
                 )?;
                 let mut parts = Vec::new();
                 if !missing.is_empty() {
-                    let ids: Vec<String> = missing.iter().map(ToString::to_string).collect();
+                    let ids: Vec<String> = missing
+                        .iter()
+                        .map(|&(a, b)| match b - a {
+                            0 => a.to_string(),
+                            1 => format!("{a}, {b}"),
+                            _ => format!("{a} to {b}"),
+                        })
+                        .collect();
                     parts.push(format!("missing {}", ids.join(", ")));
                 }
                 for (id, dirs) in duplicated {

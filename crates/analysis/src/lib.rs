@@ -60,7 +60,9 @@ mod summarize;
 
 pub use coload_cohort_schema::{CohortSummary, Comparison};
 pub use colocation::plural;
-pub use compare::{CompareInput, compare, load_compare_input, short_card};
+pub use compare::{
+    CompareInput, MIN_BASELINE_PER_S, check_figures, compare, load_compare_input, short_card,
+};
 pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};
 pub use isolation::isolation_dirs;

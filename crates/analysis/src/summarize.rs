@@ -633,7 +633,7 @@ fn check_identity(inputs: &[WorkerInput], problems: &mut Vec<CohortProblem>) {
             .or_default()
             .push(w.dir.clone());
     }
-    let missing: Vec<u32> = (0..count).filter(|id| !holders.contains_key(id)).collect();
+    let missing = missing_ranges(count, holders.keys().copied());
     let duplicated: Vec<(u32, Vec<PathBuf>)> = holders
         .iter()
         .filter(|(_, d)| d.len() > 1)
@@ -897,4 +897,38 @@ fn warnings(s: &CohortSummary, inputs: &[WorkerInput]) -> Vec<SummaryWarning> {
         }
     }
     out
+}
+
+/// The ids in `0..count` that `held` (ascending) lacks, as inclusive ranges: linear in the
+/// folders given, whatever count a (forged) report declares.
+fn missing_ranges(count: u32, held: impl Iterator<Item = u32>) -> Vec<(u32, u32)> {
+    let mut missing = Vec::new();
+    let mut next = 0u32;
+    for id in held.take_while(|id| *id < count) {
+        if id > next {
+            missing.push((next, id - 1));
+        }
+        next = id + 1;
+    }
+    if next < count {
+        missing.push((next, count - 1));
+    }
+    missing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report that declares 10^8 replicas beside three folders costs three ranges, not a
+    /// list of 10^8 ids.
+    #[test]
+    fn missing_replicas_are_ranges() {
+        assert_eq!(
+            missing_ranges(100_000_000, [0, 2, 3, 7].into_iter()),
+            vec![(1, 1), (4, 6), (8, 99_999_999)]
+        );
+        assert_eq!(missing_ranges(3, [0, 1, 2, 5].into_iter()), vec![]);
+        assert_eq!(missing_ranges(2, std::iter::empty()), vec![(0, 1)]);
+    }
 }

@@ -20,7 +20,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use coload_cohort_schema::{Workload, exit};
+use coload_cohort_schema::{Workload, exit, text};
 use coload_spec::{CohortSpec, Mix, to_argv};
 use serde_json::{Value, json};
 
@@ -325,7 +325,7 @@ pub(crate) fn render_job_with(
         let _ = write!(
             header,
             "\nBefore creating it, copy {} onto the claim as {} (SHA-256 {}; the Pod checks it).",
-            s.local.display(),
+            text::escaped(&s.local.display().to_string()),
             s.in_claim,
             s.sha256
         );

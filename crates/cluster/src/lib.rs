@@ -25,6 +25,7 @@
 //! assert!(job.yaml.contains("completionMode: \"Indexed\""));
 //! ```
 
+mod collect;
 pub mod dra;
 mod error;
 pub mod kubectl;

@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use coload_cohort_schema::text;
 use coload_spec::CohortSpec;
 use serde_json::{Value, json};
 
@@ -153,10 +154,12 @@ fn launch_script(experiment: &str, count: u32, staged: &[Staged]) -> String {
          here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
     );
     for st in staged {
+        // The local path is the user's text: escaped, so that no character of it can end the
+        // comment and become a command.
         let _ = writeln!(
             s,
             "# first copy {} onto the claim as {} (SHA-256 {})",
-            st.local.display(),
+            text::escaped(&st.local.display().to_string()),
             st.in_claim,
             st.sha256
         );

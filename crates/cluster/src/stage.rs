@@ -76,6 +76,15 @@ pub fn sha256_file(path: &Path) -> Result<String, ClusterError> {
         path: path.to_owned(),
         source,
     };
+    // Only a regular file is an input: a device (`/dev/zero`) or a FIFO would be hashed
+    // forever or hang the open.
+    if !std::fs::metadata(path).map_err(io)?.is_file() {
+        return Err(ClusterError::Io {
+            what: "not a regular file (a model file or a trace must be one):",
+            path: path.to_owned(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+        });
+    }
     let mut file = std::fs::File::open(path).map_err(io)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];

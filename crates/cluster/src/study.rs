@@ -26,6 +26,7 @@ use coload_spec::{CohortSpec, Seconds, Sharing};
 use coload_study::{Ended, Job, Launcher, Offer, Placement, Plan, Running, StudyArgs, Target};
 use serde::{Deserialize, Serialize};
 
+use crate::collect;
 use crate::dra::{DraSite, render_cohort};
 use crate::error::ClusterError;
 use crate::kubectl::{JobState, Kubectl, NodeOffer, PodState};
@@ -1063,20 +1064,31 @@ impl ClusterRun {
             .collect()
     }
 
-    /// Copies each worker's folder from the claim into the cohort's folder.
+    /// Copies each worker's folder from the claim into the cohort's folder: regular folders and
+    /// files only, no link followed, sizes capped (`collect`), and what was left out in the log.
     fn collect(&mut self) -> Vec<u32> {
-        let from = self.volume.join(RESULTS_DIR).join(&self.record.experiment);
+        let results = self.volume.join(RESULTS_DIR);
+        let from = results.join(&self.record.experiment);
+        let above = collect::real_dir(&results).and_then(|()| collect::real_dir(&from));
         let mut missing = Vec::new();
         for i in 0..self.record.count {
             let src = from.join(format!("worker-{i}"));
             let dst = self.dir.join(format!("worker-{i}"));
-            if !src.is_dir() {
+            if let Err(why) = above.clone().and_then(|()| collect::real_dir(&src)) {
+                let _ = writeln!(self.log, "warning: not collected: {why}");
                 missing.push(i);
                 continue;
             }
-            if let Err(e) = copy_tree(&src, &dst) {
-                let _ = writeln!(self.log, "warning: cannot collect {}: {e}", src.display());
-                missing.push(i);
+            match collect::copy_worker(&src, &dst, collect::Caps::default()) {
+                Ok(skipped) => {
+                    for s in skipped {
+                        let _ = writeln!(self.log, "warning: not collected: {s}");
+                    }
+                }
+                Err(e) => {
+                    let _ = writeln!(self.log, "warning: cannot collect {}: {e}", src.display());
+                    missing.push(i);
+                }
             }
         }
         missing
@@ -1279,27 +1291,6 @@ fn rfc3339_unix_s(text: &str) -> Option<i64> {
 
 /// Copies a folder of plain files and folders (links are left out); refuses to write over
 /// anything.
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        let target = to.join(entry.file_name());
-        if kind.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else if kind.is_file() {
-            if target.exists() {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::AlreadyExists,
-                    format!("{} exists", target.display()),
-                ));
-            }
-            std::fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,16 +8,19 @@
 
 use std::fmt::Write as _;
 
+use coload_cohort_schema::text;
 use serde_json::Value;
 
-/// `value` as a YAML document, after `header` as `# ` comment lines.
+/// `value` as a YAML document, after `header` as `# ` comment lines: the header is split on LF
+/// only, and every other character that could end a line for some reader (CR, NEL, U+2028, ...)
+/// is shown escaped, so no text in the header can end its comment and start YAML.
 pub(crate) fn document(header: &str, value: &Value) -> String {
     let mut out = String::new();
-    for line in header.lines() {
+    for line in header.split('\n') {
         if line.is_empty() {
             out.push_str("#\n");
         } else {
-            let _ = writeln!(out, "# {line}");
+            let _ = writeln!(out, "# {}", text::escaped(line));
         }
     }
     write_block(&mut out, value, 0);
@@ -37,8 +40,23 @@ fn key(k: &str) -> String {
 }
 
 fn scalar(v: &Value) -> String {
-    // serde_json's text of a scalar is a valid YAML flow scalar with the same meaning.
-    v.to_string()
+    // serde_json's text of a scalar is a valid YAML flow scalar with the same meaning, once the
+    // characters JSON leaves bare but a YAML 1.1 reader takes as line breaks or refuses (DEL,
+    // C1 controls with NEL, U+2028/2029, U+FFFE/FFFF) are written as `\uXXXX` too, which both
+    // read back as the same character.
+    let json = v.to_string();
+    if text::first_unsafe(&json).is_none() {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 8);
+    for c in json.chars() {
+        if text::is_unsafe(c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn is_empty_collection(v: &Value) -> bool {
@@ -127,7 +145,7 @@ fn literal_block_ok(s: &str) -> bool {
         && !s.ends_with("\n\n")
         && s.trim_end_matches('\n').contains('\n')
         && !s.starts_with([' ', '\n'])
-        && s.chars().all(|c| c == '\n' || !c.is_control())
+        && s.chars().all(|c| c == '\n' || !text::is_unsafe(c))
         && s.lines().all(|l| !l.ends_with([' ', '\t']))
 }
 

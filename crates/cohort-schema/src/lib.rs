@@ -38,6 +38,7 @@ mod share;
 pub mod study;
 mod summary;
 mod telemetry;
+pub mod text;
 mod worker;
 
 pub use activity::{
@@ -59,8 +60,9 @@ pub use failure::{FailureKind, Stage, Status};
 pub use hog::{HogReport, HogStop, HoldMarker, IsolationOutcome, IsolationResult, TenantOutcome};
 pub use llm_request::{LlmRequestLine, LlmRequestReader};
 pub use read::{
-    BatchReader, check_version, parse_document, read_batches, read_batches_str, read_document,
-    read_lines, read_worker_report, write_json_atomic,
+    BatchReader, MAX_DOCUMENT_BYTES, MAX_LINE_BYTES, MAX_LINES_FILE_BYTES, MAX_TRACE_BYTES,
+    check_version, parse_document, read_batches, read_batches_str, read_document, read_lines,
+    read_text, read_worker_report, write_atomic, write_json_atomic,
 };
 pub use request::{MAX_REQUESTS_PER_LINE, RequestBatchRecord, RequestReader};
 pub use share::{ByteSize, DeclaredShare, MIB, ObservedShare, SharePolicy, ShareReport};

@@ -36,12 +36,75 @@ pub fn check_version(path: &Path, doc: &serde_json::Value) -> Result<(), SchemaE
     }
 }
 
-/// Reads a versioned JSON document of type `T` from `path`.
-pub fn read_document<T: DeserializeOwned>(path: &Path) -> Result<T, SchemaError> {
-    let bytes = fs::read(path).map_err(|source| SchemaError::Io {
+/// The largest JSON document read (a worker's report is tens of KB; a study's index of a
+/// thousand cohorts a few MB).
+pub const MAX_DOCUMENT_BYTES: u64 = 256 << 20;
+/// The longest line of a JSON-lines file (a serve-llm request with every token's time is tens
+/// of KB).
+pub const MAX_LINE_BYTES: u64 = 16 << 20;
+
+/// The largest JSON-lines file read whole (telemetry of a long window is a few MB).
+pub const MAX_LINES_FILE_BYTES: u64 = 1 << 30;
+
+/// Opens `path` for reading when it is a regular file: a FIFO or a device given (or planted) in
+/// its place is refused, never read.
+pub(crate) fn open_regular(path: &Path) -> Result<File, SchemaError> {
+    let io = |source| SchemaError::Io {
         path: path.to_owned(),
         source,
+    };
+    // Checked before the open too: opening a FIFO would wait for a writer.
+    if !fs::metadata(path).map_err(io)?.is_file() {
+        return Err(io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    let file = File::open(path).map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(io(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
+    Ok(file)
+}
+
+/// The bytes of the regular file `path`, refused past `max` bytes naming the cap.
+fn read_capped(path: &Path, max: u64) -> Result<Vec<u8>, SchemaError> {
+    let file = open_regular(path)?;
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(file, max + 1), &mut bytes).map_err(|source| {
+        SchemaError::Io {
+            path: path.to_owned(),
+            source,
+        }
     })?;
+    if bytes.len() as u64 > max {
+        return Err(SchemaError::Invalid {
+            path: path.to_owned(),
+            message: format!("larger than the cap of {max} bytes for this file"),
+        });
+    }
+    Ok(bytes)
+}
+
+/// The largest arrivals trace read (a million requests take about 20 MB).
+pub const MAX_TRACE_BYTES: u64 = 256 << 20;
+
+/// The text of the regular file `path`, refused past `max` bytes naming the cap, or when it is
+/// not UTF-8: for inputs a user names (an arrivals trace).
+pub fn read_text(path: &Path, max: u64) -> Result<String, SchemaError> {
+    String::from_utf8(read_capped(path, max)?).map_err(|_| SchemaError::Invalid {
+        path: path.to_owned(),
+        message: "not valid UTF-8".into(),
+    })
+}
+
+/// Reads a versioned JSON document of type `T` from `path` (a regular file of at most
+/// [`MAX_DOCUMENT_BYTES`]).
+pub fn read_document<T: DeserializeOwned>(path: &Path) -> Result<T, SchemaError> {
+    let bytes = read_capped(path, MAX_DOCUMENT_BYTES)?;
     parse_document(path, &bytes)
 }
 
@@ -99,7 +162,9 @@ impl<R: BufRead> JsonLines<R> {
     /// not a `T`, and a last line cut short are errors naming the line.
     pub(crate) fn next_json<T: DeserializeOwned>(&mut self) -> Option<Result<T, SchemaError>> {
         self.buf.clear();
-        match self.reader.read_line(&mut self.buf) {
+        // A line without an end (a forged or runaway file) stops at the cap, not at the
+        // memory's end.
+        match io::Read::take(&mut self.reader, MAX_LINE_BYTES + 1).read_line(&mut self.buf) {
             Ok(0) => return None,
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
@@ -114,6 +179,11 @@ impl<R: BufRead> JsonLines<R> {
             }
         }
         self.line += 1;
+        if self.buf.len() as u64 > MAX_LINE_BYTES {
+            return Some(Err(self.bad(format!(
+                "line longer than the cap of {MAX_LINE_BYTES} bytes"
+            ))));
+        }
         let complete = self.buf.ends_with('\n');
         let text = self.buf.trim_end_matches(['\n', '\r']);
         if text.trim().is_empty() {
@@ -143,10 +213,7 @@ pub struct BatchReader<R> {
 impl BatchReader<BufReader<File>> {
     /// Opens `path` for reading.
     pub fn open(path: &Path) -> Result<Self, SchemaError> {
-        let file = File::open(path).map_err(|source| SchemaError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let file = open_regular(path)?;
         Ok(Self::new(path, BufReader::with_capacity(1 << 16, file)))
     }
 }
@@ -219,10 +286,7 @@ pub fn read_batches_str(
 /// Reads a small JSON-lines file of `T` records (`telemetry.jsonl`, `gpm.jsonl`) whole, naming
 /// the file and the 1-based line of the first line that is not a `T`. Blank lines are skipped.
 pub fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, SchemaError> {
-    let text = fs::read_to_string(path).map_err(|source| SchemaError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = read_text(path, MAX_LINES_FILE_BYTES)?;
     parse_lines(path, &text)
 }
 
@@ -240,9 +304,21 @@ fn parse_lines<T: DeserializeOwned>(path: &Path, text: &str) -> Result<Vec<T>, S
         .collect()
 }
 
-/// Writes `value` as pretty JSON to `path` through a temporary file in the same directory,
-/// fsynced and renamed into place, so a reader sees either nothing or the whole document.
+/// Writes `value` as pretty JSON to `path` through [`write_atomic`].
 pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), SchemaError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| SchemaError::Write {
+        path: path.to_owned(),
+        source: io::Error::new(io::ErrorKind::InvalidData, e),
+    })?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory, created exclusively
+/// (never through a link someone planted there), fsynced and renamed into place, so a reader
+/// sees either nothing or the whole file, and a link at `path` itself is replaced, never
+/// followed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SchemaError> {
     let werr = |source| SchemaError::Write {
         path: path.to_owned(),
         source,
@@ -254,17 +330,9 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), Sch
     let name = path
         .file_name()
         .ok_or_else(|| werr(io::Error::new(io::ErrorKind::InvalidInput, "no file name")))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let mut bytes = serde_json::to_vec_pretty(value)
-        .map_err(|e| werr(io::Error::new(io::ErrorKind::InvalidData, e)))?;
-    bytes.push(b'\n');
+    let (tmp, mut file) = create_temp(dir, &name.to_string_lossy()).map_err(werr)?;
     let result = (|| {
-        let mut file = File::create(&tmp)?;
-        file.write_all(&bytes)?;
+        file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
         // Make the rename itself durable.
@@ -279,9 +347,99 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), Sch
     result.map_err(werr)
 }
 
+/// How many names [`create_temp`] tries before it gives up.
+const TEMP_ATTEMPTS: u32 = 64;
+
+/// A new temporary file beside the target, created exclusively (`O_CREAT | O_EXCL`, which never
+/// follows a symbolic link, dangling or not): a name someone planted (a link to a victim file,
+/// a file of their own) is passed over for the next one, never opened.
+fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
+    let pid = std::process::id();
+    // The time makes the names of two writers of one pid (after a restart) differ too.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    for attempt in 0..TEMP_ATTEMPTS {
+        let tmp = dir.join(format!(".{name}.tmp.{pid}.{nanos:x}.{attempt}"));
+        match fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(file) => return Ok((tmp, file)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!(
+            "{TEMP_ATTEMPTS} temporary names for {name} in {} already exist",
+            dir.display()
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A line without an end stops at the cap, named, instead of growing until memory ends.
+    #[test]
+    fn a_line_over_the_cap_is_refused_naming_it() {
+        let long = format!(
+            "{{\"index\":{}",
+            "0".repeat(usize::try_from(MAX_LINE_BYTES).unwrap())
+        );
+        let e = read_batches_str("b.jsonl", &long).unwrap_err().to_string();
+        assert!(
+            e.starts_with("b.jsonl:1: line longer than the cap of"),
+            "{e}"
+        );
+    }
+
+    /// An input is a regular file under its cap: a device is refused at once, never read, and
+    /// a file over the cap is refused naming it.
+    #[cfg(unix)]
+    #[test]
+    fn inputs_are_regular_files_under_their_cap() {
+        let e = read_text(Path::new("/dev/zero"), 10)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/dev/zero") && e.contains("not a regular file"),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("trace.txt");
+        fs::write(&big, "0.5\n".repeat(25)).unwrap();
+        assert_eq!(read_text(&big, 100).unwrap().len(), 100);
+        let e = read_text(&big, 99).unwrap_err().to_string();
+        assert!(e.contains("larger than the cap of 99 bytes"), "{e}");
+    }
+
+    /// A link planted at every name the writer could pick for its temporary file is passed over:
+    /// the victim it points at keeps its text and the target gets the document.
+    #[cfg(unix)]
+    #[test]
+    fn a_planted_temp_link_is_never_written_through() {
+        let tmpdir = tempfile::tempdir().unwrap();
+        let dir = tmpdir.path();
+        let victim = dir.join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let pid = std::process::id();
+        // The predictable name a writer of this pid used to open with `File::create`.
+        std::os::unix::fs::symlink(&victim, dir.join(format!(".x.json.tmp.{pid}"))).unwrap();
+        let target = dir.join("x.json");
+        write_json_atomic(&target, &serde_json::json!({"a": 1})).unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(fs::read_to_string(&target).unwrap(), "{\n  \"a\": 1\n}\n");
+        assert!(fs::symlink_metadata(&target).unwrap().is_file());
+        // A name that exists is passed over, never opened.
+        let (first, _f) = create_temp(dir, "y.json").unwrap();
+        let (second, _g) = create_temp(dir, "y.json").unwrap();
+        assert_ne!(first, second);
+    }
 
     fn err_text(text: &str) -> String {
         read_batches_str("b.jsonl", text).unwrap_err().to_string()

@@ -59,10 +59,7 @@ pub struct RequestReader<R> {
 impl RequestReader<BufReader<File>> {
     /// Opens `path` for reading.
     pub fn open(path: &Path) -> Result<Self, SchemaError> {
-        let file = File::open(path).map_err(|source| SchemaError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let file = crate::read::open_regular(path)?;
         Ok(Self::new(path, BufReader::with_capacity(1 << 16, file)))
     }
 }

@@ -155,10 +155,14 @@ impl CapacityFlags {
             return Ok(());
         }
         for (flag, v) in [("--rate-min", self.rate_min), ("--rate-max", self.rate_max)] {
-            if !(v.is_finite() && v > 0.0) {
+            if !(v.is_finite() && v > 0.0 && v <= crate::flags::MAX_RATE_PER_S) {
                 return Err(SpecError::flag(
                     flag,
-                    format!("{flag} must be a positive number of requests per second, got {v}"),
+                    format!(
+                        "{flag} must be a positive number of requests per second, at most {}, \
+                         got {v}",
+                        crate::flags::MAX_RATE_PER_S
+                    ),
                 ));
             }
         }
@@ -282,6 +286,12 @@ impl CohortSpec {
         }
         if has_llm {
             serve.kv_budget_tokens_for(&self.flags)?;
+        }
+        if capacity.find_capacity {
+            // The search's slowest probe must schedule a request too.
+            ServeFlags::rate_fits_window("--rate-min", capacity.rate_min, self.flags.window_s)?;
+        } else {
+            serve.rate_in_window(self.flags.window_s)?;
         }
         if serve.rate.is_none() && serve.arrivals_file.is_none() && !capacity.find_capacity {
             let (who, slo) = if has_serve {
@@ -424,14 +434,27 @@ impl CohortSpec {
             #[command(flatten)]
             spec: CohortSpec,
         }
-        let mode = mode.to_string();
-        let workers = mix.to_string();
-        // Every flag has a default but the mode and the mix, so this parses; should clap ever
-        // disagree, the error is a bug here, not the user's.
-        match Defaults::try_parse_from(["coload", "--mode", &mode, "--workers", &workers]) {
-            Ok(d) => d.spec,
-            Err(e) => unreachable!("the defaults of CohortSpec do not parse: {e}"),
-        }
+        // clap builds its whole command to parse: once per process, not once per cohort (a
+        // plan of 100k cohorts spent minutes here).
+        static DEFAULTS: std::sync::OnceLock<CohortSpec> = std::sync::OnceLock::new();
+        let defaults = DEFAULTS.get_or_init(|| {
+            // Every flag has a default but the mode and the mix, so this parses; should clap
+            // ever disagree, the error is a bug here, not the user's.
+            match Defaults::try_parse_from([
+                "coload",
+                "--mode",
+                "exclusive",
+                "--workers",
+                "train=1",
+            ]) {
+                Ok(d) => d.spec,
+                Err(e) => unreachable!("the defaults of CohortSpec do not parse: {e}"),
+            }
+        });
+        let mut spec = defaults.clone();
+        spec.workers = Some(mix.clone());
+        spec.flags.mode = mode;
+        spec
     }
 }
 
@@ -451,6 +474,133 @@ mod tests {
         P::try_parse_from(full)
             .map(|p| p.spec)
             .map_err(|e| e.to_string())
+    }
+
+    /// What clap refuses on the command line, `validate` refuses in a spec built otherwise (a
+    /// plan's lines): each with the flag it names.
+    #[test]
+    fn clap_ranges_hold_in_validate_too() {
+        use coload_cohort_schema::{ByteSize, InputShape};
+        let base = || CohortSpec::new(&Mix::parse("train=2").unwrap(), Mode::Timeslice);
+        let with_file = || {
+            let mut s = base();
+            s.flags.model_file = Some("m.pt".into());
+            s.flags.input_shape = Some(InputShape([3, 32, 32]));
+            s.flags.num_classes = Some(10);
+            s
+        };
+        assert!(with_file().validate().is_ok());
+        let mps = |f: &dyn Fn(&mut CohortSpec)| {
+            let mut s = CohortSpec::new(&Mix::parse("train=2").unwrap(), Mode::Mps);
+            f(&mut s);
+            s
+        };
+        let cases: Vec<(CohortSpec, &str)> = vec![
+            (
+                {
+                    let mut s = with_file();
+                    s.flags.num_classes = Some(0);
+                    s
+                },
+                "--num-classes",
+            ),
+            (
+                {
+                    let mut s = with_file();
+                    s.flags.input_shape = None;
+                    s
+                },
+                "--model-file",
+            ),
+            (
+                {
+                    let mut s = base();
+                    s.flags.input_shape = Some(InputShape([3, 8, 8]));
+                    s
+                },
+                "--input-shape",
+            ),
+            (
+                {
+                    let mut s = base();
+                    s.flags.num_classes = Some(3);
+                    s
+                },
+                "--num-classes",
+            ),
+            (mps(&|s| s.flags.mps_replicas = Some(0)), "--mps-replicas"),
+            (mps(&|s| s.flags.mps_replicas = Some(101)), "--mps-replicas"),
+            (
+                mps(&|s| s.flags.mps_replicas = Some(u32::MAX)),
+                "--mps-replicas",
+            ),
+            (
+                mps(&|s| {
+                    s.flags.mps_replicas = Some(7);
+                    s.flags.mps_unlimited = true;
+                }),
+                "--mps-replicas",
+            ),
+            (mps(&|s| s.flags.mps_threads = Some(50)), "--mps-threads"),
+            (
+                mps(&|s| {
+                    s.flags.mps_threads = Some(0);
+                    s.flags.mps_memory = Some(ByteSize(1 << 30));
+                }),
+                "--mps-threads",
+            ),
+            (
+                {
+                    let mut s = base();
+                    s.flags.warmup_batches = u32::MAX;
+                    s
+                },
+                "--warmup-batches",
+            ),
+        ];
+        for (s, flag) in cases {
+            let e = s.validate().unwrap_err();
+            assert_eq!(e.flag_name(), Some(flag), "{e}");
+        }
+        assert!(
+            mps(&|s| s.flags.mps_replicas = Some(100))
+                .validate()
+                .is_ok()
+        );
+    }
+
+    /// A rate that schedules no request in the window, or one beyond any server, is refused;
+    /// so is a capacity search's bound that is.
+    #[test]
+    fn rates_that_schedule_nothing_or_overflow_are_refused() {
+        let serve = |rate: &str, extra: &[&str]| {
+            let mut args = vec![
+                "--mode",
+                "timeslice",
+                "--workers",
+                "serve=1",
+                "--rate",
+                rate,
+            ];
+            args.extend_from_slice(extra);
+            spec(&args).unwrap().validate()
+        };
+        let e = serve("1e-300", &[]).unwrap_err();
+        assert_eq!(e.flag_name(), Some("--rate"));
+        assert!(
+            e.to_string()
+                .contains("schedules no request in a 45 s window"),
+            "{e}"
+        );
+        assert!(serve("0.03", &["--window-s", "40"]).is_ok());
+        assert!(serve("0.02", &["--window-s", "40"]).is_err());
+        assert_eq!(serve("1e7", &[]).unwrap_err().flag_name(), Some("--rate"));
+        let e = serve(
+            "100",
+            &["--find-capacity", "--slo-ms", "10", "--rate-max", "1e290"],
+        )
+        .unwrap_err();
+        assert_eq!(e.flag_name(), Some("--rate-max"), "{e}");
     }
 
     #[test]

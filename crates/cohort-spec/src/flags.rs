@@ -27,6 +27,14 @@ use crate::seconds::Seconds;
 /// which checks it again where it builds its batch sizes).
 pub const MAX_BATCH: u32 = 1024;
 
+/// The most untimed batches before the barrier: the article's protocol takes 20, and a worker
+/// keeps a record of each, so an unbounded count would allocate without limit.
+pub const MAX_WARMUP_BATCHES: u32 = 100_000;
+
+/// The highest offered load, requests per second, of an open-loop worker or a capacity search
+/// (far above what one GPU serves; the search names folders after its rates).
+pub const MAX_RATE_PER_S: f64 = 1e6;
+
 /// The model a worker runs when `--model` is not given: the article's.
 pub const DEFAULT_MODEL: &str = "resnet18";
 
@@ -236,6 +244,16 @@ impl WorkerFlags {
         }
         self.validate_share()?;
         self.validate_timeslice_interval()?;
+        self.validate_model_file()?;
+        if self.warmup_batches > MAX_WARMUP_BATCHES {
+            return Err(SpecError::flag(
+                "--warmup-batches",
+                format!(
+                    "--warmup-batches must be at most {MAX_WARMUP_BATCHES}, got {}",
+                    self.warmup_batches
+                ),
+            ));
+        }
         if self.hog_bytes.is_some_and(|b| b.bytes() == 0) {
             return Err(SpecError::flag(
                 "--hog-bytes",
@@ -353,7 +371,54 @@ impl WorkerFlags {
 
     /// The MPS share flags go with `--mode mps`, and `--mode mps` needs one of them: a result
     /// measured under MPS means little without the share each client had (issue 12).
+    /// A user's TorchScript model comes with its input shape and class count, and they with it
+    /// (what clap's `requires` says for flags, said again here for plan lines).
+    fn validate_model_file(&self) -> Result<(), SpecError> {
+        if self.num_classes == Some(0) {
+            return Err(SpecError::flag(
+                "--num-classes",
+                "--num-classes must be at least 1, got 0",
+            ));
+        }
+        match (
+            &self.model_file,
+            self.input_shape.is_some(),
+            self.num_classes.is_some(),
+        ) {
+            (Some(_), false, _) | (Some(_), _, false) => Err(SpecError::flag(
+                "--model-file",
+                "--model-file needs --input-shape C,H,W and --num-classes N",
+            )),
+            (Some(_), true, true) if self.model.is_some() => Err(SpecError::flag(
+                "--model",
+                "--model and --model-file name two models: give one",
+            )),
+            (None, true, _) => Err(SpecError::flag(
+                "--input-shape",
+                "--input-shape is the shape of a --model-file's input: give --model-file too",
+            )),
+            (None, _, true) => Err(SpecError::flag(
+                "--num-classes",
+                "--num-classes is what a --model-file outputs: give --model-file too",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn validate_share(&self) -> Result<(), SpecError> {
+        for (value, flag) in [
+            (self.mps_replicas, "--mps-replicas"),
+            (self.mps_threads, "--mps-threads"),
+        ] {
+            if let Some(v) = value
+                && !(1..=100).contains(&v)
+            {
+                return Err(SpecError::flag(
+                    flag,
+                    format!("{flag} must be between 1 and 100, got {v}"),
+                ));
+            }
+        }
         let given = [
             self.mps_replicas.map(|_| "--mps-replicas"),
             self.mps_unlimited.then_some("--mps-unlimited"),
@@ -368,7 +433,24 @@ impl WorkerFlags {
                  NVIDIA's device plugin gives at replicas: N, the node's setting), --mps-unlimited \
                  (no per-client limit), or --mps-threads P --mps-memory SIZE",
             )),
-            (Mode::Mps, Some(_)) => {
+            (Mode::Mps, Some(first)) => {
+                let pair = self.mps_threads.is_some() && self.mps_memory.is_some();
+                if given.len() > 1 && !(pair && given.len() == 2) {
+                    return Err(SpecError::flag(
+                        first,
+                        format!(
+                            "{} declare different MPS shares: give one of --mps-replicas, \
+                             --mps-unlimited, or --mps-threads with --mps-memory",
+                            given.join(" and ")
+                        ),
+                    ));
+                }
+                if self.mps_threads.is_some() != self.mps_memory.is_some() {
+                    return Err(SpecError::flag(
+                        first,
+                        "--mps-threads and --mps-memory are given together",
+                    ));
+                }
                 if self.mps_memory.is_some_and(|m| m.bytes() < MIB) {
                     return Err(SpecError::flag(
                         "--mps-memory",
@@ -779,14 +861,49 @@ impl ServeFlags {
         Ok(budget)
     }
 
+    /// A `--rate` must schedule at least one request in a window of `window_s`: a rate whose
+    /// first request would arrive after the window runs the whole window for nothing. The one
+    /// rule for a cohort's spec and a worker's own flags.
+    pub fn rate_in_window(&self, window_s: Seconds) -> Result<(), SpecError> {
+        match self.rate {
+            Some(rate) if self.arrivals_file.is_none() => {
+                Self::rate_fits_window("--rate", rate, window_s)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// [`ServeFlags::rate_in_window`] for the rate `flag` gives.
+    pub fn rate_fits_window(
+        flag: &'static str,
+        rate: f64,
+        window_s: Seconds,
+    ) -> Result<(), SpecError> {
+        let window_s = window_s.get();
+        if rate * window_s < 1.0 {
+            return Err(SpecError::flag(
+                flag,
+                format!(
+                    "{flag} {rate:?} schedules no request in a {window_s} s window: give at least \
+                     {:.6} requests per second (1 / --window-s)",
+                    1.0 / window_s
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the numbers: a positive rate and objective, a queue delay of 0 or more.
     pub fn validate(&self) -> Result<(), SpecError> {
         if let Some(rate) = self.rate
-            && !(rate.is_finite() && rate > 0.0)
+            && !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE_PER_S)
         {
             return Err(SpecError::flag(
                 "--rate",
-                format!("--rate must be a positive number of requests per second, got {rate}"),
+                format!(
+                    "--rate must be a positive number of requests per second, at most \
+                     {MAX_RATE_PER_S}, got {rate}"
+                ),
             ));
         }
         if !(self.max_queue_delay_ms.is_finite() && self.max_queue_delay_ms >= 0.0) {

@@ -50,7 +50,8 @@ pub use cohort::{
 pub use deadline::FINISH_SLACK;
 pub use error::SpecError;
 pub use flags::{
-    Arrivals, DEFAULT_MODEL, LlmLengths, MAX_BATCH, ServeFlags, WorkerFlags, WorkerPlace,
+    Arrivals, DEFAULT_MODEL, LlmLengths, MAX_BATCH, MAX_RATE_PER_S, MAX_WARMUP_BATCHES, ServeFlags,
+    WorkerFlags, WorkerPlace,
 };
 pub use llm::{
     DEFAULT_LLM_MODEL, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, LLM_MODELS, llm_context_tokens,

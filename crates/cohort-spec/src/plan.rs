@@ -112,7 +112,7 @@ mod tests {
         let mut s = base();
         let t: toml::Table = toml::from_str(
             "arrivals = \"uniform\"\nmax_batch = 8\nmax_queue_delay_ms = 2.5\nrate = 100\n\
-             window_s = 2\nmps_replicas = 7\nmps_memory = \"20GiB\"",
+             window_s = 2\nmps_threads = 50\nmps_memory = \"20GiB\"",
         )
         .unwrap();
         for (k, v) in &t {

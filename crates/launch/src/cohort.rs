@@ -226,6 +226,7 @@ fn worker_command(
     let mut flags = args.spec.flags.clone();
     flags.strict_device |= args.spec.strict;
     let mut cmd = Command::new(&cx.worker_bin);
+    crate::parent::die_with_parent(&mut cmd);
     cmd.args(to_argv(place)?).args(to_argv(&flags)?);
     if let Some(serve) = crate::serve::for_worker(&args.spec.serve, place.workload, rate) {
         cmd.args(to_argv(&serve)?);

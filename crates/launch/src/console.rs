@@ -10,7 +10,9 @@ pub trait Console: Sync {
     fn output(&self, text: &str);
 }
 
-/// Progress to standard error, results to standard output.
+use coload_cohort_schema::text::escaped_lines;
+
+/// Progress to standard error, results to standard output (control characters escaped).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StdConsole;
 
@@ -20,14 +22,16 @@ pub struct StdConsole;
 )]
 impl Console for StdConsole {
     fn progress(&self, line: &str) {
-        eprintln!("{line}");
+        // A line may quote a recorded file (a failure's message, an experiment id): shown
+        // escaped, never acted on by the terminal.
+        eprintln!("{}", escaped_lines(line));
     }
 
     fn output(&self, text: &str) {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
         // A closed pipe (`| head`) is not an error of the cohort.
-        let _ = out.write_all(text.as_bytes());
+        let _ = out.write_all(escaped_lines(text).as_bytes());
         let _ = out.flush();
     }
 }

@@ -40,6 +40,7 @@ mod end;
 mod error;
 mod launch;
 mod mps;
+mod parent;
 mod serve;
 mod share;
 
@@ -50,4 +51,5 @@ pub use end::{WorkerEnd, failure_record, summary_options};
 pub use error::LauncherError;
 pub use launch::run;
 pub use mps::{CONTROL as MPS_CONTROL, MpsError};
+pub use parent::die_with_parent;
 pub use share::ShareError;

@@ -15,7 +15,9 @@ pub(crate) fn markdown(doc: &Document) -> String {
     blocks(&mut out, &doc.blocks, &toc);
     out.truncate(out.trim_end().len());
     out.push('\n');
-    out
+    // Names and ids come from recorded files: none of their characters may end a row or reach
+    // a terminal that shows the file.
+    coload_cohort_schema::text::escaped_lines(&out).into_owned()
 }
 
 fn blocks(out: &mut String, list: &[Block], toc: &[String]) {
@@ -72,7 +74,13 @@ pub(crate) fn table(t: &Table) -> String {
         .collect();
     let _ = writeln!(out, "| {} |", sep.join(" | "));
     for r in &t.rows {
-        let _ = writeln!(out, "| {} |", r.join(" | "));
+        // A cell may hold a recorded name: no line break of it may end the row, and a `|` of it
+        // is a character, not a column.
+        let cells: Vec<String> = r
+            .iter()
+            .map(|c| coload_cohort_schema::text::escaped(c).replace('|', "\\|"))
+            .collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
     }
     out
 }

@@ -279,7 +279,8 @@ pub fn render_table(s: &CohortSummary) -> String {
     for c in &s.caveats {
         let _ = writeln!(out, "  - {c}");
     }
-    out
+    // The header's experiment id and model names come from recorded files.
+    coload_cohort_schema::text::escaped_lines(&out).into_owned()
 }
 
 /// The summary's document: the cohort, its placement, workers, groups, device memory, warnings

@@ -9,6 +9,8 @@ pub(crate) fn columns(t: &Table) -> String {
     let line = |cells: &[String]| {
         let s: Vec<String> = cells
             .iter()
+            // A cell may hold a recorded name: shown on its one line, never acted on.
+            .map(|c| coload_cohort_schema::text::escaped(c).into_owned())
             .enumerate()
             .map(|(i, c)| {
                 let width = w.get(i).copied().unwrap_or(0);

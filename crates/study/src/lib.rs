@@ -18,6 +18,7 @@
 //! (bench-cohort's folder plus `cohort.log`), `cohorts/<name>.failed-<k>/` for failed runs,
 //! `report/` (`comparison.json`, `comparison.md`, `report.html`).
 
+mod folder;
 mod node;
 mod plan;
 mod progress;
@@ -28,6 +29,6 @@ mod study;
 mod table;
 
 pub use node::{NotOffered, Offer, Placement};
-pub use plan::{BUILTIN, Job, Plan, PlanError, Policy};
+pub use plan::{BUILTIN, Job, MAX_COHORTS, MAX_REPEATS, Plan, PlanError, Policy};
 pub use schedule::{Ended, Launcher, Running};
 pub use study::{STUDY_UNFINISHED, StudyArgs, StudyError, Target, run, run_with};

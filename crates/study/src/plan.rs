@@ -272,14 +272,31 @@ impl Job {
     }
 }
 
-/// The 1-based line holding byte `offset` of `text`.
-fn line_of(text: &str, offset: usize) -> usize {
-    text.char_indices()
-        .take_while(|(i, _)| *i < offset)
-        .filter(|(_, c)| *c == '\n')
-        .count()
-        + 1
+/// Where a plan's lines start, found once, so that naming the line of each of its cohorts costs
+/// a binary search, not a scan of the text (which made the check quadratic in the plan).
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn new(text: &str) -> Lines {
+        Lines(
+            text.bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b'\n')
+                .map(|(i, _)| i)
+                .collect(),
+        )
+    }
+
+    /// The 1-based line holding byte `offset`.
+    fn of(&self, offset: usize) -> usize {
+        self.0.partition_point(|&newline| newline < offset) + 1
+    }
 }
+
+/// The most repeats of one cohort (the article's protocol takes three).
+pub const MAX_REPEATS: u32 = 1000;
+/// The most cohorts one plan expands to (every shape under every policy, every repeat).
+pub const MAX_COHORTS: usize = 100_000;
 
 impl Plan {
     /// Resolves `plan`: a built-in name, or a path to a TOML file.
@@ -317,9 +334,10 @@ impl Plan {
         reason = "the plan is read and checked top to bottom, each error with the span it names"
     )]
     pub fn parse(source: &str, text: &str) -> Result<Plan, PlanError> {
+        let lines = Lines::new(text);
         let err = |span: Option<Range<usize>>, message: String| PlanError {
             source: source.to_owned(),
-            line: span.map(|s| line_of(text, s.start)),
+            line: span.map(|s| lines.of(s.start)),
             message,
         };
         let file: PlanFile = toml::from_str(text).map_err(|e| {
@@ -328,8 +346,11 @@ impl Plan {
             err(e.span(), e.message().trim().to_owned())
         })?;
         let default_repeats = match &file.repeats {
-            Some(r) if *r.get_ref() == 0 => {
-                return Err(err(Some(r.span()), "`repeats` must be at least 1".into()));
+            Some(r) if !(1..=MAX_REPEATS).contains(r.get_ref()) => {
+                return Err(err(
+                    Some(r.span()),
+                    format!("`repeats` must be between 1 and {MAX_REPEATS}"),
+                ));
             }
             Some(r) => *r.get_ref(),
             None => 1,
@@ -346,7 +367,7 @@ impl Plan {
         let mut policies: Vec<Policy> = Vec::new();
         for p in &file.policies {
             let span = p.span();
-            let line = line_of(text, span.start);
+            let line = lines.of(span.start);
             let p = p.get_ref();
             if policies.iter().any(|q| q.name == p.name) {
                 return Err(err(
@@ -407,7 +428,7 @@ impl Plan {
         }
         let mut shapes = Vec::new();
         for c in &file.cohorts {
-            let line = line_of(text, c.span().start);
+            let line = lines.of(c.span().start);
             let c = c.get_ref();
             let mix = Mix::parse(c.workers.get_ref()).map_err(|m| {
                 err(
@@ -419,8 +440,11 @@ impl Plan {
                 )
             })?;
             let repeats = match &c.repeats {
-                Some(r) if *r.get_ref() == 0 => {
-                    return Err(err(Some(r.span()), "`repeats` must be at least 1".into()));
+                Some(r) if !(1..=MAX_REPEATS).contains(r.get_ref()) => {
+                    return Err(err(
+                        Some(r.span()),
+                        format!("`repeats` must be between 1 and {MAX_REPEATS}"),
+                    ));
                 }
                 Some(r) => *r.get_ref(),
                 None => default_repeats,
@@ -515,6 +539,17 @@ impl Plan {
                     line,
                 });
             }
+        }
+        let cohorts: u64 = shapes.iter().map(|s| u64::from(s.repeats)).sum();
+        if cohorts > MAX_COHORTS as u64 {
+            return Err(err(
+                None,
+                format!(
+                    "the plan expands to {cohorts} cohorts (every cohort under each of its \
+                     policies, every repeat), more than the {MAX_COHORTS} one study runs; split \
+                     it into several plans"
+                ),
+            ));
         }
         let layers = Layers {
             plan: &file.flags,
@@ -1438,5 +1473,85 @@ repeats = 2
         )
         .unwrap_err();
         assert!(e.message.contains("nodes"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod bounds {
+    use std::fmt::Write as _;
+
+    use super::*;
+
+    fn many(cohorts: usize) -> String {
+        let mut text =
+            String::from("name = \"many\"\n[[policy]]\nname = \"ts\"\nmode = \"timeslice\"\n");
+        for i in 0..cohorts {
+            let _ = writeln!(text, "[[cohort]]\nname = \"c{i}\"\nworkers = \"train=1\"");
+        }
+        text
+    }
+
+    /// The check names each cohort's line by a binary search: 100k cohorts take seconds, where
+    /// scanning the text for each took 776 s. Linear: ten times the cohorts, about ten times
+    /// the time (allowed 25, for a loaded machine).
+    #[test]
+    fn the_plan_check_is_linear_in_the_plan() {
+        let time = |n: usize| {
+            let text = many(n);
+            let started = std::time::Instant::now();
+            let plan = Plan::parse("many.toml", &text).unwrap();
+            assert_eq!(plan.jobs(false).len(), n);
+            started.elapsed()
+        };
+        let small = time(10_000);
+        let large = time(100_000);
+        assert!(
+            large < small * 25,
+            "10k cohorts: {small:?}, 100k cohorts: {large:?}"
+        );
+    }
+
+    /// Rules clap enforced only on the command line are refused at the plan's line too.
+    #[test]
+    fn clap_ranges_are_refused_at_their_line() {
+        for (flags, flag) in [
+            ("mps_replicas = 0", "--mps-replicas"),
+            ("mps_replicas = 101", "--mps-replicas"),
+            (
+                "num_classes = 0, model_file = \"m.pt\", input_shape = \"3,8,8\"",
+                "--num-classes",
+            ),
+            ("input_shape = \"3,8,8\"", "--input-shape"),
+            ("warmup_batches = 4294967295", "--warmup-batches"),
+        ] {
+            let mode = if flags.starts_with("mps") {
+                "mps"
+            } else {
+                "timeslice"
+            };
+            let text = format!(
+                "name = \"p\"\n[[policy]]\nname = \"p1\"\nmode = \"{mode}\"\n\
+                 [[cohort]]\nworkers = \"train=1\"\nflags = {{ {flags} }}\n"
+            );
+            let e = Plan::parse("p.toml", &text).unwrap_err().to_string();
+            assert!(
+                e.contains("plan p.toml, line ") && e.contains(flag),
+                "{flags}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn repeats_and_cohorts_have_maxima() {
+        let text = "name = \"r\"\n[[policy]]\nname = \"ts\"\nmode = \"timeslice\"\n\
+                    [[cohort]]\nworkers = \"train=1\"\nrepeats = 4294967295\n";
+        let e = Plan::parse("r.toml", text).unwrap_err().to_string();
+        assert!(
+            e.contains("line 7") && e.contains("between 1 and 1000"),
+            "{e}"
+        );
+        let text = format!("repeats = 1000\n{}", many(101));
+        let e = Plan::parse("m.toml", &text).unwrap_err().to_string();
+        assert!(e.contains("expands to 101000 cohorts"), "{e}");
     }
 }

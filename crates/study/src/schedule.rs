@@ -279,6 +279,8 @@ impl Launcher for ProcessLauncher {
         let argv = crate::plan::cohort_argv(job, dir)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let mut cmd = std::process::Command::new(&self.bin);
+        // A study killed outright takes its cohorts (and they their workers) with it.
+        coload_launch::die_with_parent(&mut cmd);
         cmd.args(&argv[1..])
             .arg("--worker-bin")
             .arg(&self.worker_bin)

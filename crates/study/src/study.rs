@@ -28,7 +28,7 @@ use crate::node::{Node, Offer, Placement};
 use crate::plan::{Job, Plan, PlanError};
 use crate::resume::{FAILURE_FILE, FailureRecord, Found};
 use crate::schedule::{Estimate, Events, Launcher, RunResult};
-use crate::{progress, resume, schedule};
+use crate::{folder, progress, resume, schedule};
 
 /// Exit code of a study that stopped before its end because of `--time-budget-s`: run the same
 /// command again to go on (sysexits' EX_TEMPFAIL).
@@ -294,6 +294,14 @@ pub fn run_with<L: Launcher>(
         .as_deref()
         .ok_or_else(|| StudyError::Usage("--out is required to run a study".into()))?;
     let jobs = args.jobs(plan, cpu);
+    // One study at a time in a folder, held until this run and every process it started end;
+    // and one plan per folder, checked before anything in it is set aside.
+    let _lock = if args.dry_run {
+        None
+    } else {
+        Some(folder::lock(out)?)
+    };
+    folder::check_plan(out, plan)?;
     let cohorts_dir = out.join("cohorts");
 
     // What the node offers and what earlier runs left.
@@ -411,7 +419,7 @@ pub fn run_with<L: Launcher>(
     }
 
     create_dir(&cohorts_dir)?;
-    write_file(&out.join("plan.toml"), plan.text.as_bytes())?;
+    folder::write_plan(out, plan)?;
     let mut index = Index {
         schema_version: INDEX_VERSION,
         plan: plan.name.clone(),
@@ -540,14 +548,6 @@ fn sibling(name: &str) -> Result<PathBuf, StudyError> {
 fn create_dir(path: &Path) -> Result<(), StudyError> {
     std::fs::create_dir_all(path).map_err(|source| StudyError::Io {
         what: "cannot create",
-        path: path.to_owned(),
-        source,
-    })
-}
-
-fn write_file(path: &Path, bytes: &[u8]) -> Result<(), StudyError> {
-    std::fs::write(path, bytes).map_err(|source| StudyError::Io {
-        what: "cannot write",
         path: path.to_owned(),
         source,
     })

@@ -62,6 +62,7 @@ impl WorkerArgs {
         self.flags.validate()?;
         self.flags.validate_for(self.place.workload)?;
         self.serve.validate_for(self.place.workload)?;
+        self.serve.rate_in_window(self.flags.window_s)?;
         if self.flags.model_file.is_none() {
             // Every model the declaration names, not only this worker's: a typo in another
             // workload's entry is caught by every worker, before anything starts. An LLM

@@ -56,12 +56,12 @@ pub(crate) fn open_loop(args: &WorkerArgs) -> Result<Option<OpenLoop>, ArgsError
     })
 }
 
-/// The text of `--arrivals-file`.
+/// The text of `--arrivals-file`: a regular file of at most `MAX_TRACE_BYTES`.
 fn read_trace(path: &Path) -> Result<String, ArgsError> {
-    std::fs::read_to_string(path).map_err(|e| {
+    coload_cohort_schema::read_text(path, coload_cohort_schema::MAX_TRACE_BYTES).map_err(|e| {
         ArgsError::said(
             "--arrivals-file",
-            format!("cannot read --arrivals-file {}: {e}", path.display()),
+            format!("cannot read --arrivals-file: {e}"),
         )
     })
 }
