@@ -6,8 +6,8 @@ use std::ffi::OsString;
 
 use clap::Parser;
 use coload_cohort_schema::{
-    ByteSize, DeviceChoice, Execution, ExecutionDeclaration, InputShape, Mode, ModelDeclaration,
-    Precision, Workload,
+    ByteSize, DeviceChoice, Execution, ExecutionDeclaration, InputShape, MemoryFormat, Mode,
+    ModelDeclaration, Precision, Workload,
 };
 use coload_spec::{
     Arrivals, CapacityFlags, CohortSpec, Mix, Seconds, ServeFlags, WorkerFlags, WorkerPlace, plan,
@@ -117,6 +117,9 @@ prop_compose! {
         ],
         (batch_size, image_size) in (1u32..512, 32u32..512),
         precision in prop::option::of(prop::sample::select(vec![Precision::Fp32, Precision::Bf16])),
+        memory_format in prop::option::of(prop::sample::select(vec![
+            MemoryFormat::Contiguous, MemoryFormat::ChannelsLast,
+        ])),
         seed in 0u64..(i64::MAX as u64),
         (model, file) in model(),
         graph in any::<bool>(),
@@ -143,6 +146,7 @@ prop_compose! {
             batch_size,
             image_size,
             precision,
+            memory_format,
             seed,
             model,
             model_file: file.as_ref().map(|f| f.0.clone().into()),
