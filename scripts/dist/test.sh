@@ -211,7 +211,7 @@ if [[ -x "$shellcheck" ]]; then
     scripts/demo.sh scripts/with-libtorch scripts/provision-libtorch.sh scripts/gpu/study.sh \
     scripts/gpu/use-dist.sh scripts/gpu/check.sh scripts/gpu/round2-serve.sh \
     scripts/gpu/test-binaries.sh scripts/gpu/gpm-overhead.sh scripts/gpu/models.sh scripts/gpu/llm-decode.sh scripts/gpu/resume.sh \
-    scripts/perf/compare.sh scripts/results/check.sh scripts/report-check.sh
+    scripts/perf/compare.sh scripts/perf/decode-compare.sh scripts/results/check.sh scripts/report-check.sh
 else
   bad "shellcheck is missing: run scripts/provision-tools.sh"
 fi

@@ -100,6 +100,52 @@ class Decoder(torch.nn.Module):
         return x * cos + rot * sin
 
     @torch.inference_mode()
+    def decode_static(self, token, pos, key_positions):
+        """One decode step of a fixed shape, as engines capture it in a CUDA graph.
+
+        token [B, 1] and pos [1] (int64, on the device) are static inputs: the step writes each
+        layer's new key and value at `pos` with index_copy_, attends over the whole cache under
+        the mask `key_position <= pos` (a graph cannot change shape), grouped-query attention
+        through SDPA's enable_gqa, then writes the argmax into `token` and advances `pos` in
+        place, so that replaying the graph again decodes the next token with no host work.
+        """
+        B = token.shape[0]
+        x = self.embed[token]
+        if self.gpt2:
+            x = x + self.pos.index_select(0, pos)
+        mask = (key_positions <= pos).view(1, 1, 1, self.ctx)
+        if not self.gpt2:
+            cos = self.cos.index_select(0, pos)
+            sin = self.sin.index_select(0, pos)
+        half = self.d // 2
+        gqa = self.KV != self.H
+        for lw in self.layers:
+            y = self.norm(x, lw["n1"], lw.get("b1"))
+            qkv = F.linear(y, lw["qkv"], lw.get("bqkv"))
+            q = qkv[..., : self.h].view(B, 1, self.H, self.d).transpose(1, 2)
+            k = qkv[..., self.h: self.h + self.KV * self.d].view(B, 1, self.KV, self.d).transpose(1, 2)
+            v = qkv[..., self.h + self.KV * self.d:].view(B, 1, self.KV, self.d).transpose(1, 2)
+            if not self.gpt2:
+                q = q * cos + torch.cat([-q[..., half:], q[..., :half]], -1) * sin
+                k = k * cos + torch.cat([-k[..., half:], k[..., :half]], -1) * sin
+            lw["k"].index_copy_(2, pos, k)
+            lw["v"].index_copy_(2, pos, v)
+            a = F.scaled_dot_product_attention(q, lw["k"], lw["v"], attn_mask=mask, enable_gqa=gqa)
+            x = x + F.linear(a.transpose(1, 2).reshape(B, 1, self.h), lw["out"], lw.get("bout"))
+            y = self.norm(x, lw["n2"], lw.get("b2"))
+            if self.gpt2:
+                m = F.gelu(F.linear(y, lw["up"], lw["bup"]), approximate="tanh")
+                x = x + F.linear(m, lw["down"], lw["bdown"])
+            else:
+                gate, up = F.linear(y, lw["gate_up"]).chunk(2, -1)
+                x = x + F.linear(F.silu(gate) * up, lw["down"])
+        x = self.norm(x[:, -1], self.nf, self.bf if self.gpt2 else None)
+        logits = F.linear(x, self.head)
+        token.copy_(logits.argmax(-1, keepdim=True))
+        pos.add_(1)
+        return logits
+
+    @torch.inference_mode()
     def forward(self, tokens, start):
         """tokens [B, n] at positions start..start+n; returns the last position's logits."""
         B, n = tokens.shape
@@ -135,8 +181,92 @@ class Decoder(torch.nn.Module):
         return F.linear(x, self.head)
 
 
+def graph_iterations(model, prompt, args, sync):
+    """The protocol's iterations with every decode step one replay of a graph captured once
+    (the prefill stays eager, as coload's --execution cuda-graph runs it)."""
+    B, P = prompt.shape
+    device = prompt.device
+    token = torch.zeros(B, 1, dtype=torch.long, device=device)
+    pos = torch.zeros(1, dtype=torch.long, device=device)
+    key_positions = torch.arange(model.ctx, device=device)
+    # Warm up on a side stream (kernel selection, workspaces), then capture, as PyTorch's CUDA
+    # graph documentation does; the cache rows written here are overwritten by every prefill.
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            pos.fill_(P)
+            model.decode_static(token, pos, key_positions)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    pos.fill_(P)
+    with torch.cuda.graph(graph):
+        model.decode_static(token, pos, key_positions)
+    G = args.output_tokens
+    state = {"i": 0}
+
+    def iteration():
+        i = state["i"] % G
+        if i == 0:
+            logits = model(prompt, 0)
+            token.copy_(logits.argmax(-1, keepdim=True))
+            pos.fill_(P)
+            phase = "prefill"
+        else:
+            graph.replay()
+            phase = "decode"
+        sync()
+        state["i"] += 1
+        return phase
+
+    def restart():
+        state["i"] = 0
+
+    iteration.restart = restart
+    return iteration
+
+
+def profile_decode(iteration, steps, output_tokens):
+    """Where a decode step's time goes on the device: `steps` decode iterations (none a prefill)
+    under torch.profiler; kernels per step, device time per step, and the ten kernels that take
+    the most device time (name, calls per step, microseconds per step)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    done = 0
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        while done < steps:
+            if iteration() == "decode":
+                done += 1
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    by_name = {}
+    for e in kernels:
+        calls, us = by_name.get(e.name, (0, 0.0))
+        by_name[e.name] = (calls + 1, us + e.device_time)
+    top = sorted(by_name.items(), key=lambda kv: -kv[1][1])[:10]
+    # Iterations also ran prefills between the decode steps at a cycle's end: at most one per
+    # `output_tokens`, counted in the totals; the note in the output says so.
+    return {
+        "decode_steps": steps,
+        "device_events_per_step": len(kernels) / steps,
+        "device_us_per_step": sum(e.device_time for e in kernels) / steps,
+        "top": [{"name": n[:90], "calls_per_step": c / steps, "us_per_step": us / steps}
+                for n, (c, us) in top],
+        "note": f"totals include any prefill run among the steps (one per {output_tokens} iterations)",
+    }
+
+
+def gpu_uuid():
+    """The card's UUID (GPU-...), as nvidia-smi and coload's worker.json name it."""
+    try:
+        return "GPU-" + str(torch.cuda.get_device_properties(0).uuid)
+    except (AttributeError, RuntimeError):
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--impl", choices=["eager", "graph"], default="eager",
+                    help="eager, or graph: every decode step one replay of a CUDA graph captured once")
     ap.add_argument("--model", choices=sorted(PRESETS), default="gpt2-small")
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--prompt-tokens", type=int, default=512)
@@ -148,6 +278,8 @@ def main():
     ap.add_argument("--warmup-iterations", type=int, default=None,
                     help="iterations before the window (default: two cycles, 2 x --output-tokens)")
     ap.add_argument("--window-s", type=float, default=10.0)
+    ap.add_argument("--profile-steps", type=int, default=0,
+                    help="after warmup, profile this many decode steps (torch.profiler) into the JSON")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda", help="cuda (the comparison) or cpu (a smoke test)")
     args = ap.parse_args()
@@ -181,9 +313,20 @@ def main():
         state["i"] += 1
         return phase
 
+    if args.impl == "graph":
+        if device.type != "cuda":
+            ap.error("--impl graph needs CUDA")
+        iteration = graph_iterations(model, prompt, args, sync)
+
     for _ in range(args.warmup_iterations):
         iteration()
-    state["i"] = 0  # the window starts at a prefill, as coload's restart() does
+    profile = None
+    if args.profile_steps:
+        profile = profile_decode(iteration, args.profile_steps, args.output_tokens)
+    # The window starts at a prefill, as coload's restart() does.
+    state["i"] = 0
+    if hasattr(iteration, "restart"):
+        iteration.restart()
     times = {"prefill": [], "decode": []}
     start = time.perf_counter()
     end_at = start + args.window_s
@@ -199,7 +342,10 @@ def main():
     dec = sorted(times["decode"])
     pre = sorted(times["prefill"])
     print(json.dumps({
-        "impl": "pytorch-eager",
+        "impl": f"pytorch-{args.impl}",
+        "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
+        "gpu_uuid": gpu_uuid() if device.type == "cuda" else None,
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "torch": torch.__version__,
         "model": args.model,
         "batch_size": args.batch_size,
@@ -212,6 +358,7 @@ def main():
         "tpot_p50_ms": percentile(dec, 0.5) * 1e3 if dec else None,
         "tpot_p99_ms": percentile(dec, 0.99) * 1e3 if dec else None,
         "prefill_p50_ms": percentile(pre, 0.5) * 1e3 if pre else None,
+        **({"profile": profile} if profile else {}),
     }))
 
 

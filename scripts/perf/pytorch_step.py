@@ -5,6 +5,9 @@
   --impl graph   the same step captured once in a CUDA graph and replayed: no kernel-launch or
                  Python overhead per batch, the floor any host-side implementation can approach
 
+  --precision bf16 --memory-format channels-last   how PyTorch users train and infer on Hopper:
+                 bf16 autocast, the model and the batch in NHWC (coload's flags of the same names)
+
 Same protocol as bench-worker: the torchvision model of --model (resnet18 by default; the
 architectures bench-worker's built-in models follow, 1000 classes), resident synthetic inputs and labels,
 SGD (lr 0.01, momentum 0.9) with cross-entropy for train, eval-mode forward under
@@ -39,7 +42,17 @@ def build(args, device):
     model = getattr(torchvision.models, args.model)(num_classes=1000).to(device)
     x = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
     y = torch.randint(0, 1000, (args.batch_size,), device=device)
+    if args.memory_format == "channels-last":
+        # As PyTorch's channels-last tutorial does: the model before its optimizer, and the batch.
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     return model, x, y
+
+
+def autocast(args):
+    """bf16 autocast around the forward (and the loss), as PyTorch's AMP recipe and coload's
+    --precision bf16 run it; a disabled context for fp32."""
+    return torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.precision == "bf16")
 
 
 def eager_step(args, model, x, y):
@@ -49,7 +62,8 @@ def eager_step(args, model, x, y):
 
         def step():
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(x), y)
+            with autocast(args):
+                loss = F.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
             torch.cuda.synchronize()
@@ -58,7 +72,7 @@ def eager_step(args, model, x, y):
         model.eval()
 
         def step():
-            with torch.inference_mode():
+            with torch.inference_mode(), autocast(args):
                 model(x)
             torch.cuda.synchronize()
 
@@ -75,25 +89,33 @@ def graph_step(args, model, x, y):
         with torch.cuda.stream(side):
             for _ in range(3):
                 opt.zero_grad(set_to_none=True)
-                F.cross_entropy(model(x), y).backward()
+                with autocast(args):
+                    loss = F.cross_entropy(model(x), y)
+                loss.backward()
                 opt.step()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         opt.zero_grad(set_to_none=True)
         with torch.cuda.graph(graph):
-            loss = F.cross_entropy(model(x), y)
+            # cache_enabled=False: autocast's weight-cast cache must not outlive the capture
+            # (PyTorch's CUDA graph documentation for AMP).
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.precision == "bf16",
+                                cache_enabled=False):
+                loss = F.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
     else:
         model.eval()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), torch.inference_mode():
+        with torch.cuda.stream(side), torch.inference_mode(), autocast(args):
             for _ in range(3):
                 model(x)
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.inference_mode(), torch.cuda.graph(graph):
+        with torch.inference_mode(), torch.cuda.graph(graph), torch.autocast(
+            "cuda", dtype=torch.bfloat16, enabled=args.precision == "bf16", cache_enabled=False
+        ):
             model(x)
 
     def step():
@@ -114,6 +136,10 @@ def main():
     ap.add_argument("--window-s", type=float, default=45.0)
     ap.add_argument("--start-at", type=float, default=None, help="unix seconds to start the window at")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: autocast around the forward and the loss (coload's --precision bf16)")
+    ap.add_argument("--memory-format", choices=["contiguous", "channels-last"], default="contiguous",
+                    help="channels-last: the model and the batch in NHWC (coload's --memory-format)")
     ap.add_argument("--label", default="")
     args = ap.parse_args()
 
@@ -152,6 +178,8 @@ def main():
         "workload": args.workload,
         "batch_size": args.batch_size,
         "image_size": args.image_size,
+        "precision": args.precision,
+        "memory_format": args.memory_format,
         "window_s": args.window_s,
         "batches": n,
         "samples_per_s": n * args.batch_size / args.window_s,
@@ -161,6 +189,8 @@ def main():
         "torch": torch.__version__,
         "cudnn": torch.backends.cudnn.version(),
         "gpu": torch.cuda.get_device_name(0),
+        "gpu_uuid": "GPU-" + str(getattr(torch.cuda.get_device_properties(0), "uuid", "")),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "pid": os.getpid(),
     }
     print(json.dumps(result), flush=True)

@@ -257,6 +257,59 @@ impl std::str::FromStr for Precision {
     }
 }
 
+/// How a vision model's weights and input images are laid out in memory.
+///
+/// Channels-last (NHWC) is what PyTorch users on tensor-core GPUs run convolutional networks in,
+/// usually with bf16: cuDNN's fastest convolution kernels take NHWC, and a contiguous (NCHW)
+/// model pays a transpose around each of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemoryFormat {
+    /// Row-major NCHW, libtorch's default (the article's protocol).
+    #[default]
+    Contiguous,
+    /// NHWC strides for every four-dimensional weight and for the input batch, as
+    /// `model.to(memory_format=torch.channels_last)` and `x.to(memory_format=...)` make them.
+    ChannelsLast,
+}
+
+impl MemoryFormat {
+    /// The name used on the command line and in documents.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryFormat::Contiguous => "contiguous",
+            MemoryFormat::ChannelsLast => "channels-last",
+        }
+    }
+
+    /// Whether this is the default, contiguous layout (`worker.json` leaves the default out).
+    #[must_use]
+    pub fn is_contiguous(&self) -> bool {
+        *self == MemoryFormat::Contiguous
+    }
+}
+
+impl fmt::Display for MemoryFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for MemoryFormat {
+    type Err = ValueError;
+
+    fn from_str(s: &str) -> Result<Self, ValueError> {
+        match s {
+            "contiguous" => Ok(MemoryFormat::Contiguous),
+            "channels-last" => Ok(MemoryFormat::ChannelsLast),
+            other => {
+                Err(format!("unknown memory format `{other}` (contiguous or channels-last)").into())
+            }
+        }
+    }
+}
+
 /// Which device a worker runs on: `auto`, `cpu` or `cuda:N`.
 ///
 /// Written as that text on the command line and in documents.
@@ -667,6 +720,10 @@ pub struct WorkerConfig {
     pub image_size: u32,
     /// Numeric precision.
     pub precision: Precision,
+    /// How a vision model's weights and inputs are laid out (`contiguous` in documents written
+    /// before the option existed, and left out when it is the default).
+    #[serde(default, skip_serializing_if = "MemoryFormat::is_contiguous")]
+    pub memory_format: MemoryFormat,
     /// Batches run before the barrier.
     pub warmup_batches: u32,
     /// Length of the timed window, seconds.
@@ -854,6 +911,7 @@ impl WorkerConfig {
             batch_size: 32,
             image_size: 224,
             precision: Precision::Fp32,
+            memory_format: MemoryFormat::Contiguous,
             warmup_batches: 20,
             window_s: 45.0,
             start_lead_s: 5.0,
@@ -949,6 +1007,10 @@ impl WorkerConfig {
     /// - `parameter_count` follows from the model; it is compared where both sides know it
     ///   (documents written before it was recorded do not).
     #[must_use]
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the one comparison rule, one line per compared field, read top to bottom"
+    )]
     pub fn differences(&self, reference: &WorkerConfig) -> Vec<ConfigDifference> {
         let mut out = Vec::new();
         let mut check = |field: &'static str, found: String, expected: String| {
@@ -1035,6 +1097,11 @@ impl WorkerConfig {
                 reference.precision.to_string(),
             );
         }
+        check(
+            "memory_format",
+            self.memory_format.to_string(),
+            reference.memory_format.to_string(),
+        );
         check(
             "warmup_batches",
             self.warmup_batches.to_string(),

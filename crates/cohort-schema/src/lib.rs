@@ -51,8 +51,8 @@ pub use batch::{BatchRecord, Phase};
 pub use cohort_failure::{CohortFailure, WorkerOutcome};
 pub use config::{
     ConfigDifference, DeviceChoice, Execution, ExecutionDeclaration, FCFS_PREFILL_FIRST,
-    InputShape, LLM_LENGTHS_FILE, LLM_LENGTHS_FIXED, LLM_LENGTHS_UNIFORM, LlmConfig, Mode,
-    ModelDeclaration, ModelFile, Precision, ServeConfig, ServeLlmConfig, TORCHSCRIPT_MODEL,
+    InputShape, LLM_LENGTHS_FILE, LLM_LENGTHS_FIXED, LLM_LENGTHS_UNIFORM, LlmConfig, MemoryFormat,
+    Mode, ModelDeclaration, ModelFile, Precision, ServeConfig, ServeLlmConfig, TORCHSCRIPT_MODEL,
     TimesliceInterval, WorkerConfig, Workload,
 };
 pub use error::{SchemaError, ValueError};

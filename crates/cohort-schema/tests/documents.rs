@@ -12,7 +12,7 @@ use coload_cohort_schema::{
 };
 use std::collections::BTreeMap;
 
-use coload_cohort_schema::{Execution, ModelFile, TORCHSCRIPT_MODEL};
+use coload_cohort_schema::{Execution, MemoryFormat, ModelFile, TORCHSCRIPT_MODEL};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -505,4 +505,37 @@ fn llm_and_vision_workers_differ_only_in_their_models() {
     };
     let fields: Vec<&str> = other.differences(&decode).iter().map(|d| d.field).collect();
     assert_eq!(fields, ["model"]);
+}
+
+/// `config.memory_format`: `channels-last` is written and read back; the default, contiguous,
+/// is left out (so every document written before the option reads as it was written), and two
+/// workers of different layouts are not one cohort.
+#[test]
+fn the_memory_format_is_recorded_when_not_the_default_and_compared() {
+    let nhwc = WorkerConfig {
+        memory_format: MemoryFormat::ChannelsLast,
+        ..config()
+    };
+    let text = serde_json::to_string(&nhwc).unwrap();
+    assert!(
+        text.contains("\"memory_format\":\"channels-last\""),
+        "{text}"
+    );
+    round_trip(&nhwc);
+    let nchw = serde_json::to_value(config()).unwrap();
+    assert!(nchw.get("memory_format").is_none(), "{nchw}");
+    let back: WorkerConfig = serde_json::from_value(nchw).unwrap();
+    assert_eq!(back.memory_format, MemoryFormat::Contiguous);
+    let differences = nhwc.differences(&config());
+    assert_eq!(differences.len(), 1, "{differences:?}");
+    assert_eq!(
+        differences[0].to_string(),
+        "memory_format channels-last != contiguous"
+    );
+    assert_eq!(
+        "channels-last".parse::<MemoryFormat>().unwrap(),
+        MemoryFormat::ChannelsLast
+    );
+    let err = "nhwc".parse::<MemoryFormat>().unwrap_err().to_string();
+    assert!(err.contains("unknown memory format `nhwc`"), "{err}");
 }

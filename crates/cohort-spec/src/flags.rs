@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use coload_cohort_schema::{
     ByteSize, DEFAULT_GPM_INTERVAL_S, DeclaredShare, DeviceChoice, Execution, ExecutionDeclaration,
-    InputShape, MAX_GPM_INTERVAL_S, MIB, MIN_GPM_INTERVAL_S, Mode, ModelDeclaration, Precision,
-    TimesliceInterval, Workload,
+    InputShape, MAX_GPM_INTERVAL_S, MIB, MIN_GPM_INTERVAL_S, MemoryFormat, Mode, ModelDeclaration,
+    Precision, TimesliceInterval, Workload,
 };
 
 use crate::error::SpecError;
@@ -78,6 +78,12 @@ pub struct WorkerFlags {
     /// CUDA, fp32 on the CPU)
     #[arg(long)]
     pub precision: Option<Precision>,
+
+    /// Memory layout of a built-in vision model's weights and input batch: contiguous (NCHW,
+    /// the default) or channels-last (NHWC, how PyTorch users run convolutional networks on
+    /// tensor cores, usually with --precision bf16); not for LLM workloads or --model-file
+    #[arg(long, value_name = "FORMAT")]
+    pub memory_format: Option<MemoryFormat>,
 
     /// Seed for weights and synthetic inputs
     #[arg(long, default_value_t = 0)]
@@ -211,6 +217,12 @@ impl WorkerFlags {
         self.precision.unwrap_or(Precision::Fp32)
     }
 
+    /// The memory layout a vision worker runs: `--memory-format`, contiguous when not given.
+    #[must_use]
+    pub fn memory_format(&self) -> MemoryFormat {
+        self.memory_format.unwrap_or_default()
+    }
+
     /// An LLM worker's prompt and output lengths, tokens, with their defaults.
     #[must_use]
     pub fn llm_tokens(&self) -> (u32, u32) {
@@ -305,6 +317,9 @@ impl WorkerFlags {
                 .model_for(workload)
                 .map_err(|e| SpecError::flag("--model", e))?;
         }
+        if self.memory_format() == MemoryFormat::ChannelsLast {
+            self.validate_channels_last(workload)?;
+        }
         if workload.is_llm() {
             self.validate_llm(workload)?;
         } else if workload != Workload::Hog
@@ -317,6 +332,34 @@ impl WorkerFlags {
                 format!(
                     "{model} is an LLM, for --workload decode, not {workload}; in a mixed cohort \
                      give one model per workload (e.g. decode={model},train=resnet18)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Channels-last lays out a convolutional network's four-dimensional weights and images:
+    /// a built-in vision model has them; an LLM has neither, and a TorchScript file's own code
+    /// may view its activations as contiguous ones.
+    fn validate_channels_last(&self, workload: Workload) -> Result<(), SpecError> {
+        if workload.is_llm() {
+            return Err(SpecError::flag(
+                "--memory-format",
+                format!(
+                    "--memory-format channels-last applies to the built-in vision models (train, \
+                     infer, serve), not to --workload {workload}: an LLM has no image batch or \
+                     convolution weights to lay out; leave --memory-format out"
+                ),
+            ));
+        }
+        if let Some(file) = &self.model_file {
+            return Err(SpecError::flag(
+                "--memory-format",
+                format!(
+                    "--memory-format channels-last applies to the built-in vision models, not to \
+                     --model-file {} (its code may view or reshape its activations as \
+                     contiguous ones); leave --memory-format out with --model-file",
+                    file.display()
                 ),
             ));
         }
@@ -1004,6 +1047,7 @@ mod tests {
                 batch_size: 4,
                 image_size: 64,
                 precision: Some(Precision::Bf16),
+                memory_format: Some(MemoryFormat::ChannelsLast),
                 seed: 17,
                 model: Some("train=resnet50,infer=mobilenet_v2".parse().unwrap()),
                 model_file: None,
@@ -1211,6 +1255,57 @@ mod tests {
             "{e}"
         );
         assert!(parse_flags(&["--mode", "timeslice", "--timeslice-interval", "Short"]).is_err());
+    }
+
+    #[test]
+    fn channels_last_is_for_the_built_in_vision_models() {
+        let flags = |extra: &[&str]| {
+            let mut args = vec!["--mode", "exclusive", "--memory-format", "channels-last"];
+            args.extend_from_slice(extra);
+            parse_flags(&args).unwrap()
+        };
+        let vision = flags(&[]);
+        assert_eq!(vision.memory_format(), MemoryFormat::ChannelsLast);
+        for w in [
+            Workload::Train,
+            Workload::Infer,
+            Workload::Serve,
+            Workload::Hog,
+        ] {
+            assert!(vision.validate_for(w).is_ok(), "{w}");
+        }
+        for w in [Workload::Decode, Workload::ServeLlm] {
+            let e = flags(&["--model", "gpt2-tiny"])
+                .validate_for(w)
+                .unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "--memory-format channels-last applies to the built-in vision models \
+                     (train, infer, serve), not to --workload {w}"
+                )),
+                "{e}"
+            );
+        }
+        let file = flags(&[
+            "--model-file",
+            "m dir/m.pt",
+            "--input-shape",
+            "1,28,28",
+            "--num-classes",
+            "10",
+        ]);
+        let e = file.validate_for(Workload::Train).unwrap_err().to_string();
+        assert!(e.contains("not to --model-file m dir/m.pt"), "{e}");
+        // Contiguous, given or not, is the default and goes everywhere.
+        let given = parse_flags(&["--mode", "exclusive", "--memory-format", "contiguous"]).unwrap();
+        assert!(given.validate_for(Workload::Decode).is_ok());
+        assert_eq!(
+            parse_flags(&["--mode", "exclusive"])
+                .unwrap()
+                .memory_format(),
+            MemoryFormat::Contiguous
+        );
+        assert!(parse_flags(&["--mode", "exclusive", "--memory-format", "nhwc"]).is_err());
     }
 
     #[test]

@@ -4,8 +4,8 @@
 
 use clap::Parser;
 use coload_cohort_schema::{
-    ByteSize, DeviceChoice, Execution, ExecutionDeclaration, InputShape, Mode, ModelDeclaration,
-    Precision, TimesliceInterval, Workload,
+    ByteSize, DeviceChoice, Execution, ExecutionDeclaration, InputShape, MemoryFormat, Mode,
+    ModelDeclaration, Precision, TimesliceInterval, Workload,
 };
 use coload_spec::{
     Arrivals, CapacityFlags, ClusterFlags, CohortSpec, Mix, Seconds, ServeFlags, WorkerFlags,
@@ -115,6 +115,9 @@ prop_compose! {
         ],
         (batch_size, image_size) in (1u32..512, 32u32..512),
         precision in prop::option::of(prop::sample::select(vec![Precision::Fp32, Precision::Bf16])),
+        memory_format in prop::option::of(prop::sample::select(vec![
+            MemoryFormat::Contiguous, MemoryFormat::ChannelsLast,
+        ])),
         seed in 0u64..(i64::MAX as u64),
         (model, file) in model(),
         graph in any::<bool>(),
@@ -141,6 +144,7 @@ prop_compose! {
             batch_size,
             image_size,
             precision,
+            memory_format,
             seed,
             model,
             model_file: file.as_ref().map(|f| f.0.clone().into()),

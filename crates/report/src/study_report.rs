@@ -497,8 +497,15 @@ fn workload_words(c: &coload_cohort_schema::WorkerConfig) -> String {
         (None, _) => c.execution.to_string(),
     };
     let vision = |model: &str, w: Option<coload_cohort_schema::Workload>| {
+        // The layout is named only when it is not the default, so that contiguous studies
+        // read as they always have.
+        let layout = if c.memory_format.is_contiguous() {
+            String::new()
+        } else {
+            format!(" {}", c.memory_format)
+        };
         format!(
-            "{model}, batch {} of 3x{size}x{size}, {}, {}",
+            "{model}, batch {} of 3x{size}x{size}, {}{layout}, {}",
             c.batch_size,
             c.precision,
             execution(w),

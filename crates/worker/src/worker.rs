@@ -149,6 +149,7 @@ fn initial_report(args: &WorkerArgs, build: &str) -> WorkerReport {
             batch_size: args.flags.batch_size,
             image_size: args.recorded_image_size(),
             precision: args.flags.vision_precision(),
+            memory_format: args.flags.memory_format(),
             warmup_batches: args.flags.warmup_batches,
             window_s: args.flags.window_s.get(),
             start_lead_s: args.flags.start_lead_s.get(),
@@ -528,6 +529,7 @@ impl Run {
             seed: f.seed,
             model,
             execution: args.execution(),
+            memory_format: f.memory_format(),
         };
         let mut step = if args.place.workload == Workload::Hog {
             Load::Hog(crate::hog::allocate(args, clock).map_err(in_warmup)?)

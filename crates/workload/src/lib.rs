@@ -63,7 +63,7 @@ mod shim;
 mod step;
 mod torchscript;
 
-pub use coload_cohort_schema::DeviceChoice;
+pub use coload_cohort_schema::{DeviceChoice, MemoryFormat};
 pub use error::{LlmError, ModelFileProblem, WorkloadError};
 pub use hog::{DEFAULT_HOLD_INTERVAL, DEFAULT_MIN_STEP_BYTES, DEFAULT_STEP_BYTES, Hog, HogOptions};
 pub use llm::{
@@ -75,7 +75,7 @@ pub use options::{ModelSource, NUM_CLASSES, TorchScriptSpec, WorkloadOptions, pa
 pub use runtime::{CudaFacts, RuntimeError, cuda_ordinal, probe_device, runtime_loaded};
 pub use serve::ServeStep;
 pub use step::{
-    GRAPH_WARMUP_STEPS, InferenceGuard, LEARNING_RATE, MOMENTUM, ModelStep, OutputProbe,
-    ResNetStep, WorkloadInfo,
+    GRAPH_WARMUP_STEPS, InferenceGuard, LEARNING_RATE, MOMENTUM, MemoryLayout, ModelStep,
+    OutputProbe, ResNetStep, WorkloadInfo,
 };
 pub use tch;

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use coload_cohort_schema::{DeviceChoice, Execution, InputShape, Precision, Workload};
+use coload_cohort_schema::{
+    DeviceChoice, Execution, InputShape, MemoryFormat, Precision, Workload,
+};
 
 use crate::error::WorkloadError;
 use crate::models::ZooModel;
@@ -64,6 +66,9 @@ pub struct WorkloadOptions {
     pub model: ModelSource,
     /// Eager, or one CUDA-graph replay per batch.
     pub execution: Execution,
+    /// The layout of the model's four-dimensional weights and of the input batch (built-in
+    /// models only).
+    pub memory_format: MemoryFormat,
 }
 
 impl Default for WorkloadOptions {
@@ -79,6 +84,7 @@ impl Default for WorkloadOptions {
             seed: 0,
             model: ModelSource::default(),
             execution: Execution::Eager,
+            memory_format: MemoryFormat::Contiguous,
         }
     }
 }
@@ -124,6 +130,16 @@ pub(crate) fn validate(options: &WorkloadOptions) -> Result<(), WorkloadError> {
         return Err(WorkloadError::InvalidOption(
             "the number of classes must be at least 1".into(),
         ));
+    }
+    if options.memory_format == MemoryFormat::ChannelsLast
+        && let ModelSource::TorchScript(spec) = &options.model
+    {
+        return Err(WorkloadError::InvalidOption(format!(
+            "--memory-format channels-last applies to the built-in vision models, not to the \
+             TorchScript file {} (its code may view or reshape its activations as contiguous \
+             ones); leave --memory-format out with --model-file",
+            spec.path.display()
+        )));
     }
     let bytes = u128::from(options.batch_size) * u128::from(c) * u128::from(h) * u128::from(w) * 4;
     if bytes > i64::MAX as u128 {
@@ -176,6 +192,10 @@ mod tests {
                 ..ok.clone()
             },
             script([1, 0, 28], 10),
+            WorkloadOptions {
+                memory_format: MemoryFormat::ChannelsLast,
+                ..script([1, 28, 28], 10)
+            },
             script([1, 28, 28], 0),
             WorkloadOptions {
                 workload: Workload::Hog,

@@ -154,6 +154,7 @@ mod tests {
             seed: 3,
             model: crate::ModelSource::default(),
             execution: Execution::Eager,
+            memory_format: coload_cohort_schema::MemoryFormat::Contiguous,
         }
     }
 

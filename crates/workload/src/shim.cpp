@@ -6,6 +6,7 @@
 //   PyTorch's `torch.optim.SGD` makes on CUDA by default (foreach implementation), and
 //   `zero_grad(set_to_none=True)`.
 // - Device synchronize, the caching allocator's peak, and the library versions.
+// - The channels-last memory format (tch has no memory-format argument).
 // - Whole-step CUDA graphs (when built against a libtorch with CUDA): warm up on a side stream,
 //   capture one step through `at::cuda::CUDAGraph`, replay it. See "CUDA graphs" below for why
 //   the class is declared here rather than included.
@@ -434,6 +435,32 @@ int coload_sgd_step(CoSgd *sgd, char *err, size_t err_len) {
       g.reset();
     }
   });
+}
+
+// Lays every four-dimensional tensor of `tensors` out channels-last (NHWC strides) in place,
+// as `module.to(memory_format=torch.channels_last)` does to a module's parameters and buffers:
+// `set_data` swaps the storage under the same tensor, so every handle sharing it (the model's
+// layers, the optimizer) sees the new layout. Other ranks are left as they are.
+int coload_channels_last_(void **tensors, size_t n, char *err, size_t err_len) {
+  return guarded(err, err_len, [&] {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < n; ++i) {
+      auto &t = *static_cast<at::Tensor *>(tensors[i]);
+      if (t.dim() == 4) {
+        t.set_data(t.contiguous(at::MemoryFormat::ChannelsLast));
+      }
+    }
+  });
+}
+
+// 1 when `tensor` is four-dimensional and dense in channels-last order, 0 when not, -1 on error.
+int coload_is_channels_last(void *tensor) {
+  try {
+    const auto &t = *static_cast<at::Tensor *>(tensor);
+    return t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast) ? 1 : 0;
+  } catch (...) {
+    return -1;
+  }
 }
 
 }  // extern "C"

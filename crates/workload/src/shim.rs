@@ -104,6 +104,13 @@ unsafe extern "C" {
     fn coload_graph_free(graph: *mut CoGraph);
     fn coload_sgd_zero_grad(sgd: *mut CoSgd, err: *mut c_char, err_len: usize) -> c_int;
     fn coload_sgd_step(sgd: *mut CoSgd, err: *mut c_char, err_len: usize) -> c_int;
+    fn coload_channels_last_(
+        tensors: *mut *mut c_void,
+        n: usize,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn coload_is_channels_last(tensor: *mut c_void) -> c_int;
 }
 
 /// A zeroed message buffer on the stack.
@@ -224,6 +231,28 @@ pub(crate) fn cuda_versions() -> (Option<i64>, Option<i64>) {
     // SAFETY: valid out pointers; the shim catches everything.
     unsafe { coload_cuda_versions(&raw mut cudart, &raw mut cudnn) };
     ((cudart > 0).then_some(cudart), (cudnn > 0).then_some(cudnn))
+}
+
+/// Lays every four-dimensional tensor of `tensors` out channels-last in place (other ranks stay
+/// as they are); every handle sharing a tensor's storage sees the new layout.
+pub(crate) fn channels_last_(tensors: &mut [tch::Tensor]) -> Result<(), WorkloadError> {
+    let mut ptrs: Vec<*mut c_void> = tensors
+        .iter_mut()
+        .map(|t| t.as_mut_ptr().cast::<c_void>())
+        .collect();
+    let mut err = ErrBuf::new();
+    // SAFETY: each pointer is a live `torch::Tensor*` owned by `tensors`, which outlives the
+    // call; the shim only swaps each tensor's data; the error buffer holds ERR_LEN bytes.
+    let rc = unsafe { coload_channels_last_(ptrs.as_mut_ptr(), ptrs.len(), err.ptr(), ERR_LEN) };
+    err.check(rc)
+}
+
+/// Whether `tensor` is four-dimensional and dense in channels-last (NHWC) order.
+pub(crate) fn is_channels_last(tensor: &tch::Tensor) -> bool {
+    // SAFETY: `tensor` is borrowed, so its C tensor lives through the call, which only reads
+    // its sizes and strides (the pointer is mutable in the C signature alone) and catches
+    // everything.
+    unsafe { coload_is_channels_last(tensor.as_ptr().cast_mut().cast::<c_void>()) == 1 }
 }
 
 /// The foreach SGD optimizer held by the shim.

@@ -24,8 +24,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 
 use coload_cohort_schema::{
-    DeviceKind, Execution, MemoryInfo, MemorySource, ModelFile, Precision, TORCHSCRIPT_MODEL,
-    Workload,
+    DeviceKind, Execution, MemoryFormat, MemoryInfo, MemorySource, ModelFile, Precision,
+    TORCHSCRIPT_MODEL, Workload,
 };
 use tch::nn::{ModuleT, VarStore};
 use tch::{Device, Kind, Reduction, Tensor};
@@ -93,6 +93,22 @@ pub struct WorkloadInfo {
     pub model_file: Option<ModelFile>,
     /// Eager, or one CUDA-graph replay per batch.
     pub execution: Execution,
+}
+
+/// How a step's tensors are laid out in memory ([`ModelStep::memory_layout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryLayout {
+    /// The model's four-dimensional variables (convolution weights).
+    pub weights_4d: usize,
+    /// How many of them are dense in channels-last (NHWC) order.
+    pub weights_channels_last: usize,
+    /// How many of them are dense in row-major (NCHW) order. A 1x1 convolution's weight is
+    /// dense in both orders, so it counts in both.
+    pub weights_contiguous: usize,
+    /// Whether the synthetic input batch is dense in channels-last order.
+    pub inputs_channels_last: bool,
+    /// Whether the synthetic input batch is dense in row-major order.
+    pub inputs_contiguous: bool,
 }
 
 /// What one inference forward produced, to show that it recorded no autograd history.
@@ -287,8 +303,17 @@ impl ModelStep {
         };
         let b = i64::from(options.batch_size);
         let [c, h, w] = options.input_shape().map(i64::from);
-        let inputs = Tensor::f_randn([b, c, h, w], (Kind::Float, device))?;
+        let mut inputs = Tensor::f_randn([b, c, h, w], (Kind::Float, device))?;
         let labels = Tensor::f_randint(num_classes, [b], (Kind::Int64, device))?;
+        if options.memory_format == MemoryFormat::ChannelsLast {
+            // Weights before the optimizer takes its handles and before any capture, as a
+            // PyTorch user calls `model.to(memory_format=torch.channels_last)` before making the
+            // optimizer; the batch once, so that every step (and a serve worker's views of its
+            // first rows) reads NHWC.
+            let mut variables: Vec<Tensor> = vs.variables().into_values().collect();
+            shim::channels_last_(&mut variables)?;
+            shim::channels_last_(std::slice::from_mut(&mut inputs))?;
+        }
         let (net, model_file) = match (&options.model, zoo) {
             (_, Some(zoo)) => (Net::Zoo(zoo), None),
             (ModelSource::TorchScript(spec), None) => {
@@ -461,6 +486,25 @@ impl ModelStep {
             .as_ref()
             .map(|l| l.f_double_value(&[]).map_err(WorkloadError::from))
             .transpose()
+    }
+
+    /// How the step's tensors are laid out: its four-dimensional variables (weights) and how
+    /// many of them are channels-last, and whether the input batch is. Outside the window only.
+    #[must_use]
+    pub fn memory_layout(&self) -> MemoryLayout {
+        let four_d: Vec<Tensor> = self
+            .vs
+            .variables()
+            .into_values()
+            .filter(|t| t.dim() == 4)
+            .collect();
+        MemoryLayout {
+            weights_4d: four_d.len(),
+            weights_channels_last: four_d.iter().filter(|t| shim::is_channels_last(t)).count(),
+            weights_contiguous: four_d.iter().filter(|t| t.is_contiguous()).count(),
+            inputs_channels_last: shim::is_channels_last(&self.inputs),
+            inputs_contiguous: self.inputs.is_contiguous(),
+        }
     }
 
     /// Deep copies of every variable (weights and batch-norm statistics of a built-in model;

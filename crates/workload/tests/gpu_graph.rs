@@ -39,6 +39,7 @@ fn options(
         seed: 11,
         model: ModelSource::Zoo(ZooModel::Resnet18),
         execution,
+        memory_format: coload_workload::MemoryFormat::Contiguous,
     }
 }
 

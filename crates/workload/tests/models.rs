@@ -8,7 +8,9 @@ mod agreement;
 
 use coload_cohort_schema::{Execution, Precision, Workload};
 use coload_timing::Step;
-use coload_workload::{DeviceChoice, ModelSource, ModelStep, WorkloadOptions, ZooModel};
+use coload_workload::{
+    DeviceChoice, MemoryFormat, ModelSource, ModelStep, WorkloadOptions, ZooModel,
+};
 
 /// Trainable parameters with 1000 classes, as torchvision counts them
 /// (`sum(p.numel() for p in torchvision.models.NAME().parameters())`; Inception v3 without its
@@ -48,6 +50,7 @@ fn options(model: ZooModel, workload: Workload) -> WorkloadOptions {
         seed: 3,
         model: ModelSource::Zoo(model),
         execution: Execution::Eager,
+        memory_format: MemoryFormat::Contiguous,
     }
 }
 

@@ -32,6 +32,7 @@ fn options(
             num_classes: classes,
         }),
         execution: Execution::Eager,
+        memory_format: coload_workload::MemoryFormat::Contiguous,
     }
 }
 

@@ -79,6 +79,7 @@ impl Run {
             seed: f.seed,
             model,
             execution: args.execution(),
+            memory_format: f.memory_format(),
         };
         let mut step = ServeStep::new(&options, plan.policy.sizes()).map_err(in_warmup)?;
         let info = step.info();

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# coload's `decode` worker against independent PyTorch decoders, side by side in one device call
+# on one card (docs/performance.md, "Decode against PyTorch"):
+#   - coload eager and cuda-graph: a solo `decode` worker through bench-cohort (exclusive);
+#   - PyTorch eager and graph: scripts/perf/pytorch_decode.py --impl eager|graph (the graph
+#     reference captures its static decode step once and replays it, as engines do);
+# both presets (gpt2-small, tinyllama-1.1b), batches 1, 8 and 32, prompt 512 and 128 generated
+# per cycle, bf16, two whole cycles of warmup on both sides; every configuration twice, the two
+# repeats in opposite orders (coload first, then PyTorch first) so that drift hits both sides
+# alike. First, scripts/perf/copy_bandwidth.py measures the card's copy bandwidth (the floor's
+# denominator) and nvidia-smi names the card. Runs past the time budget are skipped and listed.
+#
+#   OUT=out/decode BIN=.gpu35/bin scripts/perf/decode-compare.sh [WINDOW_S] [BUDGET_S]
+#
+# BIN: a folder with release bench-cohort and bench-worker (the host's torch/lib goes on
+# LD_LIBRARY_PATH); without it, the dist tarball (scripts/gpu/use-dist.sh). Writes under $OUT:
+# card.csv, bandwidth.json, coload/<model>-b<B>-<eager|graph>-r<N>/ (the cohort: summary.json,
+# worker-0/worker.json with the card's UUID, the date and the versions) with its .log, and
+# pytorch/<model>-b<B>-<eager|graph>-r<N>.json (the same facts from PyTorch) with its .log.
+# scripts/perf/decode_table.py turns the folder into the table of docs/performance.md.
+set -uo pipefail
+window=${1:-4}
+budget=${2:-540}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+out=${OUT:-$root/out/decode-compare}
+if [[ -n "${BIN:-}" ]]; then
+  bin=$(cd "$BIN" && pwd)
+  torch_lib=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib
+  export LD_LIBRARY_PATH="$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+  # shellcheck source=../gpu/use-dist.sh
+  . "$root/scripts/gpu/use-dist.sh"
+fi
+py="$root/scripts/perf/pytorch_decode.py"
+mkdir -p "$out/coload" "$out/pytorch"
+began=$SECONDS
+left() { (( SECONDS - began < budget - ${1:-0} )); }
+# prompt 512, 128 generated, two whole cycles of warmup (2 x 128 iterations) on both sides
+warmup=256
+
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm --format=csv \
+  > "$out/card.csv" 2>&1
+cat "$out/card.csv"
+timeout 60 python3 "$root/scripts/perf/copy_bandwidth.py" > "$out/bandwidth.json" \
+  2> "$out/bandwidth.log"
+echo "bandwidth rc=$? $(cut -c1-160 "$out/bandwidth.json")"
+
+coload() { # model batch eager|graph repeat
+  local name="$1-b$2-$3-r$4" execution=eager
+  [[ $3 == graph ]] && execution=cuda-graph
+  if ! left 25; then echo "skipped (budget): coload $name"; return; fi
+  timeout 120 "$bin/bench-cohort" --worker-bin "$bin/bench-worker" --out "$out/coload/$name" \
+    --mode exclusive --workers decode=1 --model "$1" --batch-size "$2" --execution "$execution" \
+    --device cuda:0 --prompt-tokens 512 --output-tokens 128 --warmup-batches "$warmup" \
+    --window-s "$window" --start-lead-s 1 --quiet > "$out/coload/$name.log" 2>&1
+  echo "rc=$? coload $name ($((SECONDS - began)) s)"
+}
+
+pytorch() { # model batch eager|graph repeat
+  local name="$1-b$2-$3-r$4"
+  if ! left 25; then echo "skipped (budget): pytorch $name"; return; fi
+  timeout 120 python3 "$py" --impl "$3" --model "$1" --batch-size "$2" --prompt-tokens 512 \
+    --output-tokens 128 --warmup-iterations "$warmup" --window-s "$window" \
+    > "$out/pytorch/$name.json" 2> "$out/pytorch/$name.log"
+  echo "rc=$? pytorch $name ($((SECONDS - began)) s)"
+}
+
+for repeat in 1 2; do
+  for model in gpt2-small tinyllama-1.1b; do
+    for b in 8 1 32; do
+      for impl in graph eager; do
+        if (( repeat == 1 )); then
+          coload "$model" "$b" "$impl" "$repeat"
+          pytorch "$model" "$b" "$impl" "$repeat"
+        else
+          pytorch "$model" "$b" "$impl" "$repeat"
+          coload "$model" "$b" "$impl" "$repeat"
+        fi
+      done
+    done
+  done
+done
+echo "done in $((SECONDS - began)) s"
