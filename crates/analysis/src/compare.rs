@@ -115,7 +115,12 @@ pub fn check_figures(path: &Path, s: &CohortSummary) -> Result<(), AnalysisError
         .iter()
         .map(|w| dir.join(format!("worker-{}", w.replica)))
         .collect();
-    if dirs.is_empty() || !dirs.iter().all(|d| d.join(files::WORKER_REPORT).is_file()) {
+    // Only a cohort whose records are all there can be summarized again: committed data keep
+    // the reports and drop the batch records to save room.
+    let whole = |d: &std::path::PathBuf| {
+        d.join(files::WORKER_REPORT).is_file() && d.join(files::BATCHES).is_file()
+    };
+    if dirs.is_empty() || !dirs.iter().all(whole) {
         return Ok(());
     }
     let fresh = summarize_dirs(&dirs, &Options::default())?;
