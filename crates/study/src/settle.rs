@@ -100,9 +100,11 @@ mod tests {
         coload_analysis::summarize_dirs(&[dir], &coload_analysis::Options::default()).unwrap()
     }
 
-    /// `s` as cohort `name` with every rate scaled by `factor`.
+    /// `s` as cohort `name` with every rate scaled by `factor` (its common interval shortened,
+    /// so that every rate still agrees with its samples, as a summary is checked on reading).
     fn scaled(mut s: CohortSummary, name: &str, factor: f64) -> CohortSummary {
         name.clone_into(&mut s.experiment);
+        s.common_interval.seconds /= factor;
         for w in &mut s.workers {
             w.samples_per_s *= factor;
         }
