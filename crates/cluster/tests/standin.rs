@@ -66,18 +66,10 @@ fn worker_dir() -> PathBuf {
 /// change between runs).
 struct Cluster {
     tmp: tempfile::TempDir,
-    /// One stand-in cluster at a time: each runs real CPU workers, and two studies side by side
-    /// on a loaded two-core machine start a worker past the late margin.
-    _serial: std::sync::MutexGuard<'static, ()>,
 }
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Cluster {
     fn new() -> Cluster {
-        let serial = SERIAL
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path().join("state");
         std::fs::create_dir_all(state.join("nodes")).unwrap();
@@ -96,10 +88,7 @@ impl Cluster {
         let kubectl = tmp.path().join("kubectl");
         std::fs::write(&kubectl, script).unwrap();
         std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let c = Cluster {
-            tmp,
-            _serial: serial,
-        };
+        let c = Cluster { tmp };
         c.namespace(
             "default",
             &serde_json::json!({ "claims": ["gpu-benchmark-sync"] }),
