@@ -66,10 +66,26 @@ fn worker_dir() -> PathBuf {
 /// change between runs).
 struct Cluster {
     tmp: tempfile::TempDir,
+    /// One test's clusters at a time: each runs real CPU workers, and studies of several tests
+    /// side by side on a loaded two-core machine started a worker past the late margin. A test
+    /// that makes a second cluster already holds the lock.
+    _serial: Option<std::sync::MutexGuard<'static, ()>>,
+}
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+thread_local! {
+    static HOLDS_SERIAL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 impl Cluster {
     fn new() -> Cluster {
+        let serial = (!HOLDS_SERIAL.with(std::cell::Cell::get)).then(|| {
+            HOLDS_SERIAL.with(|h| h.set(true));
+            SERIAL
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        });
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path().join("state");
         std::fs::create_dir_all(state.join("nodes")).unwrap();
@@ -88,7 +104,10 @@ impl Cluster {
         let kubectl = tmp.path().join("kubectl");
         std::fs::write(&kubectl, script).unwrap();
         std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let c = Cluster { tmp };
+        let c = Cluster {
+            tmp,
+            _serial: serial,
+        };
         c.namespace(
             "default",
             &serde_json::json!({ "claims": ["gpu-benchmark-sync"] }),
