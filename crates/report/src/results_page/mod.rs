@@ -9,6 +9,8 @@
 //! file) with `{{name}}` placeholders; [`check_template`] refuses a template that types a
 //! figure itself.
 
+mod decision;
+mod frontier;
 mod llm;
 mod rounds;
 
@@ -327,6 +329,7 @@ fn figures(data: &Path) -> Result<BTreeMap<&'static str, String>, PageError> {
     let mut values = BTreeMap::new();
     rounds::figures(data, &mut values)?;
     llm::figures(data, &mut values)?;
+    frontier::figures(data, &mut values)?;
     Ok(values)
 }
 
