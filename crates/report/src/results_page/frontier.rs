@@ -725,3 +725,90 @@ pub(crate) fn figures(
     ]);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn search(policy: &str, capacity: Option<f64>) -> CapacityRow {
+        CapacityRow {
+            name: format!("{policy}-serve1-train6-capacity-10ms-r1"),
+            policy: policy.to_owned(),
+            mode: Mode::Mps,
+            objective: "p99 <= 10 ms".to_owned(),
+            slo_ms: 10.0,
+            quantile: 0.99,
+            capacity_per_s: capacity,
+            failed_above_per_s: capacity.map(|c| c * 1.2),
+            stop: "converged".to_owned(),
+            probes: Vec::new(),
+            note: String::new(),
+        }
+    }
+
+    fn interval(r: f64) -> Option<RatioInterval> {
+        Some(RatioInterval {
+            ratio: r,
+            low: Some(r * 0.9),
+            high: Some(r * 1.1),
+            n_numerator: 2,
+            n_denominator: 3,
+        })
+    }
+
+    fn row(policy: &str, full: f64, tail: f64) -> DecisionRow {
+        DecisionRow {
+            policy: policy.to_owned(),
+            full: (vec![full], interval(full)),
+            per_worker: (vec![full / 7.0], interval(full / 7.0)),
+            tail: (vec![tail], interval(tail)),
+            beside: (vec![1.0], interval(1.0)),
+            energy: (vec![1.0], interval(1.0)),
+            card: Some("GPU-2074c71c-aaaa".to_owned()),
+            tenants: 7,
+        }
+    }
+
+    #[test]
+    fn each_need_picks_its_best_policy_and_never_the_endpoint_alone() {
+        let f = Frontier {
+            objective: "p99 <= 10 ms".to_owned(),
+            rows: vec![
+                (
+                    "exclusive".to_owned(),
+                    search("exclusive", Some(11_000.0)),
+                    None,
+                ),
+                (
+                    "mps-replicas-4".to_owned(),
+                    search("mps-replicas-4", Some(570.0)),
+                    None,
+                ),
+                (
+                    "mps-replicas-7".to_owned(),
+                    search("mps-replicas-7", Some(800.0)),
+                    None,
+                ),
+                ("timeslice".to_owned(), search("timeslice", None), None),
+            ],
+            cards: "GPU-b77eb585".to_owned(),
+            trainers: 6,
+        };
+        let rows = [
+            row("timeslice", 1.1, 6.9),
+            row("mps-plugin", 1.8, 5.3),
+            row("mps-unlimited", 1.6, 4.0),
+        ];
+        let needs = needs(&f, &f, &rows);
+        let pick = |what: &str| {
+            needs
+                .iter()
+                .find(|n| n.what.starts_with(what))
+                .map(|n| n.pick.clone())
+                .unwrap()
+        };
+        assert_eq!(pick("serve a ResNet18"), "MPS, replicas 7");
+        assert_eq!(pick("training throughput"), "MPS, plugin replicas 7");
+        assert_eq!(pick("inference tail"), "MPS, unlimited");
+    }
+}
