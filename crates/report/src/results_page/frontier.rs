@@ -746,24 +746,24 @@ mod tests {
         }
     }
 
-    fn interval(r: f64) -> Option<RatioInterval> {
-        Some(RatioInterval {
+    fn interval(r: f64) -> RatioInterval {
+        RatioInterval {
             ratio: r,
             low: Some(r * 0.9),
             high: Some(r * 1.1),
             n_numerator: 2,
             n_denominator: 3,
-        })
+        }
     }
 
     fn row(policy: &str, full: f64, tail: f64) -> DecisionRow {
         DecisionRow {
             policy: policy.to_owned(),
-            full: (vec![full], interval(full)),
-            per_worker: (vec![full / 7.0], interval(full / 7.0)),
-            tail: (vec![tail], interval(tail)),
-            beside: (vec![1.0], interval(1.0)),
-            energy: (vec![1.0], interval(1.0)),
+            full: (vec![full], Some(interval(full))),
+            per_worker: (vec![full / 7.0], Some(interval(full / 7.0))),
+            tail: (vec![tail], Some(interval(tail))),
+            beside: (vec![1.0], Some(interval(1.0))),
+            energy: (vec![1.0], Some(interval(1.0))),
             card: Some("GPU-2074c71c-aaaa".to_owned()),
             tenants: 7,
         }
