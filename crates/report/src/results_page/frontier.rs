@@ -542,10 +542,15 @@ fn share_table(study: &Study) -> String {
                 .and_then(|s| s.active_thread_percentage);
             let of_promise = match (pct, r.as_ref()) {
                 (Some(p), Some(r)) if p > 0 => {
-                    format!(
-                        ", {}x what it promises",
-                        ratio(r.ratio / (f64::from(p) / 100.0))
-                    )
+                    // The promise is exact (a configured percentage): the interval scales.
+                    let share = f64::from(p) / 100.0;
+                    let scaled = RatioInterval {
+                        ratio: r.ratio / share,
+                        low: r.low.map(|l| l / share),
+                        high: r.high.map(|h| h / share),
+                        ..*r
+                    };
+                    format!("; {} of its promise", ratio_ci(Some(&scaled)))
                 }
                 _ => String::new(),
             };
