@@ -110,3 +110,86 @@ fn a_missing_study_is_named_by_its_file() {
         "{err}"
     );
 }
+
+/// `data` with the folder `study` copied (to edit) and everything else linked.
+fn data_with_copy_of(tmp: &Path, study: &str) -> PathBuf {
+    let src = repo().join("docs/results/data");
+    let data = tmp.join("results/data");
+    std::fs::create_dir_all(&data).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == study {
+            copy_dir(&e.path(), &data.join(e.file_name()));
+        } else {
+            std::os::unix::fs::symlink(e.path(), data.join(e.file_name())).unwrap();
+        }
+    }
+    std::os::unix::fs::symlink(
+        repo().join("docs/results/comparison.json"),
+        tmp.join("results/comparison.json"),
+    )
+    .unwrap();
+    data
+}
+
+#[test]
+fn trainers_on_a_card_without_its_own_solo_get_no_ratio() {
+    // The frontier's trainers are divided by the solo runs of their own card only: move one
+    // probe's workers to another card and its row must say so instead of crossing cards.
+    let tmp = tempfile::tempdir().unwrap();
+    let data = data_with_copy_of(tmp.path(), "2026-12-02-frontier");
+    let path = data.join(
+        "2026-12-02-frontier/frontier-serve/cohorts/mps-replicas-7-serve1-train6-capacity-10ms-r1/probe-2-800/summary.json",
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let other = text.replace("GPU-b77eb585-2d37", "GPU-0ther000-2d37");
+    assert_ne!(other, text, "the probe records its card");
+    std::fs::write(&path, other).unwrap();
+
+    let page = render(&data).unwrap();
+    let row = |page: &str| {
+        page.lines()
+            .find(|l| l.starts_with("| MPS, replicas 7") && l.contains(" at 800 requests/s"))
+            .map(str::to_owned)
+            .unwrap()
+    };
+    let moved = row(&page);
+    assert!(
+        moved.contains("| no same-card solo |") && moved.contains("GPU-0ther000"),
+        "{moved}"
+    );
+    let committed = render(&repo().join("docs/results/data")).unwrap();
+    assert!(row(&committed).contains("x ["), "{}", row(&committed));
+}
+
+#[test]
+fn the_page_before_its_archive_fits_about_four_screens() {
+    // About 45 lines of text a screen at 1400 px: a table row is a line, a paragraph line of
+    // Markdown wraps at about 150 characters, and the folded archive (itself holding folded
+    // tables, so it ends at the last `</details>`) is not on screen.
+    let page = std::fs::read_to_string(repo().join("docs/results.md")).unwrap();
+    let (open, folded) = page.split_once("<details>").unwrap();
+    let rest = folded.rsplit_once("</details>").unwrap().1;
+    let lines: usize = open
+        .lines()
+        .chain(rest.lines())
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("<!--") && !l.starts_with("     "))
+        .map(|l| {
+            if l.starts_with('|') {
+                1
+            } else {
+                l.len().div_ceil(150)
+            }
+        })
+        .sum();
+    assert!(
+        lines <= 4 * 45,
+        "{lines} lines before and after the archive"
+    );
+    assert!(
+        open.contains("## Which policy for serve=1,train=6")
+            && open.contains("## Share fidelity")
+            && folded.contains("Fourth round"),
+        "the answers lead and the rounds are folded"
+    );
+}

@@ -5,10 +5,17 @@
 //! `verdict::ratio`). Each study folder is read by [`crate::study_report::assemble`],
 //! as its `report.html` is, so the page and the report cannot disagree.
 //!
+//! The page leads with the like-for-like studies (`frontier`: each on one card in one run,
+//! every ratio over that card's own solos with its interval) and their decision table
+//! (`decision`, a stand-in for the analysis crate's), and folds every earlier round (`rounds`,
+//! `llm`) into one archive.
+//!
 //! The words around the figures are a template ([`TEMPLATE`], `results.md.tmpl` beside this
 //! file) with `{{name}}` placeholders; [`check_template`] refuses a template that types a
 //! figure itself.
 
+mod decision;
+mod frontier;
 mod llm;
 mod rounds;
 
@@ -327,6 +334,7 @@ fn figures(data: &Path) -> Result<BTreeMap<&'static str, String>, PageError> {
     let mut values = BTreeMap::new();
     rounds::figures(data, &mut values)?;
     llm::figures(data, &mut values)?;
+    frontier::figures(data, &mut values)?;
     Ok(values)
 }
 

@@ -1019,7 +1019,7 @@ pub(crate) fn figures(
             .map_or_else(|| "-".to_owned(), |v| num(if i == 0 { v.0 } else { v.1 }))
     };
     let mut v: Vec<(&'static str, String)> = vec![
-        ("decision_table", round4.table()),
+        ("round4_decision_table", round4.table()),
         ("decision_dates", dates(&decision.summaries(true)?)),
         ("decision_node", index.node.clone()),
         ("decision_protocol", protocol(&decision)),
