@@ -92,20 +92,27 @@ pub fn cards_for(mode: Mode, share: Option<&DeclaredShare>, tenants: u32) -> u32
     tenants.div_ceil(per_card)
 }
 
-/// The cards column in words.
+/// The cards column in words: `1 card`, `4 cards (ceil(7/2))`, `7 cards (one each)`.
 fn cards_words(p: &FrontierPoint, tenants: u32) -> String {
     let n = p.cards;
     let each = if n == 1 { "card" } else { "cards" };
     match (p.mode, p.share.and_then(|s| s.replicas)) {
-        (Mode::Exclusive, _) => format!("{n} {each} (one per tenant)"),
+        (Mode::Exclusive, _) => format!("{n} {each} (one each)"),
         (Mode::Mps, Some(r)) if p.share.is_some_and(|s| s.policy == SharePolicy::Replicas) => {
-            format!(
-                "{n} {each} (ceil({tenants}/{r}) as the plugin places them; measured with all \
-                 {tenants} on one card, so a card holding fewer gets at least this)"
-            )
+            format!("{n} {each} (ceil({tenants}/{r}))")
         }
-        _ => format!("{n} {each} (all {tenants} on one)"),
+        _ => format!("{n} {each}"),
     }
+}
+
+/// What the cards column means, for the sentence under the table.
+#[must_use]
+pub fn cards_note(tenants: u32) -> String {
+    format!(
+        "for the mix's {tenants} tenants as the device plugin places them (MPS at R \
+         replicas: ceil({tenants}/R)); every point was measured with all {tenants} on one card, \
+         so a card that holds fewer gets at least what is shown"
+    )
 }
 
 /// Marks each point's `on_frontier`: a point is on the frontier unless another has at least
@@ -138,7 +145,11 @@ fn rate(v: f64) -> String {
     let decimals = digits.max(0) as usize;
     let scale = 10f64.powi(digits);
     let rounded = (v * scale).round() / scale;
-    let text = format!("{rounded:.decimals$}");
+    let text = if rounded.fract() == 0.0 {
+        format!("{rounded:.0}")
+    } else {
+        format!("{rounded:.decimals$}")
+    };
     let (int, frac) = text
         .split_once('.')
         .map_or((text.as_str(), None), |(a, b)| (a, Some(b)));
@@ -349,14 +360,13 @@ pub fn decision(searches: &[Search], solos: &[CohortSummary]) -> Option<Decision
             need: "inference tail beside training".to_owned(),
             pick: None,
             policies: Vec::new(),
-            get: "not measured: this study's endpoint is judged only at its objective; a \
-                  fixed-rate inference cohort beside trainers (infer=1,train=6) measures the tail"
+            get: "not measured: no fixed-rate inference cohort beside trainers in this study"
                 .to_owned(),
             give_up: String::new(),
             cards: String::new(),
         },
-        memory_row(&points, &objective, tenants),
-        energy_row(&points, &objective, tenants),
+        memory_row(&points, tenants),
+        energy_row(&points, tenants),
     ];
     Some(DecisionTable {
         mix: mix_words(&mix),
@@ -387,15 +397,26 @@ fn picks<'a>(
     out
 }
 
-/// The picks' labels joined: `MPS, 7 replicas (...) or MPS, 4 replicas (...)`.
+/// The pick in words: the best point's label, and the points the data cannot tell from it:
+/// `MPS, 4 replicas (...) (not told apart from: MPS, 7 replicas (...))`.
 fn pick_words(picked: &[&FrontierPoint]) -> Option<String> {
-    (!picked.is_empty()).then(|| {
-        picked
-            .iter()
-            .map(|p| p.label.clone())
+    let (best, rest) = picked.split_first()?;
+    if rest.is_empty() {
+        return Some(best.label.clone());
+    }
+    Some(format!(
+        "{}; as good as far as the data tell: {}",
+        best.label,
+        rest.iter()
+            .map(|p| short_label(p))
             .collect::<Vec<_>>()
-            .join(" or ")
-    })
+            .join("; ")
+    ))
+}
+
+/// A label without the share's detail (`MPS, 4 replicas`), for a list of ties.
+fn short_label(p: &FrontierPoint) -> &str {
+    p.label.split(" (").next().unwrap_or(&p.label)
 }
 
 /// What the endpoint got at a point, in words.
@@ -406,27 +427,25 @@ fn capacity_get(p: &FrontierPoint, objective: &str) -> String {
     )
 }
 
-/// The trainers at a point, in words.
+/// The trainers at a point, in words: `the 6 trainers 1.53x [1.17 to 2.00] one solo
+/// trainer (5,370 samples/s)`, and the probe when it failed.
 fn train_get(p: &FrontierPoint, trainers: u32) -> String {
     let probe = if p.probe_passed {
-        format!(
-            "beside the endpoint at {} requests/s",
-            rate(p.probe_rate_per_s)
-        )
+        String::new()
     } else {
         format!(
-            "beside the endpoint at {} requests/s, the lowest rate probed (it failed)",
+            ", beside the lowest rate probed ({} requests/s, failed)",
             rate(p.probe_rate_per_s)
         )
     };
     match (&p.train_vs_solo, p.train_samples_per_s) {
         (Some(r), Some(s)) => format!(
-            "the {trainers} trainers at {} one solo trainer ({} samples/s) {probe}",
+            "the {trainers} trainers {} one solo trainer ({} samples/s){probe}",
             ratio_words(r),
             rate(s)
         ),
         (None, Some(s)) => format!(
-            "the {trainers} trainers at {} samples/s {probe} (no solo trainer on this card)",
+            "the {trainers} trainers {} samples/s{probe} (no solo trainer on this card)",
             rate(s)
         ),
         _ => "no trainer figure".to_owned(),
@@ -499,19 +518,19 @@ fn serve_row(
     let trainers_best = points.iter().max_by(|a, b| by_training(a, b));
     let mut give_up = match trainers_best {
         Some(t) if !std::ptr::eq(t, *best) && by_training(t, best).is_gt() => format!(
-            "training: {} one solo trainer here against {} under {}",
+            "training: {} against {} under {}",
             best.train_vs_solo
-                .map_or_else(|| "no figure".to_owned(), |r| ratio_words(&r)),
+                .map_or_else(|| "no figure".to_owned(), |r| format!("{:.2}x", r.ratio)),
             t.train_vs_solo
-                .map_or_else(|| "no figure".to_owned(), |r| ratio_words(&r)),
-            t.label
+                .map_or_else(|| "no figure".to_owned(), |r| format!("{:.2}x", r.ratio)),
+            short_label(t)
         ),
         _ => "nothing on training: no other point trains faster".to_owned(),
     };
     if let Some(a) = alone {
         give_up = format!(
-            "{give_up}; the endpoint alone on a whole GPU serves {}",
-            capacity_get(a, objective)
+            "{give_up}; alone on a whole GPU the endpoint serves {} requests/s",
+            bracket_words(a.capacity_passed_per_s, a.capacity_failed_per_s)
         );
     }
     DecisionRow {
@@ -519,7 +538,7 @@ fn serve_row(
         pick: pick_words(&picked),
         policies: picked.iter().map(|p| p.policy.clone()).collect(),
         get: format!(
-            "{}, with {}",
+            "{}; {}",
             capacity_get(best, objective),
             train_get(best, trainers)
         ),
@@ -551,10 +570,10 @@ fn train_row(
         };
     };
     let give_up = if best.capacity_passed_per_s.is_some() {
-        format!("serving: the endpoint {}", capacity_get(best, objective))
+        format!("serving: {}", capacity_get(best, objective))
     } else {
         format!(
-            "serving: the endpoint misses {objective} at every rate probed ({} requests/s)",
+            "serving: the endpoint misses the objective at every rate probed ({} requests/s)",
             bracket_words(best.capacity_passed_per_s, best.capacity_failed_per_s)
         )
     };
@@ -568,7 +587,7 @@ fn train_row(
     }
 }
 
-fn memory_row(points: &[FrontierPoint], objective: &str, tenants: u32) -> DecisionRow {
+fn memory_row(points: &[FrontierPoint], tenants: u32) -> DecisionRow {
     let need = "memory isolation".to_owned();
     let capped: Vec<&FrontierPoint> = points
         .iter()
@@ -593,19 +612,19 @@ fn memory_row(points: &[FrontierPoint], objective: &str, tenants: u32) -> Decisi
         pick: pick_words(&picked[..1]),
         policies: vec![best.policy.clone()],
         get: format!(
-            "each client capped at {:.1} GiB of device memory (the capped share that serves \
-             most: {})",
+            "each client capped at {:.1} GiB of device memory; of the capped shares it serves \
+             most ({} requests/s)",
             gib(best.memory_limit_bytes.unwrap_or(0)),
-            capacity_get(best, objective)
+            bracket_words(best.capacity_passed_per_s, best.capacity_failed_per_s)
         ),
-        give_up: "a declared cap on allocations, not tested here (no hog cohort in this \
-                  study); MPS clients share one server, so a fault in one still reaches the others"
+        give_up: "the cap is declared, not tested here (no hog cohort); a fault in one MPS \
+                  client still reaches the others on its card"
             .to_owned(),
         cards: cards_words(best, tenants),
     }
 }
 
-fn energy_row(points: &[FrontierPoint], objective: &str, tenants: u32) -> DecisionRow {
+fn energy_row(points: &[FrontierPoint], tenants: u32) -> DecisionRow {
     let need = "energy per training sample".to_owned();
     let measured: Vec<&FrontierPoint> = points
         .iter()
@@ -626,18 +645,21 @@ fn energy_row(points: &[FrontierPoint], objective: &str, tenants: u32) -> Decisi
             cards: String::new(),
         };
     };
-    let solo = best.solo_samples_per_j.map_or_else(String::new, |s| {
-        format!("; one solo trainer: {s:.2} samples/J")
-    });
+    let solo = best
+        .solo_samples_per_j
+        .map_or_else(String::new, |s| format!("; one solo trainer: {s:.2}"));
     DecisionRow {
         need,
         pick: Some(best.label.clone()),
         policies: vec![best.policy.clone()],
         get: format!(
-            "{:.2} training samples/J of the whole device (one probe each, no interval{solo})",
+            "{:.2} training samples/J, device-wide (one probe, no interval{solo})",
             j(best)
         ),
-        give_up: format!("serving: the endpoint {}", capacity_get(best, objective)),
+        give_up: format!(
+            "serving: {} requests/s",
+            bracket_words(best.capacity_passed_per_s, best.capacity_failed_per_s)
+        ),
         cards: cards_words(best, tenants),
     }
 }
@@ -731,9 +753,9 @@ mod tests {
         assert_eq!(train.policies, ["ts", "r4"]);
         assert!(train.give_up.contains("misses"), "{}", train.give_up);
         // Energy: the most samples per joule.
-        assert_eq!(energy_row(&points, "p99 <= 10 ms", 7).policies, ["ts"]);
+        assert_eq!(energy_row(&points, 7).policies, ["ts"]);
         // No point caps memory: the row says it cannot answer.
-        let memory = memory_row(&points, "p99 <= 10 ms", 7);
+        let memory = memory_row(&points, 7);
         assert_eq!(memory.pick, None);
         assert!(memory.get.starts_with("not measured: "));
     }

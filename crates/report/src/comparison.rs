@@ -46,6 +46,10 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
         doc.para(n.clone());
     }
     doc.facts(ctx.provenance.clone());
+    // The decision opens the report, on its first screen: what to pick for the study's mix.
+    if let Some(d) = &c.decision {
+        super::decision::section(d, &mut doc);
+    }
     doc.contents();
     verdict_section(c, ctx, &v, &mut doc);
     // Capacity searches alone leave the comparison empty: no cohort sections, baselines or
