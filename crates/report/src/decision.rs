@@ -3,7 +3,8 @@
 //! it) and serving capacity against the co-located trainers' throughput, one point per policy
 //! and share.
 
-use coload_cohort_schema::{DecisionTable, FrontierPoint};
+use coload_analysis::fidelity::SharePoint;
+use coload_cohort_schema::{DecisionTable, FrontierPoint, Workload};
 
 use super::document::{Document, Figure, Table};
 use super::svg::{Panel, Scale, Svg, nice_ticks, tick};
@@ -233,6 +234,133 @@ fn frontier_line(
         let line: Vec<(f64, f64)> = front.iter().map(|q| at(q)).collect();
         svg.path(&line, "#9a9a9a", true, "the Pareto frontier");
     }
+}
+
+/// What each share delivers against what it promises: a chart (with the diagonal "delivered =
+/// promised") and its table, for a study of one worker alone under shares.
+pub(crate) fn fidelity_section(points: &[SharePoint], doc: &mut Document) {
+    doc.heading(2, "What a share delivers against what it promises");
+    if let Some(svg) = fidelity_chart(points) {
+        doc.figures(vec![Figure {
+            svg,
+            caption: "One worker alone under each share: its samples/s over the same card's \
+                      exclusive solo runs (the whisker is the 95 % interval) against the share of \
+                      the threads promised (MPS at R replicas: 100/R %; unlimited MPS and \
+                      time-slicing alone: the whole card). On the dashed diagonal a share \
+                      delivers exactly what it promises; above it, more."
+                .to_owned(),
+        }]);
+    }
+    let mut t = Table::new(&[
+        "worker",
+        "policy and share",
+        "threads promised (%)",
+        "delivered (fraction of solo, 95 % interval)",
+    ]);
+    for p in points {
+        t.row(vec![
+            super::document::group_label(p.workload, p.model.as_deref()),
+            p.label.clone(),
+            format!("{:.0}", p.promised_pct),
+            coload_analysis::frontier::ratio_words(&p.delivered),
+        ]);
+    }
+    doc.table_folded("Each share against its promise", t);
+}
+
+/// The colour of a workload's marks in the fidelity chart.
+fn workload_color(w: Workload) -> &'static str {
+    match w {
+        Workload::Train => "#1f6fb4",
+        Workload::Infer => "#d95f02",
+        _ => "#5b6770",
+    }
+}
+
+/// Delivered fraction of solo (y) against the threads promised (x, %), per workload, with the
+/// diagonal; `None` with nothing to draw.
+pub(crate) fn fidelity_chart(points: &[SharePoint]) -> Option<String> {
+    if points.is_empty() {
+        return None;
+    }
+    let (width, height) = (600.0, 360.0);
+    let y_hi = points
+        .iter()
+        .map(|q| q.delivered.high.unwrap_or(q.delivered.ratio))
+        .fold(1.0f64, f64::max)
+        * 1.1;
+    let p = Panel {
+        left: 70.0,
+        top: 30.0,
+        right: width - 20.0,
+        bottom: height - 50.0,
+        x: Scale::Linear { lo: 0.0, hi: 105.0 },
+        y: Scale::Linear { lo: 0.0, hi: y_hi },
+    };
+    let mut svg = Svg::new(width, height);
+    svg.text(
+        p.left,
+        18.0,
+        "start",
+        "panel-title",
+        "delivered against promised, one worker alone",
+    );
+    let x_ticks: Vec<(f64, String)> = [0.0, 14.0, 25.0, 50.0, 100.0]
+        .into_iter()
+        .map(|t| (t, format!("{t:.0} %")))
+        .collect();
+    for (t, _) in &x_ticks {
+        svg.line((p.px(*t), p.top), (p.px(*t), p.bottom), "grid");
+    }
+    p.y_axis(
+        &mut svg,
+        &nice_ticks(0.0, y_hi, 5),
+        &|v| format!("{}x", tick(v)),
+        "samples/s over the card's solo",
+    );
+    p.x_axis(&mut svg, &x_ticks, "share of the threads promised");
+    svg.path(
+        &[(p.px(0.0), p.py(0.0)), (p.px(100.0), p.py(1.0))],
+        "#9a9a9a",
+        true,
+        "delivered = promised",
+    );
+    svg.text(
+        p.px(100.0) - 4.0,
+        p.py(1.0) - 8.0,
+        "end",
+        "tick",
+        "delivered = promised",
+    );
+    let mut workloads: Vec<Workload> = Vec::new();
+    for q in points {
+        if !workloads.contains(&q.workload) {
+            workloads.push(q.workload);
+        }
+        // The workloads side by side at one promise, so that their whiskers do not cover each
+        // other.
+        let k = workloads.iter().position(|w| *w == q.workload).unwrap_or(0) as f64;
+        let cx = p.px(q.promised_pct) + (k - 0.5) * 8.0;
+        let color = workload_color(q.workload);
+        let title = format!(
+            "{} {}: promised {:.0} %, delivered {}",
+            q.workload,
+            q.label,
+            q.promised_pct,
+            coload_analysis::frontier::ratio_words(&q.delivered)
+        );
+        if let (Some(low), Some(high)) = (q.delivered.low, q.delivered.high) {
+            svg.path(&[(cx, p.py(low)), (cx, p.py(high))], color, false, &title);
+        }
+        let hollow = q.label != "time-slicing" && q.promised_pct >= 100.0;
+        svg.dot(cx, p.py(q.delivered.ratio), 4.5, color, hollow, &title);
+    }
+    let mut lx = p.left + 10.0;
+    for w in &workloads {
+        lx = svg.legend_item(lx, p.top + 12.0, workload_color(*w), false, &w.to_string());
+    }
+    svg.legend_item(lx, p.top + 12.0, "#9a9a9a", false, "hollow: unlimited MPS");
+    Some(svg.finish("delivered fraction of solo against the share promised"))
 }
 
 #[cfg(test)]

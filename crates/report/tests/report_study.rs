@@ -605,3 +605,39 @@ fn a_frontier_study_opens_with_its_decision_table_and_frontier_chart() {
         coload_report::decision_markdown(&c.decision.clone().unwrap())
     );
 }
+
+#[test]
+fn a_share_sweep_shows_what_each_share_delivers_against_its_promise() {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("docs/results/data/2026-12-02-share-sweep");
+    let tmp = tempfile::tempdir().unwrap();
+    copy_json(&src.join("cohorts"), &tmp.path().join("cohorts"));
+    let index: Index = coload_cohort_schema::read_document(&src.join("index.json")).unwrap();
+    let (html, md) = report(tmp.path(), &index);
+    let c: coload_cohort_schema::Comparison =
+        coload_cohort_schema::read_document(&tmp.path().join("report/comparison.json")).unwrap();
+    let points = coload_analysis::fidelity::share_fidelity(&c);
+    // Two workloads under five policies.
+    assert_eq!(points.len(), 10);
+    // By hand from the summaries: the trainer at replicas 4 (25 % of the threads) ran at the
+    // mean of its two runs over the mean of the card's three solo runs, 0.444.
+    let r4 = points
+        .iter()
+        .find(|p| {
+            p.workload == coload_cohort_schema::Workload::Train && p.label.starts_with("MPS, 4")
+        })
+        .unwrap();
+    assert!((r4.promised_pct - 25.0).abs() < 1e-9);
+    assert!(
+        (r4.delivered.ratio - 0.4443).abs() < 5e-4,
+        "{:?}",
+        r4.delivered
+    );
+    assert!(r4.delivered.low.unwrap() < r4.delivered.ratio);
+    assert!(md.contains("## What a share delivers against what it promises"));
+    assert!(html.contains("delivered fraction of solo against the share promised"));
+    assert!(html.contains("delivered = promised"));
+    // No capacity search: no decision table.
+    assert!(c.decision.is_none());
+    assert!(!md.contains("## Decision for"));
+}
