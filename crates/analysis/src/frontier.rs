@@ -269,6 +269,14 @@ fn point(search: &Search, solos: &[CohortSummary], tenants: u32) -> Option<Front
         capacity_failed_per_s: r.failed_above_per_s,
         probe_rate_per_s: probe.rate_per_s,
         probe_passed: probe.passed == Some(true),
+        serve_tokens_per_s: {
+            let llm: Vec<f64> = summary
+                .workers
+                .iter()
+                .filter_map(|w| w.serve_llm.as_ref().map(|v| v.output_tokens_per_s))
+                .collect();
+            (!llm.is_empty()).then(|| llm.iter().sum())
+        },
         train_samples_per_s: train.map(|g| g.aggregate_samples_per_s),
         train_vs_solo: train
             .and_then(|g| ratio_of_means(&[g.aggregate_samples_per_s], &solo_rates)),
@@ -419,10 +427,18 @@ fn short_label(p: &FrontierPoint) -> &str {
     p.label.split(" (").next().unwrap_or(&p.label)
 }
 
-/// What the endpoint got at a point, in words.
+/// What the endpoint got at a point, in words; an LLM endpoint's output tokens/s at the probe
+/// the trainers are read from beside it.
 fn capacity_get(p: &FrontierPoint, objective: &str) -> String {
+    let tokens = p.serve_tokens_per_s.map_or_else(String::new, |t| {
+        format!(
+            " ({} output tokens/s at {} requests/s)",
+            rate(t),
+            rate(p.probe_rate_per_s)
+        )
+    });
     format!(
-        "{} requests/s at {objective}",
+        "{} requests/s at {objective}{tokens}",
         bracket_words(p.capacity_passed_per_s, p.capacity_failed_per_s)
     )
 }
@@ -685,6 +701,7 @@ mod tests {
             capacity_failed_per_s: bracket.1,
             probe_rate_per_s: bracket.0.unwrap_or(50.0),
             probe_passed: bracket.0.is_some(),
+            serve_tokens_per_s: None,
             train_samples_per_s: Some(train.0 * 3000.0),
             train_vs_solo: Some(RatioInterval {
                 ratio: train.0,

@@ -49,6 +49,10 @@ pub struct FrontierPoint {
     /// Whether that probe met the objective (`false`: no probe did, and the trainers are those
     /// of the lowest-rate probe).
     pub probe_passed: bool,
+    /// The LLM endpoint's output tokens/s in that probe (summed over its `serve-llm`
+    /// workers); absent for a vision endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_tokens_per_s: Option<f64>,
     /// The trainers' aggregate samples/s in that probe.
     pub train_samples_per_s: Option<f64>,
     /// The trainers' aggregate over one exclusive solo trainer of the same card, with its 95 %

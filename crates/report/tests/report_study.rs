@@ -641,3 +641,18 @@ fn a_share_sweep_shows_what_each_share_delivers_against_its_promise() {
     assert!(c.decision.is_none());
     assert!(!md.contains("## Decision for"));
 }
+
+#[test]
+fn an_llm_frontier_keeps_both_shares_whose_brackets_tie_and_reads_tokens() {
+    let (tmp, index) = frontier_study("frontier-llm");
+    report(tmp.path(), &index);
+    let c: coload_cohort_schema::Comparison =
+        coload_cohort_schema::read_document(&tmp.path().join("report/comparison.json")).unwrap();
+    let d = c.decision.unwrap();
+    assert_eq!(d.mix, "serve-llm=1,train=6");
+    let serve = &d.rows[0];
+    // By hand from capacity.json: replicas 4 and 7 both passed 38.05 and failed 45.25 requests/s;
+    // neither beats the other, and replicas 4's trainers did more (the first named).
+    assert_eq!(serve.policies, ["mps-replicas-4", "mps-replicas-7"]);
+    assert!(serve.get.contains("output tokens/s"), "{}", serve.get);
+}
