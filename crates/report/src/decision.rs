@@ -164,7 +164,9 @@ pub(crate) fn frontier_chart(d: &DecisionTable) -> Option<String> {
         let palette = super::verdict::mode_colors(q.mode);
         let color = palette[seen % palette.len()];
         let (cx, cy) = at(q);
-        let ratio = q.train_vs_solo.expect("drawn points have a ratio");
+        let Some(ratio) = q.train_vs_solo else {
+            continue;
+        };
         let bracket = coload_analysis::frontier::bracket_words(
             q.capacity_passed_per_s,
             q.capacity_failed_per_s,
