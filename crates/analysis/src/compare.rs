@@ -260,6 +260,7 @@ pub fn compare(
         repeats: repeats(cohorts, &blocks),
         warnings,
         caveats: CAVEATS.iter().map(|c| (*c).to_owned()).collect(),
+        decision: None,
     })
 }
 

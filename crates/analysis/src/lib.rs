@@ -47,6 +47,8 @@ pub mod capacity;
 mod colocation;
 mod compare;
 mod error;
+pub mod fidelity;
+pub mod frontier;
 pub mod histogram;
 mod inputs;
 pub mod interval;

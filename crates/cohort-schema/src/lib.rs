@@ -27,6 +27,7 @@ mod barrier;
 mod batch;
 mod cohort_failure;
 mod config;
+mod decision;
 mod error;
 pub mod exit;
 mod failure;
@@ -55,6 +56,7 @@ pub use config::{
     Mode, ModelDeclaration, ModelFile, Precision, ServeConfig, ServeLlmConfig, TORCHSCRIPT_MODEL,
     TimesliceInterval, WorkerConfig, Workload,
 };
+pub use decision::{DecisionRow, DecisionTable, FrontierPoint};
 pub use error::{SchemaError, ValueError};
 pub use failure::{FailureKind, Stage, Status};
 pub use hog::{HogReport, HogStop, HoldMarker, IsolationOutcome, IsolationResult, TenantOutcome};

@@ -537,6 +537,10 @@ pub struct Comparison {
     pub warnings: Vec<SummaryWarning>,
     /// Limits of the method that hold for every cohort.
     pub caveats: Vec<String>,
+    /// The decision table for a mix with capacity searches (a study's report opens with it);
+    /// absent where the study has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<crate::DecisionTable>,
 }
 
 /// A solo cohort (one worker) of one workload: the reference rates.

@@ -46,8 +46,17 @@ pub(crate) fn document(c: &Comparison, ctx: &ReportContext) -> Document {
         doc.para(n.clone());
     }
     doc.facts(ctx.provenance.clone());
+    // The decision opens the report, on its first screen: what to pick for the study's mix.
+    if let Some(d) = &c.decision {
+        super::decision::section(d, &mut doc);
+    }
     doc.contents();
     verdict_section(c, ctx, &v, &mut doc);
+    // A study of one worker alone under shares: what each delivers against its promise.
+    let fidelity = coload_analysis::fidelity::share_fidelity(c);
+    if !fidelity.is_empty() {
+        super::decision::fidelity_section(&fidelity, &mut doc);
+    }
     // Capacity searches alone leave the comparison empty: no cohort sections, baselines or
     // repeats to show, only the study's cohorts and the caveats.
     if !c.cohorts.is_empty() {

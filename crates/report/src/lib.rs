@@ -23,6 +23,7 @@
 
 mod charts;
 mod comparison;
+mod decision;
 mod decode;
 mod document;
 mod html;
@@ -45,6 +46,7 @@ use std::path::Path;
 use coload_analysis::AnalysisError;
 use coload_cohort_schema::{Comparison, Mode, write_json_atomic};
 
+pub use decision::decision_markdown;
 pub use isolation::{render_isolation_markdown, render_isolation_table};
 pub(crate) use provenance::{number, utc_span};
 pub use summary::{render_markdown, render_table};

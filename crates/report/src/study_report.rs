@@ -445,6 +445,42 @@ fn worker_records(out: &Path, index: &Index) -> Vec<coload_cohort_schema::Worker
     found
 }
 
+/// Every capacity search of the study with its probes' summaries, for the decision table
+/// (`coload_analysis::frontier`).
+fn searches(out: &Path, index: &Index) -> Vec<coload_analysis::frontier::Search> {
+    let mut found = Vec::new();
+    for e in index
+        .cohorts
+        .iter()
+        .filter(|e| e.outcome.has_summary() && e.capacity.is_some())
+    {
+        let dir = out.join("cohorts").join(&e.name);
+        // Unreadable files are already named among the warnings by `capacity_rows`.
+        let Ok(report) = coload_cohort_schema::read_document::<coload_cohort_schema::CapacityReport>(
+            &dir.join(coload_cohort_schema::files::CAPACITY),
+        ) else {
+            continue;
+        };
+        let probes = report
+            .probes
+            .iter()
+            .filter_map(|p| {
+                let name = Path::new(&p.dir).file_name()?;
+                coload_cohort_schema::read_document::<CohortSummary>(
+                    &dir.join(name).join("summary.json"),
+                )
+                .ok()
+            })
+            .collect();
+        found.push(coload_analysis::frontier::Search {
+            policy: e.policy.clone(),
+            report,
+            probes,
+        });
+    }
+    found
+}
+
 /// The summaries of the capacity searches' probes (`cohorts/<name>/probe-*/summary.json`), for
 /// the provenance (their dates, GPUs and configuration).
 fn probe_summaries(out: &Path, index: &Index) -> Vec<CohortSummary> {
@@ -928,6 +964,7 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
             repeats: Vec::new(),
             warnings: Vec::new(),
             caveats: Vec::new(),
+            decision: None,
         }
     } else {
         match coload_analysis::compare(&cohorts, &baselines) {
@@ -938,6 +975,8 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
             }
         }
     };
+    let mut comparison = comparison;
+    comparison.decision = coload_analysis::frontier::decision(&searches(out, index), &baselines);
     let counts = |o: Outcome| index.cohorts.iter().filter(|e| e.outcome == o).count();
     let workers = worker_records(out, index);
     let probes = probe_summaries(out, index);

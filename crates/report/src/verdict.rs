@@ -42,7 +42,7 @@ pub(crate) const ALONE_TOLERANCE: f64 = coload_analysis::ratio::ALONE_TOLERANCE;
 
 /// Colours per mode: the first policy of a mode gets the first, a second policy of the same mode
 /// (another MPS share) the next. Chosen to stay apart for the common colour-vision deficiencies.
-fn mode_colors(mode: Mode) -> &'static [&'static str] {
+pub(crate) fn mode_colors(mode: Mode) -> &'static [&'static str] {
     match mode {
         Mode::Exclusive => &["#5b6770", "#9aa5ad"],
         Mode::Timeslice => &["#d95f02", "#f4a261", "#8c3b00"],

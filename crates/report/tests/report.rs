@@ -498,6 +498,7 @@ fn a_report_of_capacity_searches_alone_shows_them_and_no_empty_sections() {
         repeats: Vec::new(),
         warnings: Vec::new(),
         caveats: Vec::new(),
+        decision: None,
     };
     let ctx = ReportContext {
         capacity: capacity_rows(),

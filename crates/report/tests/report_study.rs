@@ -524,3 +524,135 @@ fn an_llm_study_reads_its_decode_throughput_in_tokens() {
         "decode workers on one device):</strong> use mps-plugin 2.84× together (26,017 samples/s"
     ));
 }
+
+/// The `.json` files under `from` (summaries, capacity reports, worker records: not the
+/// gzipped batch records) copied to `to`.
+fn copy_json(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let path = entry.path();
+        let target = to.join(entry.file_name());
+        if path.is_dir() {
+            copy_json(&path, &target);
+        } else if path.extension().is_some_and(|e| e == "json") {
+            std::fs::create_dir_all(to).unwrap();
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// A frontier study recorded on one H200 (docs/results/data/2026-12-02-frontier), copied.
+fn frontier_study(name: &str) -> (tempfile::TempDir, Index) {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("docs/results/data/2026-12-02-frontier")
+        .join(name);
+    let tmp = tempfile::tempdir().unwrap();
+    copy_json(&src, tmp.path());
+    let index: Index = coload_cohort_schema::read_document(&src.join("index.json")).unwrap();
+    (tmp, index)
+}
+
+#[test]
+fn a_frontier_study_opens_with_its_decision_table_and_frontier_chart() {
+    let (tmp, index) = frontier_study("frontier-serve");
+    let (html, md) = report(tmp.path(), &index);
+    let c: coload_cohort_schema::Comparison =
+        coload_cohort_schema::read_document(&tmp.path().join("report/comparison.json")).unwrap();
+    let d = c
+        .decision
+        .clone()
+        .expect("a study with capacity searches beside trainers has a decision");
+    assert_eq!(d.mix, "serve=1,train=6");
+    assert_eq!(d.tenants, 7);
+    let row = |need: &str| d.rows.iter().find(|r| r.need == need).unwrap();
+    // By hand from capacity.json: replicas 7 passed 800 requests/s; replicas 4's bracket ends
+    // at 672.7, below it; the others passed nothing.
+    assert_eq!(
+        row("serve at the objective beside training").policies,
+        ["mps-replicas-7"]
+    );
+    // By hand from the probes' summaries: the six trainers beside the endpoint did the most
+    // under replicas 2 (at the lowest rate probed, 50 requests/s, which failed); time-slicing's
+    // interval lies below it (1.06x against 1.85x one solo trainer).
+    let train = row("training throughput beside the endpoint");
+    assert_eq!(train.policies[0], "mps-replicas-2");
+    assert!(
+        !train.policies.contains(&"timeslice".to_owned()),
+        "{train:?}"
+    );
+    // Replicas 2 spreads 7 Pods over ceil(7/2) = 4 cards.
+    assert!(train.cards.starts_with("4 cards"), "{}", train.cards);
+    // Frontier: replicas 7, 4 and 2; unlimited MPS and time-slicing are dominated by replicas
+    // 2 (no capacity, less training).
+    let front: Vec<&str> = d
+        .points
+        .iter()
+        .filter(|p| p.on_frontier)
+        .map(|p| p.policy.as_str())
+        .collect();
+    assert_eq!(front.len(), 3, "{front:?}");
+    for p in ["mps-replicas-2", "mps-replicas-4", "mps-replicas-7"] {
+        assert!(front.contains(&p), "{front:?}");
+    }
+    // The table opens both pages, before the table of contents and the verdict.
+    let table = html
+        .find("Decision for serve=1,train=6 at p99 &lt;= 10 ms")
+        .unwrap();
+    assert!(table < html.find("<nav class=\"toc\"").unwrap());
+    assert!(html.contains("serving capacity against the trainers"));
+    assert!(md.find("## Decision for serve=1,train=6").unwrap() < md.find("## Verdict").unwrap());
+    insta::assert_snapshot!(
+        "frontier_serve_decision",
+        coload_report::decision_markdown(&c.decision.clone().unwrap())
+    );
+}
+
+#[test]
+fn a_share_sweep_shows_what_each_share_delivers_against_its_promise() {
+    let src = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("docs/results/data/2026-12-02-share-sweep");
+    let tmp = tempfile::tempdir().unwrap();
+    copy_json(&src.join("cohorts"), &tmp.path().join("cohorts"));
+    let index: Index = coload_cohort_schema::read_document(&src.join("index.json")).unwrap();
+    let (html, md) = report(tmp.path(), &index);
+    let c: coload_cohort_schema::Comparison =
+        coload_cohort_schema::read_document(&tmp.path().join("report/comparison.json")).unwrap();
+    let points = coload_analysis::fidelity::share_fidelity(&c);
+    // Two workloads under five policies.
+    assert_eq!(points.len(), 10);
+    // By hand from the summaries: the trainer at replicas 4 (25 % of the threads) ran at the
+    // mean of its two runs over the mean of the card's three solo runs, 0.444.
+    let r4 = points
+        .iter()
+        .find(|p| {
+            p.workload == coload_cohort_schema::Workload::Train && p.label.starts_with("MPS, 4")
+        })
+        .unwrap();
+    assert!((r4.promised_pct - 25.0).abs() < 1e-9);
+    assert!(
+        (r4.delivered.ratio - 0.4443).abs() < 5e-4,
+        "{:?}",
+        r4.delivered
+    );
+    assert!(r4.delivered.low.unwrap() < r4.delivered.ratio);
+    assert!(md.contains("## What a share delivers against what it promises"));
+    assert!(html.contains("delivered fraction of solo against the share promised"));
+    assert!(html.contains("delivered = promised"));
+    // No capacity search: no decision table.
+    assert!(c.decision.is_none());
+    assert!(!md.contains("## Decision for"));
+}
+
+#[test]
+fn an_llm_frontier_keeps_both_shares_whose_brackets_tie_and_reads_tokens() {
+    let (tmp, index) = frontier_study("frontier-llm");
+    report(tmp.path(), &index);
+    let c: coload_cohort_schema::Comparison =
+        coload_cohort_schema::read_document(&tmp.path().join("report/comparison.json")).unwrap();
+    let d = c.decision.unwrap();
+    assert_eq!(d.mix, "serve-llm=1,train=6");
+    let serve = &d.rows[0];
+    // By hand from capacity.json: replicas 4 and 7 both passed 38.05 and failed 45.25 requests/s;
+    // neither beats the other, and replicas 4's trainers did more (the first named).
+    assert_eq!(serve.policies, ["mps-replicas-4", "mps-replicas-7"]);
+    assert!(serve.get.contains("output tokens/s"), "{}", serve.get);
+}
