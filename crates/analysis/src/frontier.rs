@@ -269,6 +269,7 @@ fn point(search: &Search, solos: &[CohortSummary], tenants: u32) -> Option<Front
         capacity_failed_per_s: r.failed_above_per_s,
         probe_rate_per_s: probe.rate_per_s,
         probe_passed: probe.passed == Some(true),
+        card: card.map(str::to_owned),
         serve_tokens_per_s: {
             let llm: Vec<f64> = summary
                 .workers
@@ -701,6 +702,7 @@ mod tests {
             capacity_failed_per_s: bracket.1,
             probe_rate_per_s: bracket.0.unwrap_or(50.0),
             probe_passed: bracket.0.is_some(),
+            card: None,
             serve_tokens_per_s: None,
             train_samples_per_s: Some(train.0 * 3000.0),
             train_vs_solo: Some(RatioInterval {

@@ -49,6 +49,9 @@ pub struct FrontierPoint {
     /// Whether that probe met the objective (`false`: no probe did, and the trainers are those
     /// of the lowest-rate probe).
     pub probe_passed: bool,
+    /// The card (GPU UUID) that probe's trainers ran on, whose solos divide them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<String>,
     /// The LLM endpoint's output tokens/s in that probe (summed over its `serve-llm`
     /// workers); absent for a vision endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]

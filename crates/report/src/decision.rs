@@ -381,6 +381,7 @@ mod tests {
             capacity_failed_per_s: Some(passed.unwrap_or(0.0) + 100.0),
             probe_rate_per_s: 50.0,
             probe_passed: passed.is_some(),
+            card: None,
             serve_tokens_per_s: None,
             train_samples_per_s: Some(ratio * 3000.0),
             train_vs_solo: Some(RatioInterval {

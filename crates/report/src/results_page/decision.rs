@@ -1,11 +1,10 @@
 //! The page's decision table: need -> pick -> what you get -> what you give up -> cards for N
 //! tenants.
 //!
-//! A minimal stand-in, built by `frontier::needs` from the like-for-like studies' comparisons
-//! and capacity searches: the decision rules proper belong in `coload_analysis` /
-//! `coload_report`, where the study report can use them too. When those land, replace the body
-//! of [`decision_table`] (its one call site is `frontier::figures`, placeholder
-//! `{{decision_table}}`) and delete [`Need`] with it.
+//! One table over several studies, built by `frontier::needs`: serving beside training comes
+//! from each frontier study's own decision table (`coload_analysis::frontier::decision`, the
+//! rule the study report opens with), the card-full, tail and energy needs from the decision
+//! rows. Its one call site is `frontier::figures` (placeholder `{{decision_table}}`).
 
 use super::table;
 
@@ -19,19 +18,13 @@ pub(crate) struct Need {
     pub(crate) get: String,
     /// What it gives up, with the figure and its interval.
     pub(crate) give: String,
-    /// Tenants (workers) one card held in the measurement.
-    pub(crate) tenants: u32,
+    /// Cards for the mix's tenants, in words (`1 card for 7`).
+    pub(crate) cards: String,
     /// The card it was measured on.
     pub(crate) card: Option<String>,
 }
 
-/// Cards for `n` tenants at `per_card` a card.
-fn cards_for(n: u32, per_card: u32) -> u32 {
-    n.div_ceil(per_card.max(1))
-}
-
-/// The decision table (see the module's documentation: the lead swaps this for the analysis
-/// crate's version).
+/// The decision table of the page.
 pub(crate) fn decision_table(needs: &[Need]) -> String {
     let rows = needs
         .iter()
@@ -41,7 +34,7 @@ pub(crate) fn decision_table(needs: &[Need]) -> String {
                 format!("**{}**", n.pick),
                 n.get.clone(),
                 n.give.clone(),
-                format!("⌈N / {}⌉: {} for 100", n.tenants, cards_for(100, n.tenants)),
+                n.cards.clone(),
                 n.card.as_deref().map_or_else(
                     || "-".to_owned(),
                     |c| coload_analysis::short_card(c).to_owned(),
@@ -55,22 +48,9 @@ pub(crate) fn decision_table(needs: &[Need]) -> String {
             "pick",
             "what you get",
             "what you give up",
-            "cards for N tenants",
+            "cards for the tenants",
             "card",
         ],
         rows,
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cards_round_up() {
-        assert_eq!(cards_for(100, 7), 15);
-        assert_eq!(cards_for(70, 7), 10);
-        assert_eq!(cards_for(1, 7), 1);
-        assert_eq!(cards_for(5, 0), 5);
-    }
 }

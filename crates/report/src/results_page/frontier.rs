@@ -10,13 +10,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use coload_analysis::ratio::ratio_of_means;
-use coload_cohort_schema::{
-    CapacityReport, CohortSummary, Comparison, DeclaredShare, Mode, RatioInterval, SharePolicy,
-    Workload,
-};
+use coload_cohort_schema::{Comparison, DeclaredShare, Mode, RatioInterval, SharePolicy, Workload};
 
 use super::decision::{Need, decision_table};
-use super::{PageError, Study, read, sorted_glob, table};
+use super::{PageError, Study, table};
 use crate::CapacityRow;
 use crate::svg::{num, rate};
 use crate::verdict::ratio;
@@ -138,66 +135,30 @@ pub(crate) struct Beside {
     pub(crate) share: Option<DeclaredShare>,
 }
 
-/// The probe of `search` whose trainers the page shows, read from its `summary.json`.
+/// The trainers beside `search`'s endpoint, as the study's decision table has them
+/// (`coload_analysis::frontier`: the probe at the capacity, or the lowest-rate one where none
+/// passed, over the same card's solo trainers): the page restates no rule of its own.
 fn beside(study: &Study, search: &CapacityRow) -> Result<Option<Beside>, PageError> {
-    let dir = study.path.join("cohorts").join(&search.name);
-    let report: CapacityReport = read(&dir.join(coload_cohort_schema::files::CAPACITY))?;
-    let passed = report
-        .probes
-        .iter()
-        .filter(|p| p.passed == Some(true))
-        .max_by(|a, b| a.rate_per_s.total_cmp(&b.rate_per_s));
-    let Some(probe) = passed.or_else(|| {
-        report
-            .probes
-            .iter()
-            .filter(|p| p.passed.is_some())
-            .min_by(|a, b| a.rate_per_s.total_cmp(&b.rate_per_s))
-    }) else {
-        return Ok(None);
-    };
-    let mut summary: Option<CohortSummary> = None;
-    for path in sorted_glob(&dir, "probe-", "summary.json") {
-        let s: CohortSummary = read(&path)?;
-        if s.experiment == probe.experiment {
-            summary = Some(s);
-            break;
-        }
-    }
-    let Some(s) = summary else {
+    let Some(decision) = study.comparison().decision.as_ref() else {
         return Err(PageError::data(
-            &dir,
-            format!("no probe-*/summary.json of experiment {}", probe.experiment),
+            &study.path,
+            "no decision table: the study has no capacity search beside trainers".to_owned(),
         ));
     };
-    let card = s
-        .workers
-        .iter()
-        .find(|w| w.workload == TRAIN)
-        .and_then(|w| w.gpu_uuid.clone());
-    let Some(group) = s.groups.get(&TRAIN) else {
-        return Ok(Some(Beside {
-            rate: probe.rate_per_s,
-            passed: probe.passed == Some(true),
-            samples_per_s: 0.0,
-            vs_solo: None,
-            card,
-            mode: s.mode,
-            share: s.share,
-        }));
+    let Some(p) = decision.points.iter().find(|p| p.policy == search.policy) else {
+        return Ok(None);
     };
-    let vs_solo = card
-        .as_deref()
-        .and_then(|u| solo_on(study.comparison(), TRAIN, u))
-        .and_then(|solo| ratio_of_means(&[group.aggregate_samples_per_s], &solo.rates));
+    let Some(samples_per_s) = p.train_samples_per_s else {
+        return Ok(None);
+    };
     Ok(Some(Beside {
-        rate: probe.rate_per_s,
-        passed: probe.passed == Some(true),
-        samples_per_s: group.aggregate_samples_per_s,
-        vs_solo,
-        card,
-        mode: s.mode,
-        share: s.share,
+        rate: p.probe_rate_per_s,
+        passed: p.probe_passed,
+        samples_per_s,
+        vs_solo: p.train_vs_solo,
+        card: p.card.clone(),
+        mode: p.mode,
+        share: p.share,
     }))
 }
 
@@ -222,7 +183,6 @@ pub(crate) struct Frontier {
     pub(crate) objective: String,
     pub(crate) rows: Vec<(String, CapacityRow, Option<Beside>)>,
     pub(crate) cards: String,
-    pub(crate) trainers: u32,
 }
 
 fn frontier(study: &Study) -> Result<Frontier, PageError> {
@@ -247,24 +207,10 @@ fn frontier(study: &Study) -> Result<Frontier, PageError> {
     let objective = rows
         .first()
         .map_or_else(|| "-".to_owned(), |(_, r, _)| r.objective.clone());
-    let trainers = study
-        .index
-        .cohorts
-        .iter()
-        .filter(|e| e.capacity.is_some())
-        .filter_map(|e| {
-            e.workers
-                .split(',')
-                .find_map(|w| w.strip_prefix("train="))
-                .and_then(|n| n.parse().ok())
-        })
-        .max()
-        .unwrap_or(0);
     Ok(Frontier {
         objective,
         rows,
         cards: cards_of(study.comparison()),
-        trainers,
     })
 }
 
@@ -392,7 +338,8 @@ pub(crate) struct DecisionRow {
     pub(crate) beside: (Vec<f64>, Option<RatioInterval>),
     pub(crate) energy: (Vec<f64>, Option<RatioInterval>),
     pub(crate) card: Option<String>,
-    pub(crate) tenants: u32,
+    /// The cards column, as the device plugin would place the shape's tenants.
+    pub(crate) cards: String,
 }
 
 fn decision_rows(study: &Study) -> Vec<DecisionRow> {
@@ -437,7 +384,18 @@ fn decision_rows(study: &Study) -> Vec<DecisionRow> {
                     |s| &s.per_joule,
                 ),
                 card: one_card(&all),
-                tenants: full_mix.iter().map(|(_, n)| n).sum(),
+                cards: full.first().map_or_else(
+                    || "-".to_owned(),
+                    |k| {
+                        let tenants = full_mix.iter().map(|(_, n)| n).sum();
+                        let n =
+                            coload_analysis::frontier::cards_for(k.mode, k.share.as_ref(), tenants);
+                        format!(
+                            "{n} {} for {tenants}",
+                            if n == 1 { "card" } else { "cards" }
+                        )
+                    },
+                ),
             }
         })
         .collect()
@@ -587,39 +545,31 @@ fn share_table(study: &Study) -> String {
     )
 }
 
-/// The needs of the decision table, from the frontiers and the decision rows.
-fn needs(serve: &Frontier, llm: &Frontier, rows: &[DecisionRow]) -> Vec<Need> {
+/// The needs of the decision table: serving beside training from each frontier study's own
+/// decision table (`coload_analysis::frontier`, the rule the study report uses), the rest from
+/// the decision rows.
+fn needs(
+    frontiers: &[(&str, Option<&coload_cohort_schema::DecisionTable>, &str)],
+    rows: &[DecisionRow],
+) -> Vec<Need> {
     let mut out = Vec::new();
-    for (what, f) in [("ResNet18 endpoint", serve), ("gpt2-small endpoint", llm)] {
-        let shared = f.rows.iter().filter(|(p, _, _)| p != "exclusive");
-        let best = shared.max_by(|a, b| {
-            let c = |r: &CapacityRow| r.capacity_per_s.unwrap_or(0.0);
-            c(&a.1).total_cmp(&c(&b.1))
+    for (what, table, card) in frontiers {
+        let Some(t) = table else { continue };
+        let Some(r) = t.rows.first().filter(|r| r.pick.is_some()) else {
+            continue;
+        };
+        out.push(Need {
+            what: format!(
+                "serve a {what} at {} beside {}",
+                t.objective,
+                trainers_words(t)
+            ),
+            pick: r.pick.clone().unwrap_or_default(),
+            get: r.get.clone(),
+            give: r.give_up.clone(),
+            cards: format!("{} for {}", r.cards, t.tenants),
+            card: Some((*card).to_owned()),
         });
-        let alone = f.rows.iter().find(|(p, _, _)| p == "exclusive");
-        if let Some((p, search, b)) = best {
-            out.push(Need {
-                what: format!(
-                    "serve a {what} at {} beside {} trainers",
-                    f.objective, f.trainers
-                ),
-                pick: policy_words(p, b.as_ref()),
-                get: format!(
-                    "{} requests/s{}",
-                    search.capacity_words(),
-                    alone.map_or_else(String::new, |(_, a, _)| format!(
-                        " (alone on the card: {})",
-                        a.capacity_words()
-                    ))
-                ),
-                give: b.as_ref().map_or_else(
-                    || "-".to_owned(),
-                    |b| format!("trainers at {} of solo", ratio_ci(b.vs_solo.as_ref())),
-                ),
-                tenants: f.trainers + 1,
-                card: b.as_ref().and_then(|b| b.card.clone()),
-            });
-        }
     }
     let top = |key: &dyn Fn(&DecisionRow) -> Option<f64>, high: bool| {
         rows.iter()
@@ -645,7 +595,7 @@ fn needs(serve: &Frontier, llm: &Frontier, rows: &[DecisionRow]) -> Vec<Need> {
                 "each trainer at {} of solo",
                 ratio_ci(r.per_worker.1.as_ref())
             ),
-            tenants: r.tenants,
+            cards: r.cards.clone(),
             card: r.card.clone(),
         });
     }
@@ -658,7 +608,7 @@ fn needs(serve: &Frontier, llm: &Frontier, rows: &[DecisionRow]) -> Vec<Need> {
                 "6 trainers at {} of one solo",
                 ratio_ci(r.beside.1.as_ref())
             ),
-            tenants: r.tenants,
+            cards: r.cards.clone(),
             card: r.card.clone(),
         });
     }
@@ -671,11 +621,17 @@ fn needs(serve: &Frontier, llm: &Frontier, rows: &[DecisionRow]) -> Vec<Need> {
                 "each trainer at {} of solo",
                 ratio_ci(r.per_worker.1.as_ref())
             ),
-            tenants: r.tenants,
+            cards: r.cards.clone(),
             card: r.card.clone(),
         });
     }
     out
+}
+
+/// The trainers of a decision table's mix: `6 trainers`.
+fn trainers_words(t: &coload_cohort_schema::DecisionTable) -> String {
+    let n = t.tenants.saturating_sub(1);
+    format!("{n} trainer{}", if n == 1 { "" } else { "s" })
 }
 
 /// The day or days the studies ran, from their dates.
@@ -715,7 +671,21 @@ pub(crate) fn figures(
         // The decision table: one call site, built from the studies above (see decision.rs).
         (
             "decision_table",
-            decision_table(&needs(&serve, &llm, &rows)),
+            decision_table(&needs(
+                &[
+                    (
+                        "ResNet18 endpoint",
+                        serve_study.comparison().decision.as_ref(),
+                        &serve.cards,
+                    ),
+                    (
+                        "gpt2-small endpoint",
+                        llm_study.comparison().decision.as_ref(),
+                        &llm.cards,
+                    ),
+                ],
+                &rows,
+            )),
         ),
         ("frontier_serve_objective", serve.objective.clone()),
         ("frontier_serve_table", frontier_table(&serve)),
@@ -734,22 +704,6 @@ pub(crate) fn figures(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn search(policy: &str, capacity: Option<f64>) -> CapacityRow {
-        CapacityRow {
-            name: format!("{policy}-serve1-train6-capacity-10ms-r1"),
-            policy: policy.to_owned(),
-            mode: Mode::Mps,
-            objective: "p99 <= 10 ms".to_owned(),
-            slo_ms: 10.0,
-            quantile: 0.99,
-            capacity_per_s: capacity,
-            failed_above_per_s: capacity.map(|c| c * 1.2),
-            stop: "converged".to_owned(),
-            probes: Vec::new(),
-            note: String::new(),
-        }
-    }
 
     fn interval(r: f64) -> RatioInterval {
         RatioInterval {
@@ -770,41 +724,45 @@ mod tests {
             beside: (vec![1.0], Some(interval(1.0))),
             energy: (vec![1.0], Some(interval(1.0))),
             card: Some("GPU-2074c71c-aaaa".to_owned()),
+            cards: "1 card for 7".to_owned(),
+        }
+    }
+
+    fn table(pick: Option<&str>) -> coload_cohort_schema::DecisionTable {
+        coload_cohort_schema::DecisionTable {
+            mix: "serve=1,train=6".to_owned(),
             tenants: 7,
+            objective: "p99 <= 10 ms".to_owned(),
+            rule: String::new(),
+            points: Vec::new(),
+            rows: vec![coload_cohort_schema::DecisionRow {
+                need: "serve at the objective beside training".to_owned(),
+                pick: pick.map(str::to_owned),
+                policies: Vec::new(),
+                get: "800 to 1,130 requests/s".to_owned(),
+                give_up: "training: 1.53x".to_owned(),
+                cards: "1 card (ceil(7/7))".to_owned(),
+            }],
         }
     }
 
     #[test]
-    fn each_need_picks_its_best_policy_and_never_the_endpoint_alone() {
-        let f = Frontier {
-            objective: "p99 <= 10 ms".to_owned(),
-            rows: vec![
-                (
-                    "exclusive".to_owned(),
-                    search("exclusive", Some(11_000.0)),
-                    None,
-                ),
-                (
-                    "mps-replicas-4".to_owned(),
-                    search("mps-replicas-4", Some(570.0)),
-                    None,
-                ),
-                (
-                    "mps-replicas-7".to_owned(),
-                    search("mps-replicas-7", Some(800.0)),
-                    None,
-                ),
-                ("timeslice".to_owned(), search("timeslice", None), None),
-            ],
-            cards: "GPU-b77eb585".to_owned(),
-            trainers: 6,
-        };
+    fn each_need_picks_its_best_policy_and_serving_comes_from_the_study_table() {
+        let serve = table(Some("MPS, 7 replicas (14 % of the threads each)"));
+        let unanswered = table(None);
         let rows = [
             row("timeslice", 1.1, 6.9),
             row("mps-plugin", 1.8, 5.3),
             row("mps-unlimited", 1.6, 4.0),
         ];
-        let needs = needs(&f, &f, &rows);
+        let needs = needs(
+            &[
+                ("ResNet18 endpoint", Some(&serve), "GPU-b77eb585"),
+                ("gpt2-small endpoint", Some(&unanswered), "GPU-b77eb585"),
+                ("other endpoint", None, "GPU-b77eb585"),
+            ],
+            &rows,
+        );
         let pick = |what: &str| {
             needs
                 .iter()
@@ -812,7 +770,15 @@ mod tests {
                 .map(|n| n.pick.clone())
                 .unwrap()
         };
-        assert_eq!(pick("serve a ResNet18"), "MPS, replicas 7");
+        assert_eq!(
+            pick("serve a ResNet18 endpoint at p99 <= 10 ms beside 6 trainers"),
+            "MPS, 7 replicas (14 % of the threads each)"
+        );
+        // A study whose table picks nothing, or has none, adds no row.
+        assert_eq!(
+            needs.iter().filter(|n| n.what.starts_with("serve")).count(),
+            1
+        );
         assert_eq!(pick("training throughput"), "MPS, plugin replicas 7");
         assert_eq!(pick("inference tail"), "MPS, unlimited");
     }
