@@ -22,7 +22,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// The built-in plans: name, what it is, and its TOML text.
-pub const BUILTIN: [(&str, &str, &str); 5] = [
+pub const BUILTIN: [(&str, &str, &str); 6] = [
     (
         "article",
         "the article's matrix: solos, 1/2/4/7 homogeneous and 1 inference + 6 training per mode",
@@ -47,6 +47,11 @@ pub const BUILTIN: [(&str, &str, &str); 5] = [
         "mig-check",
         "the first run on a MIG node: every MIG path in a few minutes",
         include_str!("../plans/mig-check.toml"),
+    ),
+    (
+        "frontier",
+        "which policy and MPS share for a mix: an endpoint's capacity alone and beside the others under every policy (--mix serve=1,train=6 --slo-ms 10)",
+        include_str!("../plans/frontier.toml"),
     ),
 ];
 
@@ -145,6 +150,11 @@ struct CohortFile {
     name: Option<Spanned<String>>,
     #[serde(default)]
     flags: FlagTable,
+    /// This cohort's flags on a node without a GPU, laid over the plan's `[cpu]` (a capacity
+    /// search's rates and an LLM's sizes, which the plan's `[cpu]` cannot carry: they would
+    /// reach cohorts without such a worker).
+    #[serde(default)]
+    cpu: FlagTable,
 }
 
 /// A sharing policy of the plan.
@@ -186,6 +196,11 @@ pub struct Plan {
     cpu_jobs: Vec<Job>,
     /// The plan's text, copied into the study folder.
     pub text: String,
+    /// What the jobs are expanded from, kept to expand them again with other repeats
+    /// ([`Plan::with_precision`]).
+    shapes: Vec<Shape>,
+    flags: FlagTable,
+    cpu: FlagTable,
 }
 
 /// A cohort of the plan under one policy, with its repeats.
@@ -199,6 +214,7 @@ struct Shape {
     baseline: bool,
     precision: Option<f64>,
     flags: FlagTable,
+    cpu: FlagTable,
     line: usize,
 }
 
@@ -536,11 +552,34 @@ impl Plan {
                     baseline: c.baseline,
                     precision,
                     flags: c.flags.clone(),
+                    cpu: c.cpu.clone(),
                     line,
                 });
             }
         }
-        let cohorts: u64 = shapes.iter().map(|s| u64::from(s.repeats)).sum();
+        let plan = Plan {
+            source: source.to_owned(),
+            name: file.name.unwrap_or_else(|| source.to_owned()),
+            description: file.description,
+            needs_gpu: file.needs_gpu,
+            lanes: file.lanes.map(Spanned::into_inner),
+            policies,
+            gpu_jobs: Vec::new(),
+            cpu_jobs: Vec::new(),
+            text: text.to_owned(),
+            shapes,
+            flags: file.flags,
+            cpu: file.cpu,
+        };
+        plan.expanded(&err)
+    }
+
+    /// The plan with its jobs expanded from its shapes, and checked whole.
+    fn expanded(
+        mut self,
+        err: &dyn Fn(Option<Range<usize>>, String) -> PlanError,
+    ) -> Result<Plan, PlanError> {
+        let cohorts: u64 = self.shapes.iter().map(|s| u64::from(s.repeats)).sum();
         if cohorts > MAX_COHORTS as u64 {
             return Err(err(
                 None,
@@ -552,25 +591,94 @@ impl Plan {
             ));
         }
         let layers = Layers {
-            plan: &file.flags,
-            cpu: &file.cpu,
-            policies: &policies,
+            plan: &self.flags,
+            cpu: &self.cpu,
+            policies: &self.policies,
         };
-        let gpu_jobs = expand(&shapes, &layers, false).map_err(|(l, m)| err(Some(l), m))?;
-        let cpu_jobs = expand(&shapes, &layers, true).map_err(|(l, m)| err(Some(l), m))?;
-        let plan = Plan {
-            source: source.to_owned(),
-            name: file.name.unwrap_or_else(|| source.to_owned()),
-            description: file.description,
-            needs_gpu: file.needs_gpu,
-            lanes: file.lanes.map(Spanned::into_inner),
-            policies,
-            gpu_jobs,
-            cpu_jobs,
-            text: text.to_owned(),
+        self.gpu_jobs = expand(&self.shapes, &layers, false).map_err(|(l, m)| err(Some(l), m))?;
+        self.cpu_jobs = expand(&self.shapes, &layers, true).map_err(|(l, m)| err(Some(l), m))?;
+        self.check(err)?;
+        Ok(self)
+    }
+
+    /// The plan with a precision given on the command line (`--precision`, `--max-repeats`):
+    /// every shape whose repeats can settle (not a baseline, a capacity search or a memory hog:
+    /// the comparison of repeats divides a summary's rates by the baseline's) stops repeating
+    /// once settled to `precision`, running at most `max_repeats` times (default: the plan's
+    /// repeats of the shape). What the plan said of precision is replaced.
+    pub fn with_precision(
+        &self,
+        precision: f64,
+        max_repeats: Option<u32>,
+    ) -> Result<Plan, PlanError> {
+        let err = |line: Option<usize>, message: String| PlanError {
+            source: self.source.clone(),
+            line,
+            message,
         };
-        plan.check(&err)?;
-        Ok(plan)
+        if !(precision.is_finite() && precision > 0.0 && precision < 1.0) {
+            return Err(err(
+                None,
+                format!(
+                    "--precision {precision}: a relative interval width between 0 and 1 (0.02: \
+                     the 95 % interval within 2 % of the ratio)"
+                ),
+            ));
+        }
+        if let Some(n) = max_repeats
+            && !(3..=MAX_REPEATS).contains(&n)
+        {
+            return Err(err(
+                None,
+                format!(
+                    "--max-repeats {n}: between 3 and {MAX_REPEATS} (two repeats always run, \
+                     so a precision needs room for a third)"
+                ),
+            ));
+        }
+        let mut plan = self.clone();
+        let mut settles = 0;
+        for shape in &mut plan.shapes {
+            let job = self
+                .gpu_jobs
+                .iter()
+                .find(|j| j.line == shape.line && j.policy == self.policies[shape.policy].name);
+            let repeatable =
+                !shape.baseline && job.is_some_and(|j| !j.finds_capacity() && !j.holds_a_hog());
+            if !repeatable {
+                continue;
+            }
+            let repeats = max_repeats.unwrap_or(shape.repeats);
+            if repeats < 3 {
+                return Err(err(
+                    Some(shape.line),
+                    format!(
+                        "--precision: cohort `{}` under `{}` runs {} time(s) in the plan, and a \
+                         precision stops repeats after the second: give --max-repeats 3 or more",
+                        shape.workers, self.policies[shape.policy].name, shape.repeats
+                    ),
+                ));
+            }
+            shape.repeats = repeats;
+            shape.precision = Some(precision);
+            settles += 1;
+        }
+        if settles == 0 {
+            return Err(err(
+                None,
+                "--precision: no cohort of this plan repeats to a precision (its cohorts are \
+                 baselines, capacity searches or memory hogs, whose repeats are not compared \
+                 against solo)"
+                    .to_owned(),
+            ));
+        }
+        let lines = Lines::new(&plan.text);
+        let span_err = |span: Option<Range<usize>>, message: String| PlanError {
+            source: self.source.clone(),
+            line: span.map(|s| lines.of(s.start)),
+            message,
+        };
+        plan.expanded(&span_err)
     }
 
     /// Checks what only the whole plan shows: unique folder names, one baseline per workload,
@@ -757,6 +865,7 @@ fn expand(
         let mut tables = vec![layers.plan, &policy.flags, &s.flags];
         if cpu {
             tables.push(layers.cpu);
+            tables.push(&s.cpu);
             spec.flags.device = DeviceChoice::Cpu;
         }
         for table in tables {
@@ -1391,7 +1500,7 @@ repeats = 2
         let e = Plan::load("articel").unwrap_err();
         assert!(
             e.message
-                .contains("built-in plans: article, quick, decision, llm, mig-check"),
+                .contains("built-in plans: article, quick, decision, llm, mig-check, frontier"),
             "{e}"
         );
     }
