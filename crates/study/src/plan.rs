@@ -1495,6 +1495,58 @@ repeats = 2
         assert!(n >= 1, "no plan in {dir}");
     }
 
+    /// `--precision` and `--max-repeats` from the command line: every shape that repeats
+    /// against solo takes them, baselines and capacity searches keep theirs, and values that
+    /// cannot work are refused naming the flag.
+    #[test]
+    fn a_precision_from_the_command_line_replaces_the_plans() {
+        let quick = Plan::load("quick").unwrap();
+        let plan = quick.with_precision(0.02, Some(5)).unwrap();
+        let jobs = plan.jobs(false);
+        for shape in ["timeslice-train2", "mps-infer1-train1"] {
+            let repeats: Vec<&Job> = jobs
+                .iter()
+                .filter(|j| j.name.starts_with(&format!("{shape}-r")))
+                .collect();
+            assert_eq!(repeats.len(), 5, "{shape}: {:?}", names(&jobs));
+            assert!(repeats.iter().all(|j| j.precision == Some(0.02)));
+        }
+        // The baselines still bracket the study, twice, with no precision of their own.
+        let baselines: Vec<&Job> = jobs.iter().filter(|j| j.baseline).collect();
+        assert_eq!(baselines.len(), 4);
+        assert!(baselines.iter().all(|j| j.precision.is_none()));
+        assert!(jobs.first().unwrap().baseline && jobs.last().unwrap().baseline);
+        // On a CPU node too.
+        assert!(
+            plan.jobs(true)
+                .iter()
+                .any(|j| j.name == "timeslice-train2-r5" && j.precision == Some(0.02))
+        );
+        // quick repeats its shapes twice: a precision needs room for a third.
+        let e = quick.with_precision(0.02, None).unwrap_err().to_string();
+        assert!(e.contains("give --max-repeats 3 or more"), "{e}");
+        for (p, n, words) in [
+            (0.0, Some(4), "--precision 0"),
+            (1.5, Some(4), "between 0 and 1"),
+            (f64::NAN, Some(4), "--precision NaN"),
+            (0.02, Some(2), "--max-repeats 2"),
+            (0.02, Some(MAX_REPEATS + 1), "--max-repeats 1001"),
+        ] {
+            let e = quick.with_precision(p, n).unwrap_err().to_string();
+            assert!(e.contains(words), "{p} {n:?}: {e}");
+        }
+        // A plan of capacity searches and baselines has nothing to settle.
+        let e = Plan::load("frontier")
+            .unwrap()
+            .with_precision(0.02, Some(4))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no cohort of this plan repeats to a precision"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn unknown_built_in_names_are_listed() {
         let e = Plan::load("articel").unwrap_err();

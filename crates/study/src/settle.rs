@@ -18,6 +18,65 @@ use crate::plan::Job;
 /// against solo. `None` when it must run (no precision asked, fewer than two repeats done, no
 /// baseline on their card, or a ratio still open).
 pub(crate) fn settled(job: &Job, cohorts: &Path, index: &Index) -> Option<String> {
+    let s = standing(job, cohorts, index, false, u32::MAX)?;
+    s.reasons.iter().all(|(why, _)| why.stops()).then(|| {
+        format!(
+            "its shape is settled after {} repeats: {}",
+            s.done,
+            words(&s.reasons)
+        )
+    })
+}
+
+/// Why the shape of `job`, its last planned repeat, stopped there: every group settled by
+/// that repeat, or its most repeats ran with a ratio still open. `None` without a precision or
+/// without a comparison (no baseline on the card).
+pub(crate) fn stopped(job: &Job, cohorts: &Path, index: &Index) -> Option<String> {
+    let s = standing(job, cohorts, index, true, job.repeat)?;
+    Some(
+        if s.reasons
+            .iter()
+            .any(|(why, _)| *why == StopReason::MaxRepeats)
+        {
+            format!(
+                "its shape ran its most repeats ({}) without settling: {}",
+                s.done,
+                words(&s.reasons)
+            )
+        } else {
+            format!(
+                "its shape is settled after {} repeats: {}",
+                s.done,
+                words(&s.reasons)
+            )
+        },
+    )
+}
+
+/// A shape's complete repeats compared with the baselines: how many, and per group the stop
+/// rule's answer with its words.
+struct Standing {
+    done: u32,
+    reasons: Vec<(StopReason, String)>,
+}
+
+fn words(reasons: &[(StopReason, String)]) -> String {
+    reasons
+        .iter()
+        .map(|(_, w)| w.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Where the shape of `job` stands: its complete repeats (with `job`'s own when `with_job`)
+/// against the study's baseline runs on their card, judged with at most `max_repeats`.
+fn standing(
+    job: &Job,
+    cohorts: &Path,
+    index: &Index,
+    with_job: bool,
+    max_repeats: u32,
+) -> Option<Standing> {
     let precision = job.precision?;
     let summary = |name: &str| {
         coload_analysis::load_compare_input(
@@ -31,7 +90,8 @@ pub(crate) fn settled(job: &Job, cohorts: &Path, index: &Index) -> Option<String
         .cohorts
         .iter()
         .filter(|e| {
-            e.name != job.name && shape_of(&e.name, e.repeat) == shape_of(&job.name, job.repeat)
+            (with_job || e.name != job.name)
+                && shape_of(&e.name, e.repeat) == shape_of(&job.name, job.repeat)
         })
         .filter(|e| e.outcome.has_summary())
         .filter_map(|e| summary(&e.name))
@@ -47,7 +107,7 @@ pub(crate) fn settled(job: &Job, cohorts: &Path, index: &Index) -> Option<String
     let [group] = comparison.repeats.as_slice() else {
         return None;
     };
-    let mut words = Vec::new();
+    let mut reasons = Vec::new();
     for (workload, stats) in &group.groups {
         // The card with the most of the shape's cohorts.
         let r: &RatioInterval = &stats
@@ -55,31 +115,28 @@ pub(crate) fn settled(job: &Job, cohorts: &Path, index: &Index) -> Option<String
             .iter()
             .max_by_key(|c| c.aggregate_vs_solo.n_numerator)?
             .aggregate_vs_solo;
-        let why = stop_rule(Some(r), done, precision, &VERDICT_THRESHOLDS, u32::MAX);
-        if !why.stops() {
-            return None;
-        }
-        words.push(format!(
-            "{workload} aggregate ÷ solo {:.3} (95 % CI {:.3} to {:.3}) {}",
-            r.ratio,
-            r.low?,
-            r.high?,
-            match why {
-                StopReason::Precise => format!("within the precision asked ({precision})"),
-                _ => "clear of every threshold of the verdict".to_owned(),
-            }
+        let why = stop_rule(Some(r), done, precision, &VERDICT_THRESHOLDS, max_repeats);
+        let how = match why {
+            StopReason::Precise => format!("within the precision asked ({precision})"),
+            StopReason::Settled => "clear of every threshold of the verdict".to_owned(),
+            StopReason::MaxRepeats | StopReason::Continue => format!(
+                "wider than the precision asked ({precision}) and across a threshold of the \
+                 verdict"
+            ),
+        };
+        reasons.push((
+            why,
+            format!(
+                "{workload} aggregate ÷ solo {:.3} (95 % CI {:.3} to {:.3}) {how}",
+                r.ratio, r.low?, r.high?,
+            ),
         ));
     }
-    (!words.is_empty()).then(|| {
-        format!(
-            "its shape is settled after {done} repeats: {}",
-            words.join("; ")
-        )
-    })
+    (!reasons.is_empty()).then_some(Standing { done, reasons })
 }
 
 /// A cohort's folder name without its repeat (`timeslice-train2` of `timeslice-train2-r3`).
-fn shape_of(name: &str, repeat: u32) -> &str {
+pub(crate) fn shape_of(name: &str, repeat: u32) -> &str {
     name.strip_suffix(&format!("-r{repeat}")).unwrap_or(name)
 }
 
@@ -197,6 +254,26 @@ mod tests {
         no_precision.precision = None;
         let (tmp, index, _) = study(&[1.0, 1.01], &[1.5, 1.51]);
         assert_eq!(settled(&no_precision, tmp.path(), &index), None);
+    }
+
+    /// The last repeat says why its shape stopped: settled with it, or its most repeats ran
+    /// with the ratio still open.
+    #[test]
+    fn the_last_repeat_says_why_its_shape_stopped() {
+        let (tmp, index, jobs) = study(&[1.0, 1.03], &[1.08, 1.13]);
+        let why = stopped(job(&jobs, "timeslice-train2-r2"), tmp.path(), &index).unwrap();
+        assert!(
+            why.contains("ran its most repeats (2) without settling")
+                && why.contains("across a threshold"),
+            "{why}"
+        );
+        let (tmp, index, jobs) = study(&[1.0, 1.01], &[1.5, 1.51]);
+        let why = stopped(job(&jobs, "timeslice-train2-r2"), tmp.path(), &index).unwrap();
+        assert!(why.contains("settled after 2 repeats"), "{why}");
+        // Without a precision there is nothing to say.
+        let mut no_precision = job(&jobs, "timeslice-train2-r2").clone();
+        no_precision.precision = None;
+        assert_eq!(stopped(&no_precision, tmp.path(), &index), None);
     }
 
     const PLAN: &str = r#"

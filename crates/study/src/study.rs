@@ -564,6 +564,33 @@ pub fn run_with<L: Launcher>(
             e.reason = Some(why.clone());
         }
     }
+    // Why each shape that repeats to a precision stopped where it did. A repeat it did not
+    // need says so as `settled`; the last planned repeat, when it ran, says whether the shape
+    // settled with it or ran its most repeats still open.
+    for i in &items {
+        let job = &i.job;
+        let last = items
+            .iter()
+            .filter(|o| {
+                crate::settle::shape_of(&o.job.name, o.job.repeat)
+                    == crate::settle::shape_of(&job.name, job.repeat)
+            })
+            .map(|o| o.job.repeat)
+            .max();
+        if job.precision.is_none() || last != Some(job.repeat) {
+            continue;
+        }
+        let complete = index
+            .cohorts
+            .iter()
+            .any(|e| e.name == job.name && e.outcome == Outcome::Complete);
+        if let (true, Some(why)) = (complete, crate::settle::stopped(job, &cohorts_dir, &index)) {
+            console.progress(&format!("{}: {why}", job.name));
+            if let Some(e) = index.cohorts.iter_mut().find(|e| e.name == job.name) {
+                e.reason = Some(why);
+            }
+        }
+    }
     if let Some(run) = index.runs.last_mut() {
         run.wall_s = started.elapsed().as_secs_f64();
     }
@@ -1008,6 +1035,87 @@ fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_args(argv: &[&str]) -> Result<StudyArgs, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            study: StudyArgs,
+        }
+        let mut full = vec!["study"];
+        full.extend_from_slice(argv);
+        <Cli as clap::Parser>::try_parse_from(full).map(|c| c.study)
+    }
+
+    /// `study frontier --mix ... --slo-ms ...` makes the plan for the mix; the flags are refused
+    /// with another plan, and a bad mix or objective is refused naming it.
+    #[test]
+    fn the_frontier_plan_is_made_from_the_command_line() {
+        let load = |argv: &[&str]| parse_args(argv).unwrap().load_plan();
+        let plan = load(&[
+            "frontier",
+            "--out",
+            "o",
+            "--mix",
+            "serve-llm=1,train=3",
+            "--ttft-slo-ms",
+            "500",
+            "--tpot-slo-ms",
+            "50",
+        ])
+        .unwrap();
+        assert!(
+            plan.text
+                .contains("--mix serve-llm=1,train=3 --ttft-slo-ms 500 --tpot-slo-ms 50")
+        );
+        assert!(
+            plan.jobs(false)
+                .iter()
+                .any(|j| j.name == "mps-replicas-7-serve-llm1-train3-capacity-r1")
+        );
+        // Without flags: the built-in default, serve=1,train=6 at 10 ms.
+        let plan = load(&["frontier", "--out", "o"]).unwrap();
+        assert_eq!(plan.text, include_str!("../plans/frontier.toml"));
+        let refused = |argv: &[&str]| load(argv).unwrap_err().to_string();
+        assert!(
+            refused(&["quick", "--out", "o", "--mix", "serve=1,train=1"])
+                .contains("make the built-in `frontier` plan")
+        );
+        assert!(
+            refused(&["frontier", "--out", "o", "--mix", "train=4"])
+                .contains("exactly one serve or serve-llm worker")
+        );
+        assert!(
+            refused(&[
+                "frontier",
+                "--out",
+                "o",
+                "--mix",
+                "serve=1,train=2",
+                "--ttft-slo-ms",
+                "5"
+            ])
+            .contains("a serve endpoint takes --slo-ms")
+        );
+        assert!(refused(&["frontier", "--out", "o", "--mix", "serve=1,train=0"]).contains("--mix"));
+        // --precision reaches the plan; --max-repeats alone is refused by the parser.
+        let plan = load(&[
+            "quick",
+            "--out",
+            "o",
+            "--precision",
+            "0.02",
+            "--max-repeats",
+            "4",
+        ])
+        .unwrap();
+        assert!(
+            plan.jobs(true)
+                .iter()
+                .any(|j| j.name == "timeslice-train2-r4")
+        );
+        assert!(parse_args(&["quick", "--out", "o", "--max-repeats", "4"]).is_err());
+    }
 
     /// `--window-s` is laid over every cohort of the plan, whichever backend asks for the jobs
     /// (the node's and the cluster's both take them from `StudyArgs::jobs`).
