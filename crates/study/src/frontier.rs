@@ -240,10 +240,11 @@ pub fn plan_text(mix: &str, objective: Objective) -> Result<String, String> {
             format!(
                 "cpu = {{ model = \"{model}\", execution = \"eager\", prompt_tokens = 16, \
                  output_tokens = 8, max_batch = 4, rate = 4, rate_min = 2, rate_max = 16, \
-                 max_probes = 2, window_s = 4 }}\n"
+                 max_probes = 2, window_s = 4, slo_quantile = 0.5 }}\n"
             )
         } else {
-            "cpu = { rate = 20, rate_min = 10, rate_max = 80, max_probes = 2, window_s = 4 }\n"
+            "cpu = { rate = 20, rate_min = 10, rate_max = 80, max_probes = 2, window_s = 4, \
+             slo_quantile = 0.5 }\n"
                 .to_owned()
         }
     };
@@ -277,8 +278,9 @@ const HEADER: &str = "\
 # endpoint (at the lowest rate, 50 requests/s, 500 requests: more than the 459 a p99 needs to
 # pass the early-stopping test), 20 s for serve-llm (23 requests/s pass at 99 %, so its searches
 # start no lower than 24); at most 4 probes a search, bracketing to 30 %. On a node without a GPU
-# the shapes shrink (the [cpu] table and each search's `cpu`) so the study runs in minutes: a
-# rehearsal of the path, not a measurement.
+# the shapes shrink (the [cpu] table and each search's `cpu`: a few requests a second, judged at
+# the median, which a few dozen requests can pass) so the study runs in minutes: a rehearsal of
+# the path, not a measurement.
 ";
 
 const FLAGS: &str = "
