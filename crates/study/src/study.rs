@@ -42,7 +42,8 @@ pub const STUDY_UNFINISHED: u8 = 75;
 /// `bench-cohort study article --out runs/article`, `bench-cohort study my-plan.toml --out DIR`.
 #[derive(Debug, clap::Args)]
 pub struct StudyArgs {
-    /// The plan: `article` or `quick` (built in), or a TOML plan file (docs/study.md)
+    /// The plan: built in (`quick`, `article`, `decision`, `llm`, `mig-check`, `frontier`), or a
+    /// TOML plan file (docs/study.md)
     #[arg(value_name = "PLAN")]
     pub plan: String,
 
