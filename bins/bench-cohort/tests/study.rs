@@ -563,12 +563,16 @@ fn the_gpu_capacity_plan_parses_and_plans_for_a_one_gpu_node_with_mps() {
         "{text}{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    // Four searches on the one GPU, each counted as its 5 probes of 10 + 2 + 25 s.
+    // Four searches on the one GPU, each counted as the probes it is expected to take (halfway
+    // between its fewest and its 5) of 10 + 2 s and the setup of its workers: the server alone
+    // 4.5 probes (its fewest: a factor-2 bracket bisected to 20 %) of 12 + 6 s; beside six
+    // trainers from 50 requests/s, one halving from its floor, 3.5 of 12 + 8.1 s; from 300,
+    // 4.5 of them.
     for cohort in [
-        "exclusive-serve1-r1  serve=1  gpu 0  to run  185",
-        "timeslice-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
-        "mps-plugin-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
-        "mps-unlimited-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
+        "exclusive-serve1-r1  serve=1  gpu 0  to run  81",
+        "timeslice-serve1-train6-r1  serve=1,train=6  gpu 0  to run  70",
+        "mps-plugin-serve1-train6-r1  serve=1,train=6  gpu 0  to run  90",
+        "mps-unlimited-serve1-train6-r1  serve=1,train=6  gpu 0  to run  90",
     ] {
         assert!(text.contains(cohort), "{cohort}\n{text}");
     }

@@ -276,6 +276,104 @@ mod tests {
         assert_eq!(stopped(&no_precision, tmp.path(), &index), None);
     }
 
+    /// A study resumed on another card (each slice of the lent H200 may get a fresh host): the
+    /// first slice ran the first solo and the first repeat on card A, the resumed slice the
+    /// second repeat and the closing solo on card B, 12 % faster. The report divides each repeat
+    /// by the solo of its own card, never by the other card's or by both pooled, and the
+    /// repeated shape keeps one ratio per card; the stop rule reads the card with the most of
+    /// the shape's repeats.
+    #[test]
+    fn a_study_resumed_on_another_card_compares_each_cohort_with_its_own_cards_solos() {
+        const A: &str = "GPU-aaaaaaaa-0000";
+        const B: &str = "GPU-bbbbbbbb-0000";
+        let on_card = |s: CohortSummary, card: &str| {
+            let mut s = s;
+            s.colocation.physical_gpus = vec![card.to_owned()];
+            for w in &mut s.workers {
+                w.gpu_uuid = Some(card.to_owned());
+            }
+            s
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = Plan::parse("t", PLAN).unwrap().jobs(false);
+        let mut index = Index {
+            schema_version: INDEX_VERSION,
+            plan: "t".into(),
+            plan_source: "t".into(),
+            node: "n".into(),
+            lanes: vec![0],
+            cohorts: jobs.iter().map(Job::entry).collect(),
+            runs: Vec::new(),
+        };
+        // (cohort, card, rate against card A's solo): the pair at 1.5x one alone on its card.
+        let ran = [
+            ("exclusive-train1-r1", A, 1.0),
+            ("timeslice-train2-r1", A, 1.5),
+            ("timeslice-train2-r2", B, 1.5 * 1.12),
+            ("exclusive-train1-r2", B, 1.12),
+        ];
+        for (name, card, factor) in ran {
+            let e = index.cohorts.iter_mut().find(|e| e.name == name).unwrap();
+            let summary = if e.baseline {
+                scaled(fixture("solo-train"), name, factor)
+            } else {
+                scaled(fixture("repeat-a"), name, factor / 4.0)
+            };
+            let dir = tmp.path().join("cohorts").join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("summary.json"),
+                serde_json::to_vec(&on_card(summary, card)).unwrap(),
+            )
+            .unwrap();
+            e.outcome = Outcome::Complete;
+        }
+        let about = coload_report::study_report::About {
+            title: "t".into(),
+            description: "t".into(),
+            node: "n".into(),
+        };
+        let comparison = coload_report::study_report::assemble(tmp.path(), &about, &index)
+            .unwrap()
+            .comparison;
+        for name in ["timeslice-train2-r1", "timeslice-train2-r2"] {
+            let k = comparison
+                .cohorts
+                .iter()
+                .find(|k| k.experiment == name)
+                .unwrap();
+            let ratio = k.groups[&coload_cohort_schema::Workload::Train]
+                .aggregate_vs_solo
+                .unwrap();
+            assert!(
+                (ratio - 1.5).abs() < 1e-6,
+                "{name}: {ratio} against its own card's solo"
+            );
+        }
+        // One block of solos per card, each of its own run.
+        assert_eq!(comparison.baseline_blocks.len(), 2);
+        // The repeated shape: a ratio per card, none pooled across them.
+        let group = comparison
+            .repeats
+            .iter()
+            .find(|g| g.mode == coload_cohort_schema::Mode::Timeslice)
+            .unwrap();
+        let per_card = &group.groups[&coload_cohort_schema::Workload::Train].vs_solo;
+        assert_eq!(per_card.len(), 2);
+        for r in per_card {
+            assert!((r.aggregate_vs_solo.ratio - 1.5).abs() < 1e-6, "{r:?}");
+        }
+        // A card with one repeat and one solo has no interval: the stop rule waits.
+        assert_eq!(
+            settled(
+                job(&jobs, "timeslice-train2-r3"),
+                &tmp.path().join("cohorts"),
+                &index
+            ),
+            None
+        );
+    }
+
     const PLAN: &str = r#"
 name = "t"
 [[policy]]
