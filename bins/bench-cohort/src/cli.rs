@@ -40,9 +40,10 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run one cohort (the same as giving its flags without a subcommand).
     Run(Box<Run>),
-    /// Run a study plan (a TOML file, or the built-in `article` or `quick`): every cohort, in
-    /// an interleaved order, resumable, then the comparison and report.html; on this node, or on
-    /// a Kubernetes cluster (--backend kubernetes), or written out as manifests (--emit DIR).
+    /// Run a study plan (a TOML file, or a built-in one: `article`, `quick`, `frontier --mix
+    /// serve=1,train=6 --slo-ms 10`, ...): every cohort, in an interleaved order, resumable,
+    /// then the comparison and report.html; on this node, or on a Kubernetes cluster (--backend
+    /// kubernetes), or written out as manifests (--emit DIR).
     Study(Box<Study>),
     /// Render one cohort as a Kubernetes Indexed Job or as Polyaxon operations.
     Render(Box<RenderArgs>),

@@ -255,6 +255,106 @@ fn a_capacity_search_in_a_plan_completes_shows_in_the_report_and_resumes() {
     );
 }
 
+/// The frontier plan from one command on the CPU, with real workers: the endpoint alone and
+/// beside a trainer under time-slicing (the searches shrunk to two probes), the solo trainer
+/// bracketing them, and every policy a CPU node lacks listed with its reason. About a minute on
+/// two cores.
+#[test]
+fn study_frontier_for_a_mix_runs_on_the_cpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("frontier");
+    let args = [
+        "frontier",
+        "--mix",
+        "serve=1,train=1",
+        "--slo-ms",
+        "1000",
+        "--out",
+        out.to_str().unwrap(),
+        "--no-progress-bar",
+    ];
+    let o = study(tmp.path(), &args, &worker_bin());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let idx = index(&out);
+    let got = outcomes(&idx);
+    let outcome = |name: &str| {
+        got.iter()
+            .find(|(n, _)| n == name)
+            .map_or_else(|| panic!("{name} missing: {got:?}"), |(_, o)| o.as_str())
+    };
+    for name in [
+        "exclusive-train1-r1",
+        "exclusive-train1-r2",
+        "exclusive-train1-r3",
+        "exclusive-serve1-capacity-r1",
+        "timeslice-serve1-train1-capacity-r1",
+    ] {
+        assert_eq!(outcome(name), "complete", "{idx}");
+    }
+    for policy in [
+        "mps-replicas-2",
+        "mps-replicas-4",
+        "mps-replicas-7",
+        "mps-unlimited",
+        "mig",
+    ] {
+        let name = format!("{policy}-serve1-train1-capacity-r1");
+        assert_eq!(outcome(&name), "not_offered", "{idx}");
+    }
+    assert_eq!(got.len(), 10, "{got:?}");
+    // The solos open and close the study.
+    assert_eq!(got.first().unwrap().0, "exclusive-train1-r1");
+    assert_eq!(got.last().unwrap().0, "exclusive-train1-r3");
+    let search = idx["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "timeslice-serve1-train1-capacity-r1")
+        .unwrap();
+    assert!(
+        search["capacity"]
+            .as_str()
+            .is_some_and(|a| a.contains("at p50 <= 1,000 ms")),
+        "{search}"
+    );
+    // The folder records the plan made for this mix; the report is written.
+    let plan = std::fs::read_to_string(out.join("plan.toml")).unwrap();
+    assert!(
+        plan.contains("--mix serve=1,train=1 --slo-ms 1000"),
+        "{plan}"
+    );
+    assert!(out.join("report/report.html").is_file());
+    // Another mix in the same folder is another plan: refused.
+    let mut other = args;
+    other[2] = "serve=1,train=2";
+    let o = study(tmp.path(), &other, &worker_bin());
+    assert_eq!(o.status.code(), Some(i32::from(exit::INVALID_INPUT)));
+    // A mix without an endpoint is refused before anything runs.
+    let o = study(
+        tmp.path(),
+        &[
+            "frontier",
+            "--mix",
+            "train=4",
+            "--out",
+            tmp.path().join("x").to_str().unwrap(),
+        ],
+        &worker_bin(),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        o.status.code(),
+        Some(i32::from(exit::INVALID_INPUT)),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("exactly one serve or serve-llm worker"),
+        "{stderr}"
+    );
+    assert!(!tmp.path().join("x").exists());
+}
+
 /// A stand-in bench-worker that fails at once with the workload code (20).
 fn failing_worker(dir: &Path) -> PathBuf {
     let fake = dir.join("failing-worker");
@@ -463,12 +563,16 @@ fn the_gpu_capacity_plan_parses_and_plans_for_a_one_gpu_node_with_mps() {
         "{text}{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    // Four searches on the one GPU, each counted as its 5 probes of 10 + 2 + 25 s.
+    // Four searches on the one GPU, each counted as the probes it is expected to take (halfway
+    // between its fewest and its 5) of 10 + 2 s and the setup of its workers: the server alone
+    // 4.5 probes (its fewest: a factor-2 bracket bisected to 20 %) of 12 + 6 s; beside six
+    // trainers from 50 requests/s, one halving from its floor, 3.5 of 12 + 8.1 s; from 300,
+    // 4.5 of them.
     for cohort in [
-        "exclusive-serve1-r1  serve=1  gpu 0  to run  185",
-        "timeslice-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
-        "mps-plugin-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
-        "mps-unlimited-serve1-train6-r1  serve=1,train=6  gpu 0  to run  185",
+        "exclusive-serve1-r1  serve=1  gpu 0  to run  81",
+        "timeslice-serve1-train6-r1  serve=1,train=6  gpu 0  to run  70",
+        "mps-plugin-serve1-train6-r1  serve=1,train=6  gpu 0  to run  90",
+        "mps-unlimited-serve1-train6-r1  serve=1,train=6  gpu 0  to run  90",
     ] {
         assert!(text.contains(cohort), "{cohort}\n{text}");
     }

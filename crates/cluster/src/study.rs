@@ -368,7 +368,7 @@ pub fn run_study(
                 .into(),
         ));
     }
-    let plan = Plan::load(&args.plan).map_err(coload_study::StudyError::from)?;
+    let plan = args.load_plan()?;
     let sites = sites(&plan, cluster, args.emit.is_some(), console)?;
     crate::dra::check_plan(&plan, &sites, cluster.backend == Backend::Polyaxon)?;
     if let Some(dir) = &args.emit {

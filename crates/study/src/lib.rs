@@ -18,7 +18,9 @@
 //! (bench-cohort's folder plus `cohort.log`), `cohorts/<name>.failed-<k>/` for failed runs,
 //! `report/` (`comparison.json`, `comparison.md`, `report.html`).
 
+mod estimate;
 mod folder;
+pub mod frontier;
 mod node;
 mod plan;
 mod progress;

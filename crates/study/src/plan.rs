@@ -22,7 +22,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// The built-in plans: name, what it is, and its TOML text.
-pub const BUILTIN: [(&str, &str, &str); 5] = [
+pub const BUILTIN: [(&str, &str, &str); 6] = [
     (
         "article",
         "the article's matrix: solos, 1/2/4/7 homogeneous and 1 inference + 6 training per mode",
@@ -47,6 +47,11 @@ pub const BUILTIN: [(&str, &str, &str); 5] = [
         "mig-check",
         "the first run on a MIG node: every MIG path in a few minutes",
         include_str!("../plans/mig-check.toml"),
+    ),
+    (
+        "frontier",
+        "which policy and MPS share for a mix: an endpoint's capacity alone and beside the others under every policy (--mix serve=1,train=6 --slo-ms 10)",
+        include_str!("../plans/frontier.toml"),
     ),
 ];
 
@@ -145,6 +150,11 @@ struct CohortFile {
     name: Option<Spanned<String>>,
     #[serde(default)]
     flags: FlagTable,
+    /// This cohort's flags on a node without a GPU, laid over the plan's `[cpu]` (a capacity
+    /// search's rates and an LLM's sizes, which the plan's `[cpu]` cannot carry: they would
+    /// reach cohorts without such a worker).
+    #[serde(default)]
+    cpu: FlagTable,
 }
 
 /// A sharing policy of the plan.
@@ -186,6 +196,11 @@ pub struct Plan {
     cpu_jobs: Vec<Job>,
     /// The plan's text, copied into the study folder.
     pub text: String,
+    /// What the jobs are expanded from, kept to expand them again with other repeats
+    /// ([`Plan::with_precision`]).
+    shapes: Vec<Shape>,
+    flags: FlagTable,
+    cpu: FlagTable,
 }
 
 /// A cohort of the plan under one policy, with its repeats.
@@ -199,6 +214,7 @@ struct Shape {
     baseline: bool,
     precision: Option<f64>,
     flags: FlagTable,
+    cpu: FlagTable,
     line: usize,
 }
 
@@ -536,11 +552,34 @@ impl Plan {
                     baseline: c.baseline,
                     precision,
                     flags: c.flags.clone(),
+                    cpu: c.cpu.clone(),
                     line,
                 });
             }
         }
-        let cohorts: u64 = shapes.iter().map(|s| u64::from(s.repeats)).sum();
+        let plan = Plan {
+            source: source.to_owned(),
+            name: file.name.unwrap_or_else(|| source.to_owned()),
+            description: file.description,
+            needs_gpu: file.needs_gpu,
+            lanes: file.lanes.map(Spanned::into_inner),
+            policies,
+            gpu_jobs: Vec::new(),
+            cpu_jobs: Vec::new(),
+            text: text.to_owned(),
+            shapes,
+            flags: file.flags,
+            cpu: file.cpu,
+        };
+        plan.expanded(&err)
+    }
+
+    /// The plan with its jobs expanded from its shapes, and checked whole.
+    fn expanded(
+        mut self,
+        err: &dyn Fn(Option<Range<usize>>, String) -> PlanError,
+    ) -> Result<Plan, PlanError> {
+        let cohorts: u64 = self.shapes.iter().map(|s| u64::from(s.repeats)).sum();
         if cohorts > MAX_COHORTS as u64 {
             return Err(err(
                 None,
@@ -552,25 +591,94 @@ impl Plan {
             ));
         }
         let layers = Layers {
-            plan: &file.flags,
-            cpu: &file.cpu,
-            policies: &policies,
+            plan: &self.flags,
+            cpu: &self.cpu,
+            policies: &self.policies,
         };
-        let gpu_jobs = expand(&shapes, &layers, false).map_err(|(l, m)| err(Some(l), m))?;
-        let cpu_jobs = expand(&shapes, &layers, true).map_err(|(l, m)| err(Some(l), m))?;
-        let plan = Plan {
-            source: source.to_owned(),
-            name: file.name.unwrap_or_else(|| source.to_owned()),
-            description: file.description,
-            needs_gpu: file.needs_gpu,
-            lanes: file.lanes.map(Spanned::into_inner),
-            policies,
-            gpu_jobs,
-            cpu_jobs,
-            text: text.to_owned(),
+        self.gpu_jobs = expand(&self.shapes, &layers, false).map_err(|(l, m)| err(Some(l), m))?;
+        self.cpu_jobs = expand(&self.shapes, &layers, true).map_err(|(l, m)| err(Some(l), m))?;
+        self.check(err)?;
+        Ok(self)
+    }
+
+    /// The plan with a precision given on the command line (`--precision`, `--max-repeats`):
+    /// every shape whose repeats can settle (not a baseline, a capacity search or a memory hog:
+    /// the comparison of repeats divides a summary's rates by the baseline's) stops repeating
+    /// once settled to `precision`, running at most `max_repeats` times (default: the plan's
+    /// repeats of the shape). What the plan said of precision is replaced.
+    pub fn with_precision(
+        &self,
+        precision: f64,
+        max_repeats: Option<u32>,
+    ) -> Result<Plan, PlanError> {
+        let err = |line: Option<usize>, message: String| PlanError {
+            source: self.source.clone(),
+            line,
+            message,
         };
-        plan.check(&err)?;
-        Ok(plan)
+        if !(precision.is_finite() && precision > 0.0 && precision < 1.0) {
+            return Err(err(
+                None,
+                format!(
+                    "--precision {precision}: a relative interval width between 0 and 1 (0.02: \
+                     the 95 % interval within 2 % of the ratio)"
+                ),
+            ));
+        }
+        if let Some(n) = max_repeats
+            && !(3..=MAX_REPEATS).contains(&n)
+        {
+            return Err(err(
+                None,
+                format!(
+                    "--max-repeats {n}: between 3 and {MAX_REPEATS} (two repeats always run, \
+                     so a precision needs room for a third)"
+                ),
+            ));
+        }
+        let mut plan = self.clone();
+        let mut settles = 0;
+        for shape in &mut plan.shapes {
+            let job = self
+                .gpu_jobs
+                .iter()
+                .find(|j| j.line == shape.line && j.policy == self.policies[shape.policy].name);
+            let repeatable =
+                !shape.baseline && job.is_some_and(|j| !j.finds_capacity() && !j.holds_a_hog());
+            if !repeatable {
+                continue;
+            }
+            let repeats = max_repeats.unwrap_or(shape.repeats);
+            if repeats < 3 {
+                return Err(err(
+                    Some(shape.line),
+                    format!(
+                        "--precision: cohort `{}` under `{}` runs {} time(s) in the plan, and a \
+                         precision stops repeats after the second: give --max-repeats 3 or more",
+                        shape.workers, self.policies[shape.policy].name, shape.repeats
+                    ),
+                ));
+            }
+            shape.repeats = repeats;
+            shape.precision = Some(precision);
+            settles += 1;
+        }
+        if settles == 0 {
+            return Err(err(
+                None,
+                "--precision: no cohort of this plan repeats to a precision (its cohorts are \
+                 baselines, capacity searches or memory hogs, whose repeats are not compared \
+                 against solo)"
+                    .to_owned(),
+            ));
+        }
+        let lines = Lines::new(&plan.text);
+        let span_err = |span: Option<Range<usize>>, message: String| PlanError {
+            source: self.source.clone(),
+            line: span.map(|s| lines.of(s.start)),
+            message,
+        };
+        plan.expanded(&span_err)
     }
 
     /// Checks what only the whole plan shows: unique folder names, one baseline per workload,
@@ -757,6 +865,7 @@ fn expand(
         let mut tables = vec![layers.plan, &policy.flags, &s.flags];
         if cpu {
             tables.push(layers.cpu);
+            tables.push(&s.cpu);
             spec.flags.device = DeviceChoice::Cpu;
         }
         for table in tables {
@@ -1386,12 +1495,64 @@ repeats = 2
         assert!(n >= 1, "no plan in {dir}");
     }
 
+    /// `--precision` and `--max-repeats` from the command line: every shape that repeats
+    /// against solo takes them, baselines and capacity searches keep theirs, and values that
+    /// cannot work are refused naming the flag.
+    #[test]
+    fn a_precision_from_the_command_line_replaces_the_plans() {
+        let quick = Plan::load("quick").unwrap();
+        let plan = quick.with_precision(0.02, Some(5)).unwrap();
+        let jobs = plan.jobs(false);
+        for shape in ["timeslice-train2", "mps-infer1-train1"] {
+            let repeats: Vec<&Job> = jobs
+                .iter()
+                .filter(|j| j.name.starts_with(&format!("{shape}-r")))
+                .collect();
+            assert_eq!(repeats.len(), 5, "{shape}: {:?}", names(&jobs));
+            assert!(repeats.iter().all(|j| j.precision == Some(0.02)));
+        }
+        // The baselines still bracket the study, twice, with no precision of their own.
+        let baselines: Vec<&Job> = jobs.iter().filter(|j| j.baseline).collect();
+        assert_eq!(baselines.len(), 4);
+        assert!(baselines.iter().all(|j| j.precision.is_none()));
+        assert!(jobs.first().unwrap().baseline && jobs.last().unwrap().baseline);
+        // On a CPU node too.
+        assert!(
+            plan.jobs(true)
+                .iter()
+                .any(|j| j.name == "timeslice-train2-r5" && j.precision == Some(0.02))
+        );
+        // quick repeats its shapes twice: a precision needs room for a third.
+        let e = quick.with_precision(0.02, None).unwrap_err().to_string();
+        assert!(e.contains("give --max-repeats 3 or more"), "{e}");
+        for (p, n, words) in [
+            (0.0, Some(4), "--precision 0"),
+            (1.5, Some(4), "between 0 and 1"),
+            (f64::NAN, Some(4), "--precision NaN"),
+            (0.02, Some(2), "--max-repeats 2"),
+            (0.02, Some(MAX_REPEATS + 1), "--max-repeats 1001"),
+        ] {
+            let e = quick.with_precision(p, n).unwrap_err().to_string();
+            assert!(e.contains(words), "{p} {n:?}: {e}");
+        }
+        // A plan of capacity searches and baselines has nothing to settle.
+        let e = Plan::load("frontier")
+            .unwrap()
+            .with_precision(0.02, Some(4))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no cohort of this plan repeats to a precision"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn unknown_built_in_names_are_listed() {
         let e = Plan::load("articel").unwrap_err();
         assert!(
             e.message
-                .contains("built-in plans: article, quick, decision, llm, mig-check"),
+                .contains("built-in plans: article, quick, decision, llm, mig-check, frontier"),
             "{e}"
         );
     }

@@ -88,7 +88,13 @@ pub(crate) enum RunResult {
 
 /// The scheduler's view of time: seconds a cohort is expected to take.
 pub(crate) trait Estimate {
+    /// The seconds `job` is expected to take.
     fn seconds(&self, job: &Job) -> f64;
+    /// The most seconds `job` may take (a capacity search's whole budget of probes): what the
+    /// time budget counts.
+    fn at_most(&self, job: &Job) -> f64 {
+        self.seconds(job)
+    }
 }
 
 /// Runs `queue` (jobs in order, by index) on `lanes` of `node`. `stop` is polled: when it
@@ -172,7 +178,7 @@ pub(crate) fn run<L: Launcher>(
                     continue;
                 }
                 if let Some(budget) = budget {
-                    let need = begin.elapsed().as_secs_f64() + estimate.seconds(job);
+                    let need = begin.elapsed().as_secs_f64() + estimate.at_most(job);
                     if need > budget.as_secs_f64() {
                         // Rule 4.
                         stopping = Some(format!(

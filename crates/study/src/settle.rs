@@ -18,6 +18,65 @@ use crate::plan::Job;
 /// against solo. `None` when it must run (no precision asked, fewer than two repeats done, no
 /// baseline on their card, or a ratio still open).
 pub(crate) fn settled(job: &Job, cohorts: &Path, index: &Index) -> Option<String> {
+    let s = standing(job, cohorts, index, false, u32::MAX)?;
+    s.reasons.iter().all(|(why, _)| why.stops()).then(|| {
+        format!(
+            "its shape is settled after {} repeats: {}",
+            s.done,
+            words(&s.reasons)
+        )
+    })
+}
+
+/// Why the shape of `job`, its last planned repeat, stopped there: every group settled by
+/// that repeat, or its most repeats ran with a ratio still open. `None` without a precision or
+/// without a comparison (no baseline on the card).
+pub(crate) fn stopped(job: &Job, cohorts: &Path, index: &Index) -> Option<String> {
+    let s = standing(job, cohorts, index, true, job.repeat)?;
+    Some(
+        if s.reasons
+            .iter()
+            .any(|(why, _)| *why == StopReason::MaxRepeats)
+        {
+            format!(
+                "its shape ran its most repeats ({}) without settling: {}",
+                s.done,
+                words(&s.reasons)
+            )
+        } else {
+            format!(
+                "its shape is settled after {} repeats: {}",
+                s.done,
+                words(&s.reasons)
+            )
+        },
+    )
+}
+
+/// A shape's complete repeats compared with the baselines: how many, and per group the stop
+/// rule's answer with its words.
+struct Standing {
+    done: u32,
+    reasons: Vec<(StopReason, String)>,
+}
+
+fn words(reasons: &[(StopReason, String)]) -> String {
+    reasons
+        .iter()
+        .map(|(_, w)| w.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Where the shape of `job` stands: its complete repeats (with `job`'s own when `with_job`)
+/// against the study's baseline runs on their card, judged with at most `max_repeats`.
+fn standing(
+    job: &Job,
+    cohorts: &Path,
+    index: &Index,
+    with_job: bool,
+    max_repeats: u32,
+) -> Option<Standing> {
     let precision = job.precision?;
     let summary = |name: &str| {
         coload_analysis::load_compare_input(
@@ -31,7 +90,8 @@ pub(crate) fn settled(job: &Job, cohorts: &Path, index: &Index) -> Option<String
         .cohorts
         .iter()
         .filter(|e| {
-            e.name != job.name && shape_of(&e.name, e.repeat) == shape_of(&job.name, job.repeat)
+            (with_job || e.name != job.name)
+                && shape_of(&e.name, e.repeat) == shape_of(&job.name, job.repeat)
         })
         .filter(|e| e.outcome.has_summary())
         .filter_map(|e| summary(&e.name))
@@ -47,7 +107,7 @@ pub(crate) fn settled(job: &Job, cohorts: &Path, index: &Index) -> Option<String
     let [group] = comparison.repeats.as_slice() else {
         return None;
     };
-    let mut words = Vec::new();
+    let mut reasons = Vec::new();
     for (workload, stats) in &group.groups {
         // The card with the most of the shape's cohorts.
         let r: &RatioInterval = &stats
@@ -55,31 +115,28 @@ pub(crate) fn settled(job: &Job, cohorts: &Path, index: &Index) -> Option<String
             .iter()
             .max_by_key(|c| c.aggregate_vs_solo.n_numerator)?
             .aggregate_vs_solo;
-        let why = stop_rule(Some(r), done, precision, &VERDICT_THRESHOLDS, u32::MAX);
-        if !why.stops() {
-            return None;
-        }
-        words.push(format!(
-            "{workload} aggregate ÷ solo {:.3} (95 % CI {:.3} to {:.3}) {}",
-            r.ratio,
-            r.low?,
-            r.high?,
-            match why {
-                StopReason::Precise => format!("within the precision asked ({precision})"),
-                _ => "clear of every threshold of the verdict".to_owned(),
-            }
+        let why = stop_rule(Some(r), done, precision, &VERDICT_THRESHOLDS, max_repeats);
+        let how = match why {
+            StopReason::Precise => format!("within the precision asked ({precision})"),
+            StopReason::Settled => "clear of every threshold of the verdict".to_owned(),
+            StopReason::MaxRepeats | StopReason::Continue => format!(
+                "wider than the precision asked ({precision}) and across a threshold of the \
+                 verdict"
+            ),
+        };
+        reasons.push((
+            why,
+            format!(
+                "{workload} aggregate ÷ solo {:.3} (95 % CI {:.3} to {:.3}) {how}",
+                r.ratio, r.low?, r.high?,
+            ),
         ));
     }
-    (!words.is_empty()).then(|| {
-        format!(
-            "its shape is settled after {done} repeats: {}",
-            words.join("; ")
-        )
-    })
+    (!reasons.is_empty()).then_some(Standing { done, reasons })
 }
 
 /// A cohort's folder name without its repeat (`timeslice-train2` of `timeslice-train2-r3`).
-fn shape_of(name: &str, repeat: u32) -> &str {
+pub(crate) fn shape_of(name: &str, repeat: u32) -> &str {
     name.strip_suffix(&format!("-r{repeat}")).unwrap_or(name)
 }
 
@@ -197,6 +254,124 @@ mod tests {
         no_precision.precision = None;
         let (tmp, index, _) = study(&[1.0, 1.01], &[1.5, 1.51]);
         assert_eq!(settled(&no_precision, tmp.path(), &index), None);
+    }
+
+    /// The last repeat says why its shape stopped: settled with it, or its most repeats ran
+    /// with the ratio still open.
+    #[test]
+    fn the_last_repeat_says_why_its_shape_stopped() {
+        let (tmp, index, jobs) = study(&[1.0, 1.03], &[1.08, 1.13]);
+        let why = stopped(job(&jobs, "timeslice-train2-r2"), tmp.path(), &index).unwrap();
+        assert!(
+            why.contains("ran its most repeats (2) without settling")
+                && why.contains("across a threshold"),
+            "{why}"
+        );
+        let (tmp, index, jobs) = study(&[1.0, 1.01], &[1.5, 1.51]);
+        let why = stopped(job(&jobs, "timeslice-train2-r2"), tmp.path(), &index).unwrap();
+        assert!(why.contains("settled after 2 repeats"), "{why}");
+        // Without a precision there is nothing to say.
+        let mut no_precision = job(&jobs, "timeslice-train2-r2").clone();
+        no_precision.precision = None;
+        assert_eq!(stopped(&no_precision, tmp.path(), &index), None);
+    }
+
+    /// A study resumed on another card (each slice of the lent H200 may get a fresh host): the
+    /// first slice ran the first solo and the first repeat on card A, the resumed slice the
+    /// second repeat and the closing solo on card B, 12 % faster. The report divides each repeat
+    /// by the solo of its own card, never by the other card's or by both pooled, and the
+    /// repeated shape keeps one ratio per card; the stop rule reads the card with the most of
+    /// the shape's repeats.
+    #[test]
+    fn a_study_resumed_on_another_card_compares_each_cohort_with_its_own_cards_solos() {
+        const A: &str = "GPU-aaaaaaaa-0000";
+        const B: &str = "GPU-bbbbbbbb-0000";
+        let on_card = |s: CohortSummary, card: &str| {
+            let mut s = s;
+            s.colocation.physical_gpus = vec![card.to_owned()];
+            for w in &mut s.workers {
+                w.gpu_uuid = Some(card.to_owned());
+            }
+            s
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = Plan::parse("t", PLAN).unwrap().jobs(false);
+        let mut index = Index {
+            schema_version: INDEX_VERSION,
+            plan: "t".into(),
+            plan_source: "t".into(),
+            node: "n".into(),
+            lanes: vec![0],
+            cohorts: jobs.iter().map(Job::entry).collect(),
+            runs: Vec::new(),
+        };
+        // (cohort, card, rate against card A's solo): the pair at 1.5x one alone on its card.
+        let ran = [
+            ("exclusive-train1-r1", A, 1.0),
+            ("timeslice-train2-r1", A, 1.5),
+            ("timeslice-train2-r2", B, 1.5 * 1.12),
+            ("exclusive-train1-r2", B, 1.12),
+        ];
+        for (name, card, factor) in ran {
+            let e = index.cohorts.iter_mut().find(|e| e.name == name).unwrap();
+            let summary = if e.baseline {
+                scaled(fixture("solo-train"), name, factor)
+            } else {
+                scaled(fixture("repeat-a"), name, factor / 4.0)
+            };
+            let dir = tmp.path().join("cohorts").join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("summary.json"),
+                serde_json::to_vec(&on_card(summary, card)).unwrap(),
+            )
+            .unwrap();
+            e.outcome = Outcome::Complete;
+        }
+        let about = coload_report::study_report::About {
+            title: "t".into(),
+            description: "t".into(),
+            node: "n".into(),
+        };
+        let comparison = coload_report::study_report::assemble(tmp.path(), &about, &index)
+            .unwrap()
+            .comparison;
+        for name in ["timeslice-train2-r1", "timeslice-train2-r2"] {
+            let k = comparison
+                .cohorts
+                .iter()
+                .find(|k| k.experiment == name)
+                .unwrap();
+            let ratio = k.groups[&coload_cohort_schema::Workload::Train]
+                .aggregate_vs_solo
+                .unwrap();
+            assert!(
+                (ratio - 1.5).abs() < 1e-6,
+                "{name}: {ratio} against its own card's solo"
+            );
+        }
+        // One block of solos per card, each of its own run.
+        assert_eq!(comparison.baseline_blocks.len(), 2);
+        // The repeated shape: a ratio per card, none pooled across them.
+        let group = comparison
+            .repeats
+            .iter()
+            .find(|g| g.mode == coload_cohort_schema::Mode::Timeslice)
+            .unwrap();
+        let per_card = &group.groups[&coload_cohort_schema::Workload::Train].vs_solo;
+        assert_eq!(per_card.len(), 2);
+        for r in per_card {
+            assert!((r.aggregate_vs_solo.ratio - 1.5).abs() < 1e-6, "{r:?}");
+        }
+        // A card with one repeat and one solo has no interval: the stop rule waits.
+        assert_eq!(
+            settled(
+                job(&jobs, "timeslice-train2-r3"),
+                &tmp.path().join("cohorts"),
+                &index
+            ),
+            None
+        );
     }
 
     const PLAN: &str = r#"

@@ -12,7 +12,6 @@
 //! (bench-cohort's folder plus `cohort.log`), `cohorts/<name>.failed-<k>/` for failed runs,
 //! `report/` (`comparison.json`, `comparison.md`, `report.html`).
 
-use std::cell::Cell;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
@@ -24,6 +23,7 @@ use coload_cohort_schema::{CohortFailure, exit, files};
 use coload_launch::{Console, INTERRUPTED};
 use coload_spec::Seconds;
 
+use crate::estimate::{Estimator, expected_wall_s};
 use crate::node::{Node, Offer, Placement};
 use crate::plan::{Job, Plan, PlanError};
 use crate::resume::{FAILURE_FILE, FailureRecord, Found};
@@ -34,11 +34,6 @@ use crate::{folder, progress, resume, schedule};
 /// command again to go on (sysexits' EX_TEMPFAIL).
 pub const STUDY_UNFINISHED: u8 = 75;
 
-/// Expected seconds outside the window for one cohort until one has been measured: process
-/// start, libtorch load, warmup, barrier, writing and the summary.
-const SETUP_S_GPU: f64 = 25.0;
-const SETUP_S_CPU: f64 = 8.0;
-
 #[expect(
     clippy::struct_excessive_bools,
     reason = "independent command-line switches, as clap derives them"
@@ -47,7 +42,8 @@ const SETUP_S_CPU: f64 = 8.0;
 /// `bench-cohort study article --out runs/article`, `bench-cohort study my-plan.toml --out DIR`.
 #[derive(Debug, clap::Args)]
 pub struct StudyArgs {
-    /// The plan: `article` or `quick` (built in), or a TOML plan file (docs/study.md)
+    /// The plan: built in (`quick`, `article`, `decision`, `llm`, `mig-check`, `frontier`), or a
+    /// TOML plan file (docs/study.md)
     #[arg(value_name = "PLAN")]
     pub plan: String,
 
@@ -107,9 +103,77 @@ pub struct StudyArgs {
     /// With --node-listing: that node has nvidia-cuda-mps-control
     #[arg(long, requires = "node_listing")]
     pub node_mps: bool,
+
+    /// The built-in `frontier` plan's mix: one serve or serve-llm endpoint beside train and
+    /// infer workers, e.g. serve=1,train=6 (default serve=1,train=6)
+    #[arg(long, value_name = "MIX")]
+    pub mix: Option<String>,
+
+    /// The `frontier` plan's objective for a serve endpoint: request p99 at most this, ms
+    /// (default 10)
+    #[arg(long, value_name = "MS")]
+    pub slo_ms: Option<f64>,
+
+    /// The `frontier` plan's objective for a serve-llm endpoint: time to first token p99 at most
+    /// this, ms (with --tpot-slo-ms)
+    #[arg(long, value_name = "MS")]
+    pub ttft_slo_ms: Option<f64>,
+
+    /// The `frontier` plan's objective for a serve-llm endpoint: time per output token p99 at
+    /// most this, ms (with --ttft-slo-ms)
+    #[arg(long, value_name = "MS")]
+    pub tpot_slo_ms: Option<f64>,
+
+    /// Stop repeating a shape once its aggregate against solo is settled: its 95 % interval
+    /// narrower than this relative width (0.02: 2 %), or clear of every threshold of the
+    /// verdict. Replaces the plan's `precision` on every shape that repeats (not baselines,
+    /// capacity searches or memory hogs)
+    #[arg(long, value_name = "WIDTH")]
+    pub precision: Option<f64>,
+
+    /// With --precision: the most repeats of each such shape (default: the plan's `repeats`)
+    #[arg(long, value_name = "N", requires = "precision")]
+    pub max_repeats: Option<u32>,
 }
 
 impl StudyArgs {
+    /// The plan these arguments name: a built-in or a file, the `frontier` plan made for
+    /// `--mix` and its objective, with `--precision` and `--max-repeats` laid over it. Every
+    /// backend loads its plan here.
+    pub fn load_plan(&self) -> Result<Plan, StudyError> {
+        let frontier_flags = self.mix.is_some()
+            || self.slo_ms.is_some()
+            || self.ttft_slo_ms.is_some()
+            || self.tpot_slo_ms.is_some();
+        let plan = if self.plan == crate::frontier::NAME && frontier_flags {
+            let mix = self.mix.as_deref().unwrap_or(crate::frontier::DEFAULT_MIX);
+            let parsed = coload_spec::Mix::parse(mix)
+                .map_err(|e| StudyError::Usage(format!("--mix {mix}: {e}")))?;
+            let objective = crate::frontier::objective(
+                &parsed,
+                self.slo_ms,
+                self.ttft_slo_ms,
+                self.tpot_slo_ms,
+            )
+            .map_err(StudyError::Usage)?;
+            let text = crate::frontier::plan_text(mix, objective).map_err(StudyError::Usage)?;
+            Plan::parse(crate::frontier::NAME, &text)?
+        } else if frontier_flags {
+            return Err(StudyError::Usage(format!(
+                "--mix, --slo-ms, --ttft-slo-ms and --tpot-slo-ms make the built-in `frontier` \
+                 plan (bench-cohort study frontier --mix serve=1,train=6 --slo-ms 10); plan `{}` \
+                 has cohorts of its own",
+                self.plan
+            )));
+        } else {
+            Plan::load(&self.plan)?
+        };
+        Ok(match self.precision {
+            Some(p) => plan.with_precision(p, self.max_repeats)?,
+            None => plan,
+        })
+    }
+
     /// The plan's cohorts (`Plan::jobs`) with what these arguments override: `--window-s` over
     /// every cohort's window. Every backend takes its jobs from here.
     #[must_use]
@@ -203,7 +267,7 @@ pub fn run(
     console: &dyn Console,
     interrupted: &AtomicBool,
 ) -> Result<u8, StudyError> {
-    let plan = Plan::load(&args.plan)?;
+    let plan = args.load_plan()?;
     if args.emit.is_some() {
         return Err(StudyError::Usage(
             "--emit writes a cluster backend's manifests: give --backend kubernetes or polyaxon"
@@ -383,10 +447,7 @@ pub fn run_with<L: Launcher>(
         }
     }
 
-    let estimator = Estimator {
-        setup_s: Cell::new(if cpu { SETUP_S_CPU } else { SETUP_S_GPU }),
-        measured: Cell::new((0.0, 0)),
-    };
+    let estimator = Estimator::new(cpu);
     // The cohorts earlier runs completed and timed teach the estimate their setup before this
     // run has measured any: a resumed slice plans its first cohorts with the node's own figure.
     for i in &items {
@@ -398,7 +459,7 @@ pub fn run_with<L: Launcher>(
             let window = i.job.spec.flags.window_s.get();
             let cohorts = (in_windows / window).round() as u32;
             if let (true, Ok(elapsed)) = (cohorts > 0, Duration::try_from_secs_f64(elapsed)) {
-                estimator.observe(&i.job, cohorts, elapsed);
+                estimator.observe(&i.job, cohorts, elapsed, false);
             }
         }
     }
@@ -456,6 +517,7 @@ pub fn run_with<L: Launcher>(
         started,
         interrupted,
         write_error: None,
+        any_ended: false,
     };
     events.progress.line(&format!(
         "{} to run ({} already complete, {} failed earlier, {} not offered); expected about {}",
@@ -501,6 +563,33 @@ pub fn run_with<L: Launcher>(
         if let Some(e) = index.cohorts.iter_mut().find(|e| &e.name == name) {
             e.outcome = outcome;
             e.reason = Some(why.clone());
+        }
+    }
+    // Why each shape that repeats to a precision stopped where it did. A repeat it did not
+    // need says so as `settled`; the last planned repeat, when it ran, says whether the shape
+    // settled with it or ran its most repeats still open.
+    for i in &items {
+        let job = &i.job;
+        let last = items
+            .iter()
+            .filter(|o| {
+                crate::settle::shape_of(&o.job.name, o.job.repeat)
+                    == crate::settle::shape_of(&job.name, job.repeat)
+            })
+            .map(|o| o.job.repeat)
+            .max();
+        if job.precision.is_none() || last != Some(job.repeat) {
+            continue;
+        }
+        let complete = index
+            .cohorts
+            .iter()
+            .any(|e| e.name == job.name && e.outcome == Outcome::Complete);
+        if let (true, Some(why)) = (complete, crate::settle::stopped(job, &cohorts_dir, &index)) {
+            console.progress(&format!("{}: {why}", job.name));
+            if let Some(e) = index.cohorts.iter_mut().find(|e| e.name == job.name) {
+                e.reason = Some(why);
+            }
         }
     }
     if let Some(run) = index.runs.last_mut() {
@@ -616,74 +705,6 @@ fn write_index(out: &Path, index: &Index) -> Result<(), StudyError> {
         .map_err(|e| StudyError::Write(path, Box::new(e)))
 }
 
-/// Expected seconds per cohort: its timed span (`WorkerFlags::timed_span`: the start lead and
-/// the window), plus the setup time outside it,
-/// first a default, then the mean measured so far in this run.
-#[derive(Debug)]
-struct Estimator {
-    setup_s: Cell<f64>,
-    measured: Cell<(f64, u32)>,
-}
-
-/// Cohorts a job runs at most: one, or a capacity search's `max_probes`.
-fn cohorts_of(job: &Job) -> u32 {
-    if job.finds_capacity() {
-        job.spec.capacity.max_probes.max(1)
-    } else {
-        1
-    }
-}
-
-impl Estimate for Estimator {
-    /// A capacity search counts as `max_probes` cohorts: the most it may run (bracketing often
-    /// stops sooner, so the estimate errs long).
-    fn seconds(&self, job: &Job) -> f64 {
-        let timed = job.spec.flags.timed_span().as_secs_f64();
-        f64::from(cohorts_of(job)) * (timed + self.setup_s.get())
-    }
-}
-
-impl Estimator {
-    /// Learns the setup time from a job that ran `cohorts` cohorts in `elapsed`.
-    fn observe(&self, job: &Job, cohorts: u32, elapsed: Duration) {
-        let timed = job.spec.flags.timed_span().as_secs_f64();
-        let per_cohort = elapsed.as_secs_f64() / f64::from(cohorts.max(1));
-        let setup = (per_cohort - timed).max(0.0);
-        let (sum, n) = self.measured.get();
-        self.measured.set((sum + setup, n + 1));
-        self.setup_s.set((sum + setup) / f64::from(n + 1));
-    }
-}
-
-/// Wall seconds for `queue` on `lanes`: greedy list scheduling of the estimates, with MPS
-/// cohorts one at a time and multi-GPU cohorts holding their lanes (the scheduler's rules,
-/// approximately).
-fn expected_wall_s(queue: &[&Job], node: &dyn Offer, lanes: &[u32], est: &dyn Estimate) -> f64 {
-    let n = lanes.len().max(1);
-    let mut lane_free = vec![0.0f64; n];
-    let mut host_free = 0.0f64;
-    for job in queue {
-        let p = node.place(job, lanes).ok();
-        let k = p.as_ref().map_or(1, |p| p.gpus.len().max(1)).min(n);
-        let host = p.as_ref().is_some_and(|p| p.host_exclusive);
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|a, b| lane_free[*a].total_cmp(&lane_free[*b]));
-        let held = &order[..k];
-        let mut start = held.iter().map(|i| lane_free[*i]).fold(0.0, f64::max);
-        if host {
-            start = start.max(host_free);
-        }
-        let end = start + est.seconds(job);
-        for i in held {
-            lane_free[*i] = end;
-        }
-        if host {
-            host_free = end;
-        }
-    }
-    lane_free.into_iter().fold(0.0, f64::max)
-}
-
 fn minutes(s: f64) -> String {
     format!("{:.0} min ({:.0} s)", s / 60.0, s)
 }
@@ -725,23 +746,13 @@ fn dry_run(items: &[Item], node: &dyn Offer, lanes: &[u32], est: &Estimator) -> 
         );
     }
     let queue: Vec<&Job> = items.iter().filter(|i| i.queued).map(|i| &i.job).collect();
-    let measured = est.measured.get().1;
     let _ = writeln!(
         out,
-        "{} cohorts to run, expected about {} on {} lane(s) (setup outside each window: {:.0} s \
-         per cohort {})",
+        "{} cohorts to run, expected about {} on {} lane(s) ({})",
         queue.len(),
         minutes(expected_wall_s(&queue, node, lanes, est)),
         lanes.len().max(1),
-        est.setup_s.get(),
-        if measured == 0 {
-            "assumed".to_owned()
-        } else {
-            format!(
-                "as {measured} cohort{} of earlier runs took it",
-                if measured == 1 { "" } else { "s" }
-            )
-        }
+        est.describe()
     );
     out
 }
@@ -772,6 +783,8 @@ struct StudyEvents<'a> {
     started: Instant,
     interrupted: &'a AtomicBool,
     write_error: Option<StudyError>,
+    /// A cohort of this run has ended: the next carries no cold start.
+    any_ended: bool,
 }
 
 impl Events for StudyEvents<'_> {
@@ -792,6 +805,7 @@ impl Events for StudyEvents<'_> {
     )]
     fn ended(&mut self, job: &Job, placement: &Placement, result: &RunResult, elapsed: Duration) {
         self.progress.ended(job, placement, result, elapsed);
+        let first = self.first_to_end();
         let dir = self.cohorts.join(&job.name);
         let Some(e) = self.index.cohorts.iter_mut().find(|e| e.name == job.name) else {
             return;
@@ -817,6 +831,7 @@ impl Events for StudyEvents<'_> {
                                 job,
                                 r.probes.len().try_into().unwrap_or(1),
                                 elapsed,
+                                first,
                             );
                             e.capacity = Some(resume::capacity_answer(&r));
                             e.in_windows_s = Some(window * r.probes.len() as f64);
@@ -830,7 +845,7 @@ impl Events for StudyEvents<'_> {
                     },
                     (Some(0), _) => match resume::summary_of(&dir.join("summary.json"), job) {
                         Ok(s) => {
-                            self.estimator.observe(job, 1, elapsed);
+                            self.estimator.observe(job, 1, elapsed, first);
                             e.experiment = Some(s.experiment);
                             e.in_windows_s = Some(window);
                             (Outcome::Complete, code, None)
@@ -905,6 +920,12 @@ impl Events for StudyEvents<'_> {
 }
 
 impl StudyEvents<'_> {
+    /// Whether the cohort ending now is the first of this run to end (the one that paid the
+    /// cold start the estimate counts apart, whether it completed or not).
+    fn first_to_end(&mut self) -> bool {
+        !std::mem::replace(&mut self.any_ended, true)
+    }
+
     /// This run's wall time so far and its cohorts, in the index.
     fn count_run(&mut self, result: &RunResult) {
         if let Some(run) = self.index.runs.last_mut() {
@@ -1016,29 +1037,85 @@ fn report(
 mod tests {
     use super::*;
 
-    /// The estimate is the spec's timed span (`WorkerFlags::timed_span`) and the setup, per
-    /// cohort: it follows the window and the lead as the rule does, and learns the setup as what
-    /// a cohort took beyond the span.
-    #[test]
-    fn the_estimate_follows_the_cohorts_timed_span() {
-        let plan = Plan::load("quick").unwrap();
-        let mut job = plan.jobs(true).into_iter().next().unwrap();
-        let est = Estimator {
-            setup_s: Cell::new(SETUP_S_CPU),
-            measured: Cell::new((0.0, 0)),
-        };
-        for (window, lead) in [(45, 5), (300, 12), (7, 1)] {
-            job.spec.flags.window_s = Seconds::whole(window);
-            job.spec.flags.start_lead_s = Seconds::whole(lead);
-            let span = job.spec.flags.timed_span().as_secs_f64();
-            assert!((span - f64::from(window + lead)).abs() < 1e-9);
-            let expected = f64::from(cohorts_of(&job)) * (span + SETUP_S_CPU);
-            assert!((est.seconds(&job) - expected).abs() < 1e-9);
+    fn parse_args(argv: &[&str]) -> Result<StudyArgs, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            study: StudyArgs,
         }
-        // A cohort that took 20 s beyond its span leaves a setup of 20 s.
-        let span = job.spec.flags.timed_span();
-        est.observe(&job, 1, span + Duration::from_secs(20));
-        assert!((est.setup_s.get() - 20.0).abs() < 1e-9);
+        let mut full = vec!["study"];
+        full.extend_from_slice(argv);
+        <Cli as clap::Parser>::try_parse_from(full).map(|c| c.study)
+    }
+
+    /// `study frontier --mix ... --slo-ms ...` makes the plan for the mix; the flags are refused
+    /// with another plan, and a bad mix or objective is refused naming it.
+    #[test]
+    fn the_frontier_plan_is_made_from_the_command_line() {
+        let load = |argv: &[&str]| parse_args(argv).unwrap().load_plan();
+        let plan = load(&[
+            "frontier",
+            "--out",
+            "o",
+            "--mix",
+            "serve-llm=1,train=3",
+            "--ttft-slo-ms",
+            "500",
+            "--tpot-slo-ms",
+            "50",
+        ])
+        .unwrap();
+        assert!(
+            plan.text
+                .contains("--mix serve-llm=1,train=3 --ttft-slo-ms 500 --tpot-slo-ms 50")
+        );
+        assert!(
+            plan.jobs(false)
+                .iter()
+                .any(|j| j.name == "mps-replicas-7-serve-llm1-train3-capacity-r1")
+        );
+        // Without flags: the built-in default, serve=1,train=6 at 10 ms.
+        let plan = load(&["frontier", "--out", "o"]).unwrap();
+        assert_eq!(plan.text, include_str!("../plans/frontier.toml"));
+        let refused = |argv: &[&str]| load(argv).unwrap_err().to_string();
+        assert!(
+            refused(&["quick", "--out", "o", "--mix", "serve=1,train=1"])
+                .contains("make the built-in `frontier` plan")
+        );
+        assert!(
+            refused(&["frontier", "--out", "o", "--mix", "train=4"])
+                .contains("exactly one serve or serve-llm worker")
+        );
+        assert!(
+            refused(&[
+                "frontier",
+                "--out",
+                "o",
+                "--mix",
+                "serve=1,train=2",
+                "--ttft-slo-ms",
+                "5"
+            ])
+            .contains("a serve endpoint takes --slo-ms")
+        );
+        assert!(refused(&["frontier", "--out", "o", "--mix", "serve=1,train=0"]).contains("--mix"));
+        // --precision reaches the plan; --max-repeats alone is refused by the parser.
+        let plan = load(&[
+            "quick",
+            "--out",
+            "o",
+            "--precision",
+            "0.02",
+            "--max-repeats",
+            "4",
+        ])
+        .unwrap();
+        assert!(
+            plan.jobs(true)
+                .iter()
+                .any(|j| j.name == "timeslice-train2-r4")
+        );
+        assert!(parse_args(&["quick", "--out", "o", "--max-repeats", "4"]).is_err());
     }
 
     /// `--window-s` is laid over every cohort of the plan, whichever backend asks for the jobs

@@ -236,8 +236,9 @@ fn dry_run(out: &Path, plan: &Plan) -> String {
     console.0.into_inner().unwrap()
 }
 
-/// A resumed slice plans its first cohorts with the setup its node took, not the default: the
-/// cohort an earlier run timed (60 s for a 10 s window, 5 s lead: 45 s of setup) teaches it.
+/// A resumed slice plans its first cohorts with the setup its node took, not the model alone:
+/// the cohort an earlier run timed (60 s for a 10 s window, 5 s lead: 45 s of setup, where the
+/// model gives seven workers 5.1 s) corrects it by the difference.
 #[test]
 fn a_resumed_dry_run_estimates_with_the_setup_earlier_runs_measured() {
     let tmp = tempfile::tempdir().unwrap();
@@ -250,7 +251,8 @@ fn a_resumed_dry_run_estimates_with_the_setup_earlier_runs_measured() {
     let out = tmp.path().join("study");
     let fresh = dry_run(&out, &plan);
     assert!(
-        fresh.contains("(setup outside each window: 25 s per cohort assumed)"),
+        fresh.contains("setup outside each window: 3 s a cohort")
+            && fresh.contains("no cohort of this node measured yet"),
         "{fresh}"
     );
     // The hog cohort completes (its isolation.json answers); give it the times a GPU run records.
@@ -265,9 +267,7 @@ fn a_resumed_dry_run_estimates_with_the_setup_earlier_runs_measured() {
     .unwrap();
     let resumed = dry_run(&out, &plan);
     assert!(
-        resumed.contains(
-            "(setup outside each window: 45 s per cohort as 1 cohort of earlier runs took it)"
-        ),
+        resumed.contains("corrected by +39.9 s a cohort, as 1 cohort of earlier runs took it"),
         "{resumed}"
     );
 }
