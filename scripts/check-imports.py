@@ -160,7 +160,7 @@ def main():
             problems.append(f"{name}: not in scripts/check-imports.py's LAYERS; give it a layer")
             continue
         if name == "coload-cohort-schema":
-            # The artifact crate is serde only (issue 21): no clap, no behaviour crates.
+            # The artifact crate is serde only: no clap, no behaviour crates.
             extra = set(manifest.get("dependencies", {})) - SCHEMA_DEPS
             if extra or manifest.get("features"):
                 problems.append(

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs `bench-cohort study quick` N times (default 10) on this machine's CPU, each into a fresh
-# folder, and checks what issue 21 asks of it: no failed cohort, and every CPU worker records at
+# folder, and checks what a CPU run must show: no failed cohort, and every CPU worker records at
 # least MIN_BATCHES (default 20) batches in its window. Prints one line per run and the smallest
 # count seen.
 #   scripts/check-quick.sh [N] [MIN_BATCHES]

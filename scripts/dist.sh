@@ -8,7 +8,7 @@
 # The binaries are built with the `dist` profile (release, no debug info, stripped), no RUNPATH,
 # and every build-machine path remapped (--remap-path-prefix for Rust, -ffile-prefix-map for the
 # C++ that torch-sys and coload-workload compile, whose libtorch headers put __FILE__ into
-# assertion messages), so that nothing of the builder's layout is in them (issue 17).
+# assertion messages), so that nothing of the builder's layout is in them.
 # scripts/dist/test.sh checks that, and that the bundle runs.
 set -euo pipefail
 if [[ $# -gt 0 ]]; then

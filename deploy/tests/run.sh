@@ -164,7 +164,7 @@ workers = "infer=1,train=2"
 policies = ["mig-ts", "timeslice"]
 flags = { model_file = "$work/model.pt", input_shape = "3,224,224", num_classes = 1000 }
 TOML
-# The article plan names no MIG resource: a MIG policy's key is never guessed (issue 25).
+# The article plan names no MIG resource: a MIG policy's key is never guessed.
 article_mig=(--resource mig=nvidia.com/mig-1g.18gb --resource mig-timeslice=nvidia.com/mig-1g.18gb)
 if out=$("$bc" study article --backend kubernetes --emit "$work/emit-article-nokey" 2>&1); then
   bad "a MIG policy without a resource key is refused, even with --emit (was accepted)" "$out"
@@ -224,7 +224,7 @@ if out=$("$bc" study article --backend kubernetes --emit "$work/emit-article-k8s
   bad "--emit into a folder holding earlier manifests is refused (was accepted)"
 elif grep -q "already exists; nothing is overwritten" <<<"$out"; then ok "--emit never overwrites an earlier manifest"
 else bad "--emit never overwrites an earlier manifest" "$out"; fi
-# MIG keys as the device plugin writes them: 1g.10gb+me is nvidia.com/mig-1g.10gb.me (issue 25).
+# MIG keys as the device plugin writes them: 1g.10gb+me is nvidia.com/mig-1g.10gb.me.
 me_jobs=("$work"/emit-wide-k8s/mig-me-*.yaml)
 me_job=${me_jobs[0]}
 if [[ -f "$me_job" ]] && grep -q '^ *nvidia.com/mig-1g.10gb.me: 1$' "$me_job" && ! grep -q '^ *nvidia.com/gpu: ' "$me_job"; then

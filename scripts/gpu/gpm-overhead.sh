@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What GPM and energy sampling cost a worker (issue 15, docs/performance.md): solo training
+# What GPM and energy sampling cost a worker (docs/performance.md): solo training
 # throughput with GPM off and on, side by side on one GPU, alternating ABBA (off,on,on,off, ...)
 # so that drift hits both settings alike, REPEATS runs of each; then whether the difference is
 # inside the run-to-run noise, judged from the spread of the repeats of each setting.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 24's decode measurements on a GPU host (dist/ and .gpu/tests carried; see
+# The decode measurements on a GPU host (dist/ and .gpu/tests carried; see
 # scripts/gpu/use-dist.sh and scripts/gpu/test-binaries.sh), in order of what matters most, each
 # step skipped once the time budget is spent:
 #   1. the decoder's GPU tests (gpu_llm: graph replay against eager, bf16, TinyLlama builds);

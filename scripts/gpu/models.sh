@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's measurements on one GPU host in one device call: for resnet18, resnet50 and
+# The model measurements on one GPU host in one device call: for resnet18, resnet50 and
 # mobilenet_v2, a solo trainer (the baseline) and seven trainers under time-slicing, plugin-style
 # MPS (replicas 7) and unlimited MPS; for resnet18, one inference worker beside six trainers
 # under time-slicing, eager and by CUDA-graph replay, each against its own solos. One study per

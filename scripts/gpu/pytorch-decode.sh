@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The PyTorch eager reference of issue 24's decode comparison, alone (step 4 of
+# The PyTorch eager reference of the decode comparison, alone (step 4 of
 # scripts/gpu/llm-decode.sh): scripts/perf/pytorch_decode.py per preset and batch, with its
 # default warmup of two whole cycles, on a GPU host with PyTorch. Writes OUT/pytorch/<model>-b<B>.json
 # (and .log); put OUT under docs/results/data/<date>-llm-pytorch/ here, and results.md compares

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One slice of a study on a GPU host, resumed from the folder the repository keeps (issue 23:
-# the decision study takes more than one device call). Copies FOLDER (a study folder committed
+# One slice of a study on a GPU host, resumed from the folder the repository keeps (a
+# decision study takes more than one device call). Copies FOLDER (a study folder committed
 # under docs/results/data, whose worker folders keep summaries and worker.json but no
 # *.jsonl) to a short path on the host, runs the plan there for at most BUDGET seconds with the
 # dist bundle (scripts/gpu/study.sh), and leaves under $OUT the study's log and the folder as a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Serving capacity on one H200 in one device call (issue 13): the highest Poisson request rate
+# Serving capacity on one H200 in one device call: the highest Poisson request rate
 # one serve worker sustains at p99 <= SLO_MS, alone and beside six trainers under time-slicing,
 # plugin-style MPS (replicas 7) and unlimited MPS; one full cohort per probe (bracket, then
 # bisect), short windows (WINDOW_S, default 10) and few probes (MAX_PROBES, default 5) to fit

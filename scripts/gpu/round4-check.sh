@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21/25 on a GPU host, in one device call: the restructured launcher and study run the
+# The launcher and the MIG rules on a GPU host, in one device call: the restructured launcher and study run the
 # paths only a GPU has, with the dist tarball's binaries. Writes $OUT/check.log and
 # $OUT/runs.tar.gz.
 #   - the node as the study now reads it (NVML topology with MIG mode) for the mig-check and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The `decode` workload in plain PyTorch eager, for a side-by-side comparison (issue 24).
+"""The `decode` workload in plain PyTorch eager, for a side-by-side comparison.
 
 An independent decoder-only transformer of the same presets as coload's built-in LLM (GPT-2
 small, TinyLlama-1.1B; random weights), written the way a PyTorch user writes one for serving

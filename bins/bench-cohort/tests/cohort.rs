@@ -40,7 +40,7 @@ fn a_real_cpu_cohort_completes_and_is_summarized() {
         .arg(worker_bin())
         .arg("--out")
         .arg(&out)
-        // The launcher sets each worker's threads itself (issue 21): this one's is ignored.
+        // The launcher sets each worker's threads itself: this one's is ignored.
         .env("OMP_NUM_THREADS", "64")
         .output()
         .unwrap();
@@ -218,7 +218,7 @@ fn bad_arguments_are_refused() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("cuda-graph"));
 }
 
-/// The stand-in MPS control program (issue 12): logs what it is sent and answers the get_*
+/// The stand-in MPS control program: logs what it is sent and answers the get_*
 /// queries from what was set.
 fn fake_mps_dir() -> PathBuf {
     // The stand-in MPS control daemon lives with the launcher, whose unit tests use it too.
@@ -233,7 +233,7 @@ fn path_with(dir: &Path) -> std::ffi::OsString {
     std::env::join_paths(paths).unwrap()
 }
 
-/// Issue 12: with --mode mps the launcher sends the share to its private daemon after `-d` and
+/// With --mode mps the launcher sends the share to its private daemon after `-d` and
 /// before any worker starts, reads it back, and every worker records the share it was declared
 /// and its CUDA_MPS_* environment; the summary shows the share.
 #[test]
@@ -303,7 +303,7 @@ fn an_mps_cohort_sends_the_share_to_its_daemon_and_the_workers_record_it() {
     );
 }
 
-/// Issue 12: the device plugin's share needs each GPU's memory. Without NVML the launcher
+/// The device plugin's share needs each GPU's memory. Without NVML the launcher
 /// refuses, naming the way out; with NVML (a GPU host) it plans the plugin's commands.
 #[test]
 fn replicas_need_the_gpus_memory() {
@@ -381,7 +381,7 @@ fn fake_hog_worker(dir: &Path) -> PathBuf {
     fake
 }
 
-/// Issue 12: the hog allocates before the others warm up: they are started only once it holds
+/// The hog allocates before the others warm up: they are started only once it holds
 /// its memory; a hog that fails first stops the cohort before they start.
 #[test]
 fn the_hog_holds_its_memory_before_the_others_start() {
@@ -433,7 +433,7 @@ fn the_hog_holds_its_memory_before_the_others_start() {
     }
 }
 
-/// Issue 12: what cannot work is refused before anything runs.
+/// What cannot work is refused before anything runs.
 #[test]
 fn hog_exclusive_and_mps_misuses_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -511,7 +511,7 @@ fn hog_exclusive_and_mps_misuses_are_refused() {
     );
 }
 
-/// Issue 21: bad numbers end with a clear refusal and exit 2, never a panic (exit 101).
+/// Bad numbers end with a clear refusal and exit 2, never a panic (exit 101).
 #[test]
 fn bad_numbers_are_refused_not_panics() {
     let dir = tempfile::tempdir().unwrap();
@@ -575,7 +575,7 @@ fn bad_numbers_are_refused_not_panics() {
     assert!(!dir.path().join("x").join("index.json").exists());
 }
 
-/// Issue 21: results are never overwritten. An --out that holds an earlier cohort's files is
+/// Results are never overwritten. An --out that holds an earlier cohort's files is
 /// refused, naming the file and pointing at a fresh folder, before any worker starts.
 #[test]
 fn an_out_folder_with_earlier_results_is_refused() {

@@ -1,4 +1,4 @@
-//! Issue 24: a `serve-llm` cohort on the CPU end to end, through the real bench-worker with the
+//! A `serve-llm` cohort on the CPU end to end, through the real bench-worker with the
 //! tiny GPT-2 preset: the mix parser takes `serve-llm`, its flags reach the worker (and only
 //! it), every iteration and every request is recorded, and the summary has TTFT, TPOT and the
 //! SLO; the capacity search judges TTFT and TPOT together; bad flags are refused at the door.

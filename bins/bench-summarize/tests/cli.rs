@@ -157,7 +157,7 @@ fn no_libtorch_in_the_dependency_tree() {
     assert!(tch.is_empty(), "{tch:?}");
 }
 
-/// Issue 12: one isolation result per hog cohort, failed cohorts included, side by side; a
+/// One isolation result per hog cohort, failed cohorts included, side by side; a
 /// cohort without a hog is refused with the reason.
 #[test]
 fn isolation_reads_hog_cohorts_whatever_their_status() {

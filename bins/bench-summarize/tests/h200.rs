@@ -1,4 +1,4 @@
-//! The binary over the real H200 captures of `fixtures/h200` (issue 8): a real cohort is
+//! The binary over the real H200 captures of `fixtures/h200`: a real cohort is
 //! summarized with the rates recorded at capture time, and a real failed cohort is refused.
 
 use std::path::{Path, PathBuf};

@@ -386,7 +386,7 @@ fn signal(child: &Child, signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(pid, signal).unwrap();
 }
 
-/// Issue 11: a worker that had read the start and was then paused until after it used to run
+/// A worker that had read the start and was then paused until after it used to run
 /// a shortened window, write `status: complete` and exit 0. It must fail as a late start, keep
 /// its lateness and what it measured, and the summarizer must name it.
 #[test]
@@ -464,7 +464,7 @@ fn a_worker_paused_past_the_start_fails_as_late() {
     assert!(!err.contains("replica 0"), "{err}");
 }
 
-/// Issue 12: a hog on the CPU refuses with the reason (there is no device memory to take), its
+/// A hog on the CPU refuses with the reason (there is no device memory to take), its
 /// report says where, and its peer is stopped through the barrier instead of waiting. Under
 /// `--mode mps` both record the declared share and their `CUDA_MPS_*` environment.
 #[test]
@@ -536,7 +536,7 @@ fn a_hog_on_the_cpu_refuses_and_mps_workers_record_their_share() {
     );
 }
 
-/// Issue 12: `--mode mps` without a share is refused before anything runs, naming the choices.
+/// `--mode mps` without a share is refused before anything runs, naming the choices.
 #[test]
 fn mode_mps_without_a_share_is_refused() {
     let c = Cohort::new("mps-no-share");

@@ -147,7 +147,7 @@ fn bad_serve_arguments_are_refused_before_anything_runs() {
             vec!["--rate".into(), "10".into()],
             "--rate applies to --workload serve and serve-llm, not train".into(),
         ),
-        // Issue 24: the serve-llm flags at the worker's own door.
+        // The serve-llm flags at the worker's own door.
         (
             "train",
             vec!["--ttft-slo-ms".into(), "5".into()],
@@ -263,11 +263,11 @@ fn assert_refused(root: &Path, cases: Vec<(&str, Vec<String>, String)>) {
     }
 }
 
-/// Issue 24: a trace's length columns, refused by file and line; a serve worker refuses them.
+/// A trace's length columns, refused by file and line; a serve worker refuses them.
 #[test]
 fn bad_serve_llm_traces_are_refused_by_file_and_line() {
     let root = tempfile::tempdir().unwrap();
-    // Issue 24: serve-llm traces with length columns, each bad in one way.
+    // Serve-llm traces with length columns, each bad in one way.
     let trace = |name: &str, text: &str| {
         let path = root.path().join(name);
         std::fs::write(&path, text).unwrap();

@@ -4,7 +4,7 @@
 //! `cargo run --release -p coload-analysis --example serve_summarize_bench [-- REQUESTS]`
 //! generates the worker once under the system temp folder (`requests.jsonl` about 23 bytes a
 //! request, batches of 1 to 16), then summarizes it in a child process so that its peak resident
-//! memory (`VmHWM`) covers the summary alone. Goal (issue 13): 10 M requests in seconds, with
+//! memory (`VmHWM`) covers the summary alone. Goal: 10 M requests in seconds, with
 //! memory that does not grow with the file (run it with 1 M and 10 M and compare).
 
 #![expect(

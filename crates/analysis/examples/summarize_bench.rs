@@ -3,7 +3,7 @@
 //! `cargo run --release -p coload-analysis --example summarize_bench [-- WORKERS BATCHES]`
 //! generates the cohort once under the system temp folder (about 95 bytes a batch), then runs
 //! the summary in a child process so that its peak resident memory (`VmHWM`) covers the summary
-//! alone, not the generation. Goal (issue 5): under 3 s on a 2-core machine, memory bounded by
+//! alone, not the generation. Goal: under 3 s on a 2-core machine, memory bounded by
 //! 8 bytes a kept batch.
 
 #![expect(

@@ -1,4 +1,4 @@
-//! The memory-isolation result of a cohort that holds a hog worker (issue 12).
+//! The memory-isolation result of a cohort that holds a hog worker.
 //!
 //! A hog takes device memory before the other workers build their models (the launcher starts
 //! it first and waits for its `hold.json`). What happens next is the result:

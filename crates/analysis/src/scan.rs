@@ -28,8 +28,8 @@ pub(crate) struct Scan {
     pub(crate) kept_samples: u64,
     /// Every record in the file.
     pub(crate) recorded_batches: u64,
-    /// The kept durations by phase, ascending, when the records carry one (an LLM worker's,
-    /// issue 24); `None` for records without a phase.
+    /// The kept durations by phase, ascending, when the records carry one (an LLM worker's);
+    /// `None` for records without a phase.
     pub(crate) phases: Option<PhaseDurations>,
 }
 

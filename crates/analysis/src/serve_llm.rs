@@ -1,4 +1,4 @@
-//! Request-level figures of a `serve-llm` worker (issue 24): TTFT, TPOT, inter-token and
+//! Request-level figures of a `serve-llm` worker: TTFT, TPOT, inter-token and
 //! end-to-end latency, output tokens/s, SLO attainment and goodput on TTFT and TPOT together,
 //! and the overload verdict, read from `llm_requests.jsonl`.
 //!
@@ -269,7 +269,7 @@ pub(crate) fn serve_llm_summary(
         let permille = (slo.quantile * 1000.0).round() as u32;
         let ttft_met = at_rank(&scan.ttft_ns, scan.requests, permille)
             .is_some_and(|t| t <= slo.ttft_ms * NS_PER_MS);
-        // Each request's lengths are its own (issue 24: drawn or from a trace), so whether a
+        // Each request's lengths are its own (drawn or from a trace), so whether a
         // TPOT is judged depends on the requests, not on the configured shortest output.
         let tpot_met = scan.multi_token_requests == 0
             || at_rank(&scan.tpot_ns, tpot_count, permille)
@@ -391,7 +391,7 @@ mod tests {
         kv_reserved_tokens_max: Some(11),
     };
 
-    /// Requests of different output lengths (issue 24: drawn or from a trace), each judged by
+    /// Requests of different output lengths (drawn or from a trace), each judged by
     /// its own: TPOT = (last - first) / (its output - 1). Interval [0, 100) ms:
     ///
     /// | request | arrival | output | tokens             | TPOT          | TTFT |

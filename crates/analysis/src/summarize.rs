@@ -38,7 +38,7 @@ pub const SERVE_CAVEAT: &str = "serve workers: a request's latency runs from its
      of the common interval count as SLO misses and rank above every completed request in the \
      percentiles";
 
-/// Added to the caveats of a cohort with a `serve-llm` worker (issue 24).
+/// Added to the caveats of a cohort with a `serve-llm` worker.
 pub const SERVE_LLM_CAVEAT: &str = "serve-llm workers: TTFT runs from a request's scheduled \
      (open-loop) arrival to its first token, TPOT is (last - first token) / (output - 1) over \
      completed requests; requests not completed by the end of the common interval count as SLO \
@@ -254,7 +254,7 @@ fn worker_summaries(
 }
 
 /// An exclusive cohort whose workers shared a physical GPU is no baseline: refused whatever the
-/// strictness (issue 12).
+/// strictness.
 fn refuse_shared_exclusive(
     mode: Mode,
     colocation: &coload_cohort_schema::Colocation,
@@ -267,7 +267,7 @@ fn refuse_shared_exclusive(
     Ok(())
 }
 
-/// The isolation result of a cohort that holds a hog (issue 12).
+/// The isolation result of a cohort that holds a hog.
 fn hog_isolation(inputs: &[WorkerInput]) -> Option<coload_cohort_schema::IsolationResult> {
     inputs
         .iter()
@@ -673,7 +673,7 @@ fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> 
     WorkerSummary {
         replica: r.replica,
         workload: r.config.workload,
-        // A hog runs no model (issue 12).
+        // A hog runs no model.
         model: (r.config.workload != Workload::Hog).then(|| r.config.model_label()),
         batches: scan.sorted_durations_ns.len() as u64,
         samples: scan.kept_samples,
@@ -695,7 +695,7 @@ fn worker_summary(w: &WorkerInput, scan: &Scan, overlap: f64, common_s: f64) -> 
     }
 }
 
-/// A decode worker's figures by phase (issue 24): tokens/s, prefill latency and time per
+/// A decode worker's figures by phase: tokens/s, prefill latency and time per
 /// output token, nearest-rank as every other latency here.
 fn decode_summary(w: &WorkerInput, scan: &Scan, common_s: f64) -> Option<DecodeSummary> {
     if w.report.config.workload != Workload::Decode {

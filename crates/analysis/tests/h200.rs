@@ -1,4 +1,4 @@
-//! Real cohorts captured on NVIDIA H200s (`fixtures/h200`, issue 8), so that the analysis is
+//! Real cohorts captured on NVIDIA H200s (`fixtures/h200`), so that the analysis is
 //! always tested on what a GPU actually wrote and not only on the synthetic cohorts of
 //! `fixtures.rs`. Each cohort's summary is pinned by an insta JSON snapshot, and the figures that
 //! matter are asserted against the numbers written here and against the `summary.json` that

@@ -1,4 +1,4 @@
-//! A real serve cohort captured on an NVIDIA H200 (issue 13): one serve worker at 848.5 Poisson
+//! A real serve cohort captured on an NVIDIA H200: one serve worker at 848.5 Poisson
 //! requests/s beside six ResNet18 trainers under MPS as the device plugin configures it at
 //! `replicas: 7`, the highest rate that met p99 <= 10 ms in the capacity search of 2026-12-01
 //! (`docs/results/data/2026-12-01-round3/capacity-10ms/mps-plugin6`, probe 4). The summary the

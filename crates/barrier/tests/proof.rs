@@ -172,7 +172,7 @@ impl Cohort {
 
     /// Lets a probe that runs as another user ([`as_unprivileged`]) reach its own binary and the
     /// shared directory. The clone may sit under a directory only its owner can search (root's
-    /// home is mode 0700), and then so do the target directory and the probe in it (issue 11).
+    /// home is mode 0700), and then so do the target directory and the probe in it.
     /// So the probe runs from a copy, and the shared directory is made, in fresh directories
     /// that every user can search.
     fn reachable_by_others(mut self) -> Self {
@@ -657,7 +657,7 @@ fn t11_sixteen_workers_rendezvous_within_a_bounded_time() {
 
 #[test]
 fn t12_a_probe_built_in_a_private_directory_still_runs_as_another_user() {
-    // The clone, and so the probe, under a directory only its owner may search (issue 11: as
+    // The clone, and so the probe, under a directory only its owner may search (as
     // root, `nobody` got "spawn coload-barrier-probe: Permission denied").
     let private = tempfile::tempdir().unwrap();
     fs::set_permissions(private.path(), fs::Permissions::from_mode(0o700)).unwrap();

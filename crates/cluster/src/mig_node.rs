@@ -1,4 +1,4 @@
-//! Does a node keep a MIG cohort on one parent GPU? (issue 25, point 6)
+//! Does a node keep a MIG cohort on one parent GPU?
 //!
 //! The NVIDIA device plugin hands a Pod any free device of the resource it asks for, with no
 //! affinity to a parent GPU. On a node of eight GPUs partitioned alike (a mig-parted layout with

@@ -188,7 +188,7 @@ mod tests {
     use crate::kubernetes::DEFAULT_IMAGE;
     use crate::resource::ResourceKey;
 
-    /// Issue 25: the plugin advertises no `nvidia.com/gpu` for MIG devices under the mixed
+    /// The plugin advertises no `nvidia.com/gpu` for MIG devices under the mixed
     /// strategy; each operation must request the policy's own key, as the Job does.
     #[test]
     fn mig_operations_request_the_policys_key_and_no_whole_gpu() {

@@ -1379,7 +1379,7 @@ mod tests {
         }
     }
 
-    /// Issue 25: a `mig` cohort on a node of 8 GPUs partitioned alike could get slices of 8
+    /// A `mig` cohort on a node of 8 GPUs partitioned alike could get slices of 8
     /// GPUs; it is refused before anything is created, and runs on a one-GPU node or a
     /// single-GPU layout.
     #[test]

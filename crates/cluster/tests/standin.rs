@@ -426,7 +426,7 @@ fn bad_plans_are_refused_before_anything_is_created() {
     let c = Cluster::new();
     two_nodes(&c);
     c.node("cpu-node-3", &[("nvidia.com/gpu", "1")], &[]);
-    // Issue 25: 8 GPUs partitioned alike; the plugin may give a cohort slices of 8 GPUs.
+    // 8 GPUs partitioned alike; the plugin may give a cohort slices of 8 GPUs.
     c.node(
         "mig-node-8",
         &[("nvidia.com/mig-1g.18gb", "56")],

@@ -16,7 +16,7 @@ pub struct BatchRecord {
     pub end_unix_ns: u64,
     /// Samples (images) in the batch; for an LLM worker, the tokens it generated.
     pub samples: u32,
-    /// An LLM worker's iteration kind (issue 24); absent for other workloads, and in documents
+    /// An LLM worker's iteration kind; absent for other workloads, and in documents
     /// written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,

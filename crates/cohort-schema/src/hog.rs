@@ -1,4 +1,4 @@
-//! The `hog` workload's record and the isolation result of a cohort that holds one (issue 12).
+//! The `hog` workload's record and the isolation result of a cohort that holds one.
 //!
 //! A hog worker takes device memory in steps, up to `--hog-bytes` or until CUDA refuses, and
 //! holds it through the window. It writes `hold.json` ([`HoldMarker`]) as soon as it holds its

@@ -1,4 +1,4 @@
-//! `llm_requests.jsonl`: a `serve-llm` worker's requests, one line per request (issue 24).
+//! `llm_requests.jsonl`: a `serve-llm` worker's requests, one line per request.
 //!
 //! One line per request, in arrival order: its scheduled arrival, its lengths, when it was
 //! admitted (its prefill began), and when each of its output tokens was out (the iteration that

@@ -1,4 +1,4 @@
-//! The MPS share a worker declares and what the CUDA runtime showed it (issue 12).
+//! The MPS share a worker declares and what the CUDA runtime showed it.
 //!
 //! NVIDIA's device plugin, with MPS sharing at `replicas: N`, caps every client of a GPU at
 //! `100 / N` percent of its threads (`set_default_active_thread_percentage`) and `total / N` of

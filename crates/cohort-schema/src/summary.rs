@@ -137,7 +137,7 @@ pub struct LatencyMs {
     /// 99.9th percentile (needs at least 1000 batches).
     pub p999: f64,
     /// 99.99th percentile (needs at least 10000 batches; below that it is the maximum). Added
-    /// for the report's percentile plot (issue 16); `null` in summaries written before.
+    /// for the report's percentile plot; `null` in summaries written before.
     #[serde(default)]
     pub p9999: Option<f64>,
     /// Arithmetic mean.
@@ -196,16 +196,16 @@ pub struct WorkerSummary {
     /// A serve worker's request-level figures (absent for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve: Option<ServeSummary>,
-    /// A decode worker's token figures by phase (issue 24; absent for other workloads).
+    /// A decode worker's token figures by phase (absent for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode: Option<DecodeSummary>,
-    /// A `serve-llm` worker's request-level figures (issue 24; absent for other workloads).
+    /// A `serve-llm` worker's request-level figures (absent for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve_llm: Option<ServeLlmSummary>,
 }
 
 /// A `serve-llm` worker's requests over the common interval: those whose scheduled arrival lies
-/// in it (issue 24).
+/// in it.
 ///
 /// A request is *completed* when its last token was out by the interval's end, *unfinished*
 /// when it was admitted by then but is not complete, *not admitted* otherwise. Percentiles are
@@ -317,7 +317,7 @@ fn older_files_passed() -> bool {
     true
 }
 
-/// A decode worker's kept iterations split by phase (issue 24). Every iteration generates one
+/// A decode worker's kept iterations split by phase. Every iteration generates one
 /// token per sequence, so the worker's `samples_per_s` is its generated tokens/s, and a decode
 /// step's latency is the time per output token (TPOT) of the batch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -490,7 +490,7 @@ pub struct Colocation {
     /// Distinct MIG instance UUIDs seen, sorted.
     pub mig_devices: Vec<String>,
     /// Distinct MIG profiles of the workers' GPU instances (`1g.18gb`), sorted; empty without
-    /// MIG (issue 25: a MIG cohort is labelled, compared and pooled by its profile).
+    /// MIG (a MIG cohort is labelled, compared and pooled by its profile).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mig_profiles: Vec<String>,
     /// Whether the placement fits the declared mode; `null` when it cannot be checked (no GPU
@@ -717,11 +717,11 @@ pub struct WorkerComparison {
     /// The worker's latency CDF (see [`WorkerSummary::latency_cdf_ms`]), for the report's plot.
     pub latency_cdf_ms: Vec<f64>,
     /// The worker's latency statistics (the tail percentiles for the report's percentile
-    /// plot). `null` in comparisons written before issue 16.
+    /// plot). `null` in comparisons written before the percentile plot.
     #[serde(default)]
     pub latency_ms: Option<LatencyMs>,
     /// Batches kept in the common interval: how far into the tail its percentiles mean
-    /// anything (p99.9 needs 1000). `null` in comparisons written before issue 16.
+    /// anything (p99.9 needs 1000). `null` in comparisons written before the percentile plot.
     #[serde(default)]
     pub batches: Option<u64>,
 }
@@ -857,7 +857,7 @@ pub struct CapacityReport {
     pub slo_ms: f64,
     /// The quantile that must meet it.
     pub quantile: f64,
-    /// The `serve-llm` workers' TTFT objective, milliseconds (issue 24; absent in a search
+    /// The `serve-llm` workers' TTFT objective, milliseconds (absent in a search
     /// without them, and in older documents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttft_slo_ms: Option<f64>,
@@ -895,7 +895,7 @@ pub struct CapacityProbe {
     /// Per serve worker: offered and completed rate, the latency at the quantile (null when it
     /// falls on an unfinished request), attainment, and the verdict's parts.
     pub serve: Vec<CapacityProbeWorker>,
-    /// Per `serve-llm` worker: the same for TTFT and TPOT (issue 24; absent without them).
+    /// Per `serve-llm` worker: the same for TTFT and TPOT (absent without them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub serve_llm: Vec<CapacityProbeLlmWorker>,
 }

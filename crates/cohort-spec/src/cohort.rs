@@ -228,7 +228,7 @@ impl CohortSpec {
         Ok(mix)
     }
 
-    /// The LLM flags size an LLM worker's prompt and output (issue 24): a cohort without one
+    /// The LLM flags size an LLM worker's prompt and output: a cohort without one
     /// would carry them to no effect.
     fn validate_llm(&self, mix: &Mix) -> Result<(), SpecError> {
         if mix.workloads().iter().any(|w| w.is_llm()) {
@@ -390,7 +390,7 @@ impl CohortSpec {
         Ok(())
     }
 
-    /// The hog takes device memory (issue 12): it needs a GPU, and --hog-bytes needs a hog.
+    /// The hog takes device memory: it needs a GPU, and --hog-bytes needs a hog.
     fn validate_hog(&self, mix: &Mix) -> Result<(), SpecError> {
         let hogs = mix
             .workloads()
@@ -689,7 +689,7 @@ mod tests {
         assert!(spec(&["--mode", "timeslice"]).unwrap().validate().is_err());
     }
 
-    /// Issue 24: the decode workload's flags and model, refused at the door with the flag at
+    /// The decode workload's flags and model, refused at the door with the flag at
     /// fault.
     #[test]
     fn decode_rules() {
@@ -765,7 +765,7 @@ mod tests {
         assert!(check("--workers decode=1 --prompt-tokens=-1").is_err());
     }
 
-    /// Issue 24: the serve-llm workload's flags, refused at the door with the flag at fault.
+    /// The serve-llm workload's flags, refused at the door with the flag at fault.
     #[test]
     #[expect(
         clippy::too_many_lines,

@@ -366,7 +366,7 @@ impl WorkerFlags {
         Ok(())
     }
 
-    /// An LLM worker runs a built-in LLM whose context holds its prompt and output (issue 24).
+    /// An LLM worker runs a built-in LLM whose context holds its prompt and output.
     fn validate_llm(&self, workload: Workload) -> Result<(), SpecError> {
         if self.model_file.is_some() {
             return Err(SpecError::flag(
@@ -413,7 +413,7 @@ impl WorkerFlags {
     }
 
     /// The MPS share flags go with `--mode mps`, and `--mode mps` needs one of them: a result
-    /// measured under MPS means little without the share each client had (issue 12).
+    /// measured under MPS means little without the share each client had.
     /// A user's TorchScript model comes with its input shape and class count, and they with it
     /// (what clap's `requires` says for flags, said again here for plan lines).
     fn validate_model_file(&self) -> Result<(), SpecError> {

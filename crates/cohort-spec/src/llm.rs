@@ -1,4 +1,4 @@
-//! What the spec knows of the built-in LLMs (issue 24): their names and contexts, so that a
+//! What the spec knows of the built-in LLMs: their names and contexts, so that a
 //! prompt longer than the model's context is refused at the door (a flag, a plan's line)
 //! rather than by every worker after it built the model. `coload-workload` holds the models
 //! themselves; `bench-worker`'s tests check that the two lists agree.

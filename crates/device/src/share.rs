@@ -1,5 +1,5 @@
 //! The MPS share contract: does what the CUDA runtime reported match the share the worker
-//! declared (issue 12)?
+//! declared?
 //!
 //! Under an MPS pinned device memory limit, `cudaMemGetInfo` reports at most the limit as free
 //! while its total stays the device's size (seen on the H200: 19.9 GiB free of 139.8 GiB under a
@@ -254,7 +254,7 @@ mod tests {
         coload_measure::plugin_share(7, Some(H200_NVML_TOTAL))
     }
 
-    /// What the H200 showed under 14 % and 20 GiB (issue 12), for the plugin's 20538 MiB.
+    /// What the H200 showed under 14 % and 20 GiB, for the plugin's 20538 MiB.
     #[test]
     fn the_plugins_share_as_seen_on_the_h200_matches() {
         let r = report(plugin7(), 20_400 * MIB, 18);

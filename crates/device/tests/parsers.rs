@@ -1,5 +1,5 @@
 //! Saved `nvidia-smi` text and visible-device lists come from users: whatever they hold, the
-//! parsers answer with a value or an error, never a panic (issue 21).
+//! parsers answer with a value or an error, never a panic.
 
 use coload_device::visible::{self, VisibleEntry};
 use coload_device::{MigProfile, Topology};

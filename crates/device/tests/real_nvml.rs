@@ -3,7 +3,7 @@
 //!
 //! Each test asserts what a GPU host must show: NVML's facts present and in range, `identify`
 //! agreeing with NVML field by field, telemetry within physical bounds, and the allocation check
-//! agreeing with what NVML lists (issue 11: this file used to print what it should assert).
+//! agreeing with what NVML lists (this file used to print what it should assert).
 #![cfg(feature = "gpu")]
 
 use std::time::{Duration, Instant};
@@ -210,7 +210,7 @@ fn host_facts_and_identity_are_present() {
     assert_eq!(id.pid, std::process::id());
 }
 
-/// GPM and the energy counter through the raw NVML calls (issue 15). On a Hopper GPU GPM must be
+/// GPM and the energy counter through the raw NVML calls. On a Hopper GPU GPM must be
 /// supported; elsewhere the reason is printed. Run on the H200 host with `--nocapture` and read
 /// the per-reading cost it prints.
 #[test]

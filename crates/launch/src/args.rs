@@ -75,7 +75,7 @@ impl LaunchArgs {
         Ok(mix)
     }
 
-    /// An exclusive cohort of several workers needs one distinct GPU each (issue 12): without
+    /// An exclusive cohort of several workers needs one distinct GPU each: without
     /// --visible-devices every worker would land on the same one, and the summary refuses that.
     fn validate_exclusive(&self, n: usize) -> Result<(), LauncherError> {
         if self.visible_devices.is_empty() {

@@ -2,7 +2,7 @@
 //! (`coload_analysis::capacity`), every probe kept in `capacity.json`.
 //!
 //! A probe passes when every serve worker meets `--slo-ms` (its SLO verdict) and every
-//! `serve-llm` worker its TTFT and TPOT objectives at once (issue 24: the TTFT and the TPOT at
+//! `serve-llm` worker its TTFT and TPOT objectives at once (the TTFT and the TPOT at
 //! `--slo-quantile` within `--ttft-slo-ms` and `--tpot-slo-ms`, and not overloaded): the
 //! slowest open-loop worker decides.
 

@@ -300,7 +300,7 @@ fn start_cohort(
     (workers, spawn_error, stop)
 }
 
-/// Waits until every started hog has published `hold.json` in its folder (issue 12). Fails,
+/// Waits until every started hog has published `hold.json` in its folder. Fails,
 /// with the reason, when a hog exits first, on Ctrl-C, or after `timeout`.
 fn await_holding(
     hogs: &mut [Worker],
@@ -618,7 +618,7 @@ mod tests {
             .spawn()
     }
 
-    /// Issue 11: when worker k cannot be started, workers 0..k-1 used to wait at the barrier
+    /// When worker k cannot be started, workers 0..k-1 used to wait at the barrier
     /// for the whole join timeout. They are stopped through the barrier at once.
     #[test]
     fn a_worker_that_cannot_start_stops_the_ones_already_started() {

@@ -102,7 +102,7 @@ fn refuse_earlier_results(out: &Path) -> Result<(), LauncherError> {
 ///
 /// On the CPU every worker's libtorch would otherwise size its pool to the whole machine, and
 /// co-located workers oversubscribe the cores: on a 2-core machine two trainers' warmup batch
-/// took 2.84 s against 0.04 s alone, and their windows recorded no batch (issue 21).
+/// took 2.84 s against 0.04 s alone, and their windows recorded no batch.
 fn cpu_threads(args: &LaunchArgs, workers: usize) -> Option<u32> {
     if args.spec.flags.device != coload_cohort_schema::DeviceChoice::Cpu {
         return args.cpu_threads;

@@ -1,5 +1,5 @@
 //! The MPS share a cohort's private daemon applies, computed as NVIDIA's device plugin does
-//! (issue 12).
+//!.
 //!
 //! The plugin's MPS daemon (k8s-device-plugin, `cmd/mps-control-daemon/mps/daemon.go`), with
 //! `replicas: N`, sends after `nvidia-cuda-mps-control -d`, one per device of its resource,

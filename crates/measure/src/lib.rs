@@ -1,7 +1,7 @@
 //! The arithmetic several coload crates share: what a worker computes over its window and the
 //! summarizer over a cohort's common interval (GPM statistics, energy from NVML's counter), and
 //! the MPS share NVIDIA's device plugin gives at `replicas: N`. The artifact types these fill
-//! are `coload-cohort-schema`'s; the rules that compute them live here, once (issue 21).
+//! are `coload-cohort-schema`'s; the rules that compute them live here, once.
 //!
 //! # Example
 //!

@@ -1,4 +1,4 @@
-//! Writes a study's report again from its folder, without running anything (issue 23): the
+//! Writes a study's report again from its folder, without running anything: the
 //! page `bench-cohort study` writes at the end of a run, for a study folder whose data are
 //! kept in the repository (`docs/results/data/<round>/<study>/`).
 //!

@@ -118,7 +118,7 @@ fn compared(c: &Comparison, ctx: &ReportContext, v: &Verdict, doc: &mut Document
         }
         doc.table(t);
     }
-    // The "why" view (issue 15): GPM activity and energy beside rate and tail, when recorded.
+    // The "why" view: GPM activity and energy beside rate and tail, when recorded.
     if let Some(t) = super::why::comparison_why(c, ctx) {
         doc.heading(2, "Why: GPU activity and energy");
         doc.para(super::why::WHY_NOTE);

@@ -1,4 +1,4 @@
-//! The decode workers' token figures (issue 24), for both summary outputs.
+//! The decode workers' token figures, for both summary outputs.
 
 use coload_cohort_schema::{CohortSummary, LatencyMs};
 

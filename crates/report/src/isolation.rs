@@ -1,4 +1,4 @@
-//! What a hog cohort's isolation result says for people (issue 12): one overview row per
+//! What a hog cohort's isolation result says for people: one overview row per
 //! cohort (so that several modes read side by side), then each cohort's workers: who failed, at
 //! what allocation, with what error.
 

@@ -75,7 +75,7 @@ pub struct ReportContext {
     /// Whether the other workers kept running beside one that takes all memory, per policy.
     pub isolation: Vec<IsolationRow>,
     /// Cohorts with `serve-llm` workers (fixed-rate ones and capacity probes): TTFT and TPOT
-    /// against the offered rate per policy, and the KV cache each worker held (issue 24).
+    /// against the offered rate per policy, and the KV cache each worker held.
     pub llm_serve: Vec<LlmServeRow>,
     /// The provenance header under the title, read from the data (never typed): `(what,
     /// value)` rows such as `("model", "resnet18, batch 32 of 3x224x224, fp32, eager")`.
@@ -191,7 +191,7 @@ pub fn objective_words(slo_ms: f64, quantile: f64) -> String {
 }
 
 /// One cohort with `serve-llm` workers, as the report's LLM serving table shows it: the
-/// slowest worker's TTFT and TPOT p99 at the offered rate (issue 24).
+/// slowest worker's TTFT and TPOT p99 at the offered rate.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmServeRow {
     /// Its policy.

@@ -1,4 +1,4 @@
-//! The serve workers' request figures (issue 13), for both summary outputs.
+//! The serve workers' request figures, for both summary outputs.
 
 use coload_cohort_schema::CohortSummary;
 

@@ -1,4 +1,4 @@
-//! The `serve-llm` workers' request figures (issue 24), for both summary outputs.
+//! The `serve-llm` workers' request figures, for both summary outputs.
 
 use coload_cohort_schema::{CohortSummary, RequestLatencyMs};
 
@@ -108,7 +108,7 @@ pub(crate) fn llm_overload_lines(s: &CohortSummary) -> Vec<String> {
 }
 
 /// A study's `serve-llm` cohorts: TTFT and TPOT p99 against the offered rate per policy, the
-/// capacity at the objective of a search's probes, and each worker's KV cache (issue 24).
+/// capacity at the objective of a search's probes, and each worker's KV cache.
 #[must_use]
 pub(crate) fn llm_serve_table(rows: &[LlmServeRow]) -> Table {
     let mut t = Table::new(&[

@@ -39,7 +39,7 @@ fn cohort_dirs(out: &Path, e: &Entry) -> Vec<std::path::PathBuf> {
     dirs
 }
 
-/// Memory isolation per policy (issue 12): the `isolation.json` a hog cohort leaves, whether or
+/// Memory isolation per policy: the `isolation.json` a hog cohort leaves, whether or
 /// not the cohort completed (under time-slicing the trainers fail: that is the result).
 fn isolation_rows(
     out: &Path,
@@ -103,7 +103,7 @@ pub fn isolation_note(r: &coload_cohort_schema::IsolationResult) -> String {
     }
 }
 
-/// Serving capacity per policy (issue 13): the `capacity.json` a complete `find_capacity`
+/// Serving capacity per policy: the `capacity.json` a complete `find_capacity`
 /// cohort leaves, with each probe's latency at the objective's quantile (the slowest serve
 /// worker's: the verdict needs every one to meet it).
 fn capacity_rows(out: &Path, index: &Index, warnings: &mut Vec<String>) -> Vec<crate::CapacityRow> {
@@ -169,7 +169,7 @@ fn capacity_objective(r: &coload_cohort_schema::CapacityReport) -> String {
     }
 }
 
-/// A cohort with `serve-llm` workers as a row of the LLM serving table (issue 24): their mean
+/// A cohort with `serve-llm` workers as a row of the LLM serving table: their mean
 /// offered rate, the slowest one's TTFT and TPOT p99, their tokens/s and KV caches.
 fn llm_serve_row(
     s: &CohortSummary,
@@ -735,7 +735,7 @@ fn provenance(
     rows
 }
 
-/// The study's wall time and the part of it inside measurement windows (issue 23: the baseline
+/// The study's wall time and the part of it inside measurement windows (the baseline
 /// for making studies faster), from the runs and cohort times the index recorded:
 /// `2,510 s in 6 runs; 2,050 s of it inside measurement windows (82 % of one lane's time)`.
 /// Cohorts run by a build that kept no times are counted and named, never guessed.

@@ -38,7 +38,7 @@ struct Tables {
     share: Option<Table>,
 }
 
-/// What each worker's CUDA runtime reported against the declared share (issue 12).
+/// What each worker's CUDA runtime reported against the declared share.
 fn share_table(s: &CohortSummary) -> Option<Table> {
     if s.workers.iter().all(|w| w.share.is_none()) {
         return None;

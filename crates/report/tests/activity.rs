@@ -1,4 +1,4 @@
-//! GPM activity and energy over the common interval (issue 15): the `activity-*` fixtures
+//! GPM activity and energy over the common interval: the `activity-*` fixtures
 //! against the answers in `fixtures/README.md`, computed by hand here, and the cases that must
 //! not break a summary (no GPM at all, unsupported GPM, an unreadable file, missing energy).
 
@@ -262,7 +262,7 @@ fn set_device_field(dir: &Path, field: &str, value: &[serde_json::Value]) {
 
 #[test]
 fn compute_instances_of_one_gpu_instance_get_its_gpm_and_memory_once() {
-    // Both workers' MIG devices are compute instances of GPU instance 7 (issue 25): one GPM
+    // Both workers' MIG devices are compute instances of GPU instance 7: one GPM
     // entry and one memory entry for the instance, and mode mig does not fit.
     let tmp = copy("activity-mig-2-train");
     set_device_field(tmp.path(), "mig_gpu_instance_id", &[7.into(), 7.into()]);

@@ -234,7 +234,7 @@ fn every_invalid_cohort_is_refused_with_its_reason() {
     }
 }
 
-/// Issue 11: replica 1 was paused until 2.2 s after the start and timed nothing; replica 0 was on
+/// Replica 1 was paused until 2.2 s after the start and timed nothing; replica 0 was on
 /// time. The refusal must name replica 1 as the worker that cut the common interval short, with
 /// its lateness and its batch count, not replica 0 (whose overlap is the one below 0.80).
 #[test]
@@ -345,7 +345,7 @@ fn placement_mismatch_warns_or_refuses() {
     assert_eq!(e.exit_code(), exit::ALLOCATION_MISMATCH);
 }
 
-/// Issue 12: "seven real cards" is one worker per physical GPU; an exclusive cohort whose
+/// "Seven real cards" is one worker per physical GPU; an exclusive cohort whose
 /// workers shared a GPU is refused whatever the strictness, naming the GPU and the replicas.
 #[test]
 fn exclusive_needs_a_gpu_per_worker_and_sharing_one_is_refused() {
@@ -363,7 +363,7 @@ fn exclusive_needs_a_gpu_per_worker_and_sharing_one_is_refused() {
     );
 }
 
-/// Issue 12: under plugin-style MPS the hog stops at its share and the trainers run. The hog is
+/// Under plugin-style MPS the hog stops at its share and the trainers run. The hog is
 /// summarized (its hold intervals, 0 samples) but in no group, and the share is shown.
 #[test]
 fn a_contained_hog_is_summarized_apart_from_the_groups() {
@@ -406,7 +406,7 @@ fn a_contained_hog_is_summarized_apart_from_the_groups() {
     assert_eq!(isolation_dirs(&[fixtures().join("hog-mps")]).unwrap(), *iso);
 }
 
-/// Issue 12: under time-slicing the hog takes the memory and the trainers fail: the cohort is
+/// Under time-slicing the hog takes the memory and the trainers fail: the cohort is
 /// refused, and its isolation result names each trainer, the allocation and the error.
 #[test]
 fn a_hog_under_time_slicing_is_not_contained_and_the_cohort_is_refused() {

@@ -199,7 +199,7 @@ fn repeats_never_mix_mps_shares() {
     assert!(page.contains("mps (unlimited)"), "{page}");
 }
 
-/// Issue 25: MIG cohorts of different profiles are different shapes (a 3g slice is not a 1g
+/// MIG cohorts of different profiles are different shapes (a 3g slice is not a 1g
 /// slice), so repeats never pool them, and reports label MIG rows by profile as they label MPS
 /// rows by share.
 #[test]

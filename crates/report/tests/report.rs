@@ -1,4 +1,4 @@
-//! Report v2 (issue 16): the verdict generated from real H200 comparisons (the cohorts behind
+//! Report v2: the verdict generated from real H200 comparisons (the cohorts behind
 //! docs/results.md), each branch of its sentences, the sections that appear only when their
 //! data exist (capacity at an objective, memory isolation), and the page's structure.
 

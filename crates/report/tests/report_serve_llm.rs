@@ -1,4 +1,4 @@
-//! Issue 24: a study with `serve-llm` cohorts reports TTFT and TPOT p99 against the offered rate
+//! A study with `serve-llm` cohorts reports TTFT and TPOT p99 against the offered rate
 //! per policy, the capacity at the objective, and the KV cache each worker held. The data are
 //! CPU captures (`fixtures/serve-llm-study`: `gpt2-tiny`, 32 + 16 tokens, at most 8 running): a
 //! fixed-rate cohort alone (exclusive) and beside a decode worker (timeslice), and a capacity

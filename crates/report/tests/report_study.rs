@@ -1,4 +1,4 @@
-//! Report v3 (issue 23) on a real study folder: the third round's article study under
+//! Report v3 on a real study folder: the third round's article study under
 //! docs/results/data, re-reported without running anything. The provenance header is read from
 //! the data, every need has a sentence (or says why it was not measured), a policy the node did
 //! not offer is named with its reason, outcomes read as words, and the page has its anchors.

@@ -7,7 +7,7 @@
 //! from those two saved files (`--node-listing`, `--node-query`) to plan for another node with
 //! `--dry-run`. A node with no GPU is a CPU node.
 //!
-//! The rules (docs/study.md; MIG as NVIDIA documents it, issue 25):
+//! The rules (docs/study.md; MIG as NVIDIA documents it):
 //! - A GPU in MIG mode is seen by CUDA only through its MIG devices (MIG User Guide, "CUDA Device
 //!   Enumeration"), and NVIDIA's device plugin offers no MPS there: it never hosts an
 //!   `exclusive`, `timeslice` or `mps` cohort. A GPU in MIG mode with no MIG device offers
@@ -541,7 +541,7 @@ mod tests {
             "t",
             &format!(
                 "[[policy]]\nname = \"p\"\nmode = \"{mode}\"\n{policy_extra}{}[[cohort]]\nworkers = \"{workers}\"\n",
-                // An MPS policy names its share (issue 12).
+                // An MPS policy names its share.
                 if mode == "mps" {
                     "flags = { mps_unlimited = true }\n"
                 } else {
@@ -597,7 +597,7 @@ mod tests {
         assert!(e.to_string().contains("nvidia-cuda-mps-control"), "{e}");
     }
 
-    /// Issue 25, 1: on a MIG-enabled GPU CUDA sees only MIG devices; whole-GPU cohorts are not
+    /// On a MIG-enabled GPU CUDA sees only MIG devices; whole-GPU cohorts are not
     /// offered there, and a MIG-enabled GPU without instances offers nothing.
     #[test]
     fn a_mig_enabled_gpu_hosts_no_whole_gpu_cohort() {
@@ -637,7 +637,7 @@ mod tests {
         );
     }
 
-    /// Issue 25, 3: a `mig` cohort gets N GPU instances of one profile, never a mix of sizes.
+    /// A `mig` cohort gets N GPU instances of one profile, never a mix of sizes.
     #[test]
     fn mig_takes_instances_of_one_profile() {
         let a100 = fixture("a100-80gb-7x1g");
@@ -674,7 +674,7 @@ mod tests {
         assert!(e.to_string().contains("of profile 7g.80gb"), "{e}");
     }
 
-    /// Issue 25, 2: compute instances of one GPU instance share its memory and bandwidth; they
+    /// Compute instances of one GPU instance share its memory and bandwidth; they
     /// are not separate slices for `mig`.
     #[test]
     fn compute_instances_of_one_gpu_instance_count_once() {
@@ -697,7 +697,7 @@ mod tests {
         );
     }
 
-    /// Issue 25, 5: `mig-timeslice` of one worker is a valid shape (the solo row).
+    /// `mig-timeslice` of one worker is a valid shape (the solo row).
     #[test]
     fn mig_timeslice_shares_one_device_and_takes_one_worker() {
         let h200 = fixture("h200-7x1g18gb");
@@ -712,7 +712,7 @@ mod tests {
         assert!(e.to_string().contains("no MIG device listed"), "{e}");
     }
 
-    /// Issue 25, done-when: the article plan on a saved 8-GPU MIG node places only MIG cohorts,
+    /// The article plan on a saved 8-GPU MIG node places only MIG cohorts,
     /// each on instances of one profile of one parent GPU; everything else is not offered,
     /// with the reason.
     #[test]

@@ -1444,7 +1444,7 @@ repeats = 2
         }
     }
 
-    /// Issue 21: a name becomes a folder under the study's `cohorts/`; one that could reach
+    /// A name becomes a folder under the study's `cohorts/`; one that could reach
     /// outside it, or make nested folders, is refused at its line.
     #[test]
     fn names_are_checked_like_experiment_ids() {

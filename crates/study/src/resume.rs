@@ -292,7 +292,7 @@ fn check_capacity_matches(dir: &Path, r: &CapacityReport, job: &Job) -> Result<(
             r.slo_ms
         )));
     }
-    // A serve-llm search: its TTFT and TPOT objectives (a search written before issue 24 had
+    // A serve-llm search: its TTFT and TPOT objectives (a search written before these objectives had
     // none, and no serve-llm worker either).
     for (what, recorded, planned) in [
         ("TTFT", r.ttft_slo_ms, job.spec.serve.ttft_slo_ms),

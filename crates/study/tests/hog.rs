@@ -162,7 +162,7 @@ fn others_out_of_memory_beside_a_hog_is_a_measurement_not_a_failure() {
 
 /// Each run of a study is recorded in its index, and a cohort's times stay with it when a later
 /// run finds it complete or failed earlier: the study's wall time and its part inside windows
-/// add up across resumed runs (issue 23), instead of only the last run's cohorts keeping theirs.
+/// add up across resumed runs, instead of only the last run's cohorts keeping theirs.
 #[test]
 fn run_and_cohort_times_survive_a_resume() {
     let tmp = tempfile::tempdir().unwrap();

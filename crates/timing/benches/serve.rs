@@ -1,5 +1,5 @@
 //! Per-request host cost of the serve window: arrival scan, batching decision, padding lookup,
-//! two clock reads per batch and the record push. Goal (issue 13): at most 1 us per request.
+//! two clock reads per batch and the record push. Goal: at most 1 us per request.
 //!
 //! The schedule is denser than the runner can serve (50 M requests/s) and the step does
 //! nothing, so the runner never waits and every nanosecond measured is its own. With a max

@@ -116,7 +116,7 @@ pub enum ScheduleError {
     BadPolicy(String),
 }
 
-/// Why an LLM serve window's requests or scheduling policy cannot be used (issue 24). Each
+/// Why an LLM serve window's requests or scheduling policy cannot be used. Each
 /// message names the bad value and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LlmServeError {

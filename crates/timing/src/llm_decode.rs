@@ -1,4 +1,4 @@
-//! The closed-loop `decode` workload's cycle (issue 24): the LLM analogue of `infer`.
+//! The closed-loop `decode` workload's cycle: the LLM analogue of `infer`.
 //!
 //! A batch of B sequences prefills P prompt tokens (producing each sequence's first output
 //! token), then decodes one token at a time with the KV cache until each has G output tokens,

@@ -1,4 +1,4 @@
-//! The lengths of a `serve-llm` window's requests (issue 24): every request's prompt and output
+//! The lengths of a `serve-llm` window's requests: every request's prompt and output
 //! length fixed ([`LlmRequests::fixed`]), drawn uniformly from a range ([`LlmRequests::uniform`])
 //! or read from a trace's columns ([`LlmTrace`]). Like the arrivals, every length is decided
 //! before the window, so the window only reads them, and a run's requests follow from its flags

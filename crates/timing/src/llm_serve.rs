@@ -1,4 +1,4 @@
-//! The LLM serve window (issue 24): open-loop requests of a prompt and an output length,
+//! The LLM serve window: open-loop requests of a prompt and an output length,
 //! continuous (iteration-level) batching over a KV-cache token budget, and per-request TTFT,
 //! TPOT and inter-token latencies measured from the *scheduled* arrival.
 //!

@@ -1,4 +1,4 @@
-//! The continuous-batching scheduler of `run_llm_serve` (issue 24) against schedules worked out
+//! The continuous-batching scheduler of `run_llm_serve` against schedules worked out
 //! by hand, against coordinated omission, and against requests it must refuse.
 //!
 //! The simulated clock makes every time exact: a mock prefill or decode advances it by its

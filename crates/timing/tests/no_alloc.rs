@@ -5,7 +5,7 @@
 //! of this file, running in parallel) allocate at times of their own choosing without being
 //! counted. [`Watched`] wraps the window's step: it turns the flag on when the first batch
 //! begins, and keeps the count as it stood when each batch returned, so the count covers the
-//! window from its first batch to its last, runner and step alike (issue 11: the flag used to
+//! window from its first batch to its last, runner and step alike (the flag used to
 //! stay false, and the test could not fail).
 
 use std::alloc::{GlobalAlloc, Layout, System};

@@ -94,7 +94,7 @@ impl WorkloadError {
         let lower = message.to_ascii_lowercase();
         // cuBLAS and cuDNN report a full device as their own status when creating a handle
         // (`CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate(handle)`): what a worker sees
-        // when another tenant holds the GPU's memory (issue 12's hog).
+        // when another tenant holds the GPU's memory (a hog).
         if lower.contains("out of memory")
             || lower.contains("can't allocate memory")
             || lower.contains("not enough memory")
@@ -116,7 +116,7 @@ impl From<tch::TchError> for WorkloadError {
     }
 }
 
-/// What the built-in LLM (issue 24) refuses: configurations that cannot make a transformer,
+/// What the built-in LLM refuses: configurations that cannot make a transformer,
 /// inputs of the wrong shape, prompts longer than the context, and libtorch's own failures.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LlmError {

@@ -1,4 +1,4 @@
-//! The `hog` workload: take device memory and hold it (issue 12).
+//! The `hog` workload: take device memory and hold it.
 //!
 //! [`Hog::allocate`] takes device memory through libtorch's caching allocator (so through
 //! `cudaMalloc`, which backs every byte it grants) in steps of [`HogOptions::step_bytes`], up to

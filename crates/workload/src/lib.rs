@@ -16,13 +16,13 @@
 //! sizes, each a view of one synthetic batch, for the dynamic batcher of
 //! `coload_timing::run_serve`; it implements [`coload_timing::BatchStep`].
 //!
-//! [`DecodeStep`] is the closed-loop `decode` workload (issue 24): a built-in decoder-only
+//! [`DecodeStep`] is the closed-loop `decode` workload: a built-in decoder-only
 //! transformer ([`LlmModel`]: GPT-2 small, TinyLlama-1.1B, tiny CPU presets; random weights)
 //! prefills a batch of prompts, then generates one token per step with a preallocated KV cache,
 //! eager or one CUDA-graph replay per decode step; it implements [`coload_timing::Step`].
 //!
 //! [`Hog`] is the `hog` workload: device memory taken in steps and held through the window
-//! (issue 12). [`probe_device`] asks the CUDA runtime (already loaded by libtorch) for the free
+//!. [`probe_device`] asks the CUDA runtime (already loaded by libtorch) for the free
 //! and total memory and the SM count this process sees, which under MPS are its share.
 //!
 //! Every libtorch failure becomes a [`WorkloadError`] carrying libtorch's message, CUDA

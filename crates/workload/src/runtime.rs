@@ -1,5 +1,5 @@
 //! The CUDA runtime, asked directly: free and total memory (`cudaMemGetInfo`) and the SM count
-//! (`cudaDeviceGetAttribute`), as this process sees them (issue 12).
+//! (`cudaDeviceGetAttribute`), as this process sees them.
 //!
 //! Under MPS these are the client's view: the pinned memory limit caps the free memory and the
 //! active thread percentage lowers the SM count, which is how a worker proves the share it ran

@@ -1,4 +1,4 @@
-//! The `decode` workload's timed window (issue 24): what the decode step allocates through the
+//! The `decode` workload's timed window: what the decode step allocates through the
 //! Rust allocator while the window runs, counted per thread as `coload-timing`'s no-alloc tests
 //! do. libtorch's own tensor memory goes through its allocator, not Rust's, and is not counted
 //! here; the KV cache is preallocated (see docs/llm.md).

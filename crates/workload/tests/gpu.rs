@@ -3,7 +3,7 @@
 //!
 //! Each test asserts what a CUDA device must show: CUDA and cuDNN present, the device chosen, step
 //! times and peak memory in the range of a GPU (a CPU fallback takes seconds per batch), the
-//! inference guards doing what they claim, and out-of-memory typed (issue 11: this file used to
+//! inference guards doing what they claim, and out-of-memory typed (this file used to
 //! print what it should assert).
 #![cfg(feature = "gpu")]
 
@@ -168,7 +168,7 @@ fn cuda_7_is_refused_with_a_typed_error() {
 }
 
 /// The runtime probe sees the whole device outside MPS, and the hog takes what it asks for in
-/// steps, which the runtime then no longer reports free (issue 12). It runs in a child process
+/// steps, which the runtime then no longer reports free. It runs in a child process
 /// of its own: the other tests leave blocks in this process's caching allocator, from which the
 /// hog's tensors would be served without the device's free memory changing (seen on the H200).
 #[test]

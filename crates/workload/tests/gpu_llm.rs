@@ -1,5 +1,5 @@
 //! The built-in LLM and the decode step on a real CUDA GPU (feature `gpu`; run on the H200
-//! host, issue 24). Without the feature this file holds no test, so a machine without a GPU
+//! host). Without the feature this file holds no test, so a machine without a GPU
 //! never counts these as passes.
 //!
 //! - a graph-replayed decode iteration computes what an eager decode computes: teacher-forced

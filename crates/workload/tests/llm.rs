@@ -1,4 +1,4 @@
-//! The built-in LLM on the CPU (issue 24):
+//! The built-in LLM on the CPU:
 //!
 //! - parameter counts of the real tensors against [`LlmConfig::param_count`] (whose published
 //!   figures are pinned in the crate's unit tests);
@@ -711,7 +711,7 @@ fn serve_padded(
     )
 }
 
-/// The CUDA graphs' computation on the CPU (issue 24): every decode padded to its batch-size
+/// The CUDA graphs' computation on the CPU: every decode padded to its batch-size
 /// bucket, attention over the whole context under the mask, the idle slots' positions bounded
 /// inside the step. It must generate exactly what the dynamic eager decode generates (and so
 /// what each request generates alone), through slot moves, a slot reused before a decode

@@ -1,4 +1,4 @@
-//! The `serve-llm` workload's timed window (issue 24): what the scheduler and the model's serve
+//! The `serve-llm` workload's timed window: what the scheduler and the model's serve
 //! step allocate through the Rust allocator while `run_llm_serve` runs on the real clock,
 //! counted per thread as `decode_no_alloc.rs` does. libtorch's own tensor memory goes through
 //! its allocator, not Rust's, and is not counted here; the KV cache is preallocated.

@@ -1,4 +1,4 @@
-//! A built-in decoder-only transformer for LLM workloads (issue 24): GPT-2 and Llama-style
+//! A built-in decoder-only transformer for LLM workloads: GPT-2 and Llama-style
 //! models with random weights, a preallocated KV cache, and the closed-loop `decode` step.
 //!
 //! - [`LlmPreset`] / [`LlmConfig`]: `gpt2-small`, `tinyllama-1.1b` and two tiny models for the

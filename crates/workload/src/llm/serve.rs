@@ -1,5 +1,5 @@
 //! The `serve-llm` step: the built-in LLM behind `coload_timing::run_llm_serve`'s continuous
-//! batcher (issue 24). Implements [`coload_timing::IterationStep`].
+//! batcher. Implements [`coload_timing::IterationStep`].
 //!
 //! The scheduler hands out its own slot ids (`0..max_batch`); this step keeps the running
 //! sequences *compact* in the model's cache slots `0..b`, so that a decode is the model's
