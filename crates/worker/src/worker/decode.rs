@@ -1,5 +1,5 @@
-//! The decode worker: its step built from the flags, warmed up with whole cycles,
-//! and its records tagged with their phase after the window.
+//! The decode worker: its step built from the flags, warmed up with whole cycles until the
+//! cycle time stops falling, and its records tagged with their phase after the window.
 //!
 //! The window runner records no phase (the window allocates nothing and writes nothing but the
 //! preallocated records). The step restarts its cycle right before the window, so batch `i`
@@ -7,7 +7,7 @@
 //! which phase each record was.
 
 use coload_cohort_schema::{BatchRecord, LlmConfig, Phase};
-use coload_timing::{DecodeCycle, IterationKind};
+use coload_timing::{DecodeCycle, IterationKind, SteadyRule};
 use coload_workload::{DecodeOptions, DecodeStep, LlmPreset, WorkloadError};
 
 use crate::args::WorkerArgs;
@@ -48,14 +48,23 @@ pub(super) fn llm_config(step: &DecodeStep) -> LlmConfig {
         precision: model.placement().precision,
         context_tokens: model.config().context,
         kv_cache_bytes: Some(model.cache_bytes()),
+        decode_read_bytes: step.decode_read_bytes(),
     }
 }
 
-/// Warmup iterations: `--warmup-batches` rounded up to whole cycles (a prefill and every decode
-/// position is then warm), none when none were asked for.
-pub(super) fn warmup_iterations(warmup_batches: u32, cycle: DecodeCycle) -> u32 {
-    let per_cycle = cycle.generate_tokens();
-    warmup_batches.div_ceil(per_cycle).saturating_mul(per_cycle)
+/// The progress line that says what a decode step must read.
+pub(super) fn describe_reads(bytes: u64) -> String {
+    format!(
+        "a decode step must read {:.1} MB (weights and the KV cache, mean over a cycle)",
+        bytes as f64 / 1e6
+    )
+}
+
+/// The warmup's rule: at least `--warmup-batches` rounded up to whole cycles (a prefill and
+/// every decode position is then warm), none when none were asked for, judged on whole cycles
+/// (a cycle's iterations differ by design: a prefill, then decode steps over a growing cache).
+pub(super) fn warmup_rule(warmup_batches: u32, cycle: DecodeCycle) -> SteadyRule {
+    SteadyRule::for_warmup(warmup_batches, cycle.generate_tokens())
 }
 
 /// Tags every record of a window that began at a cycle's start with its phase.
@@ -75,11 +84,16 @@ mod tests {
     #[test]
     fn warmup_covers_whole_cycles() {
         let cycle = DecodeCycle::new(8, 5, 64).unwrap();
-        assert_eq!(warmup_iterations(0, cycle), 0);
-        assert_eq!(warmup_iterations(1, cycle), 5);
-        assert_eq!(warmup_iterations(5, cycle), 5);
-        assert_eq!(warmup_iterations(20, cycle), 20);
-        assert_eq!(warmup_iterations(21, cycle), 25);
+        let min = |w| warmup_rule(w, cycle).min_batches();
+        assert_eq!(min(0), 0);
+        assert_eq!(min(1), 5);
+        assert_eq!(min(5), 5);
+        assert_eq!(min(20), 20);
+        assert_eq!(min(21), 25);
+        // It judges whole cycles, and stops on one's end.
+        let rule = warmup_rule(20, cycle);
+        assert_eq!(rule.block_batches, 5);
+        assert_eq!(rule.max_batches() % 5, 0);
     }
 
     #[test]
