@@ -377,6 +377,12 @@ mod tests {
         assert_eq!(t.gathered_param_count(), 32_000 * 2048);
         assert_eq!(t.kv_bytes_per_position(2), 22_528);
         assert_eq!(t.decode_weight_bytes(2), (1_100_048_384 - 65_536_000) * 2);
+        // At batch 8: 2,069,024,768 + 8 x 576 x 22,528 (103,809,024) = 2,172,833,792 bytes,
+        // what scripts/perf/decode_table.py counts for the 2026-12-02 run's records.
+        assert_eq!(
+            t.decode_cycle_read_bytes(2, 8, 512, 128),
+            Some(2_172_833_792)
+        );
     }
 
     #[test]
