@@ -836,11 +836,12 @@ fn refuse_silent_cpu_fallback() -> Result<(), WorkerError> {
 fn describe_stop(w: &WarmupReport) -> String {
     let medians = match (w.previous_median_ns, w.last_median_ns) {
         (Some(p), Some(l)) => format!(
-            " (median block of the last {} blocks {:.3} ms, of the {} before {:.3} ms; blocks of {} batches)",
-            w.window_blocks,
+            " (median block time {:.3} ms over the last {} blocks, {:.3} ms over the {} before; \
+             a block is {} batches)",
             l as f64 / 1e6,
             w.window_blocks,
             p as f64 / 1e6,
+            w.window_blocks,
             w.block_batches
         ),
         _ => String::new(),
