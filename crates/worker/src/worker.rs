@@ -460,6 +460,17 @@ impl Run {
         self.batches = buffer.records(clock);
         if let Some(cycle) = cycle {
             decode::tag_phases(&mut self.batches, cycle);
+            let read_bytes = self
+                .report
+                .config
+                .llm
+                .as_ref()
+                .and_then(|l| l.decode_read_bytes);
+            if let Some(line) =
+                read_bytes.and_then(|b| decode::describe_decode_steps(&self.batches, b))
+            {
+                progress.phase("window", &line);
+            }
         }
         let timing = self
             .report

@@ -67,6 +67,31 @@ pub(super) fn warmup_rule(warmup_batches: u32, cycle: DecodeCycle) -> SteadyRule
     SteadyRule::for_warmup(warmup_batches, cycle.generate_tokens())
 }
 
+/// The window's decode steps beside what they must read: the median decode step (nearest
+/// rank, as the summary's TPOT p50) and the read rate it implies, `read_bytes` over that
+/// median. Over a card's copy bandwidth the same bytes are the step's read floor, so the rate
+/// against that bandwidth is the floor against the step. `None` without a decode record.
+pub(super) fn describe_decode_steps(records: &[BatchRecord], read_bytes: u64) -> Option<String> {
+    let mut steps_ns: Vec<u64> = records
+        .iter()
+        .filter(|r| r.phase == Some(Phase::Decode))
+        .map(|r| r.end_unix_ns.saturating_sub(r.start_unix_ns))
+        .collect();
+    if steps_ns.is_empty() {
+        return None;
+    }
+    steps_ns.sort_unstable();
+    // Nearest rank: the ceil(n / 2)-th smallest.
+    let median_ns = steps_ns[steps_ns.len().div_ceil(2) - 1].max(1);
+    Some(format!(
+        "decode steps: median {:.3} ms over {}; each must read {:.1} MB, read at {:.1} GB/s",
+        median_ns as f64 / 1e6,
+        steps_ns.len(),
+        read_bytes as f64 / 1e6,
+        read_bytes as f64 / median_ns as f64
+    ))
+}
+
 /// Tags every record of a window that began at a cycle's start with its phase.
 pub(super) fn tag_phases(records: &mut [BatchRecord], cycle: DecodeCycle) {
     for r in records {
@@ -94,6 +119,34 @@ mod tests {
         let rule = warmup_rule(20, cycle);
         assert_eq!(rule.block_batches, 5);
         assert_eq!(rule.max_batches() % 5, 0);
+    }
+
+    #[test]
+    fn the_decode_line_takes_the_median_decode_step() {
+        let record = |index: u64, ms: u64, phase| BatchRecord {
+            index,
+            start_unix_ns: 0,
+            end_unix_ns: ms * 1_000_000,
+            samples: 4,
+            phase: Some(phase),
+            sequences: None,
+            kv_reserved_tokens: None,
+        };
+        // A slow prefill, then decode steps of 4, 1, 2 and 3 ms: the nearest-rank median of
+        // four is the second smallest, 2 ms; 500 MB in 2 ms is 250 GB/s.
+        let records = [
+            record(0, 90, Phase::Prefill),
+            record(1, 4, Phase::Decode),
+            record(2, 1, Phase::Decode),
+            record(3, 2, Phase::Decode),
+            record(4, 3, Phase::Decode),
+        ];
+        let line = describe_decode_steps(&records, 500_000_000).unwrap();
+        assert_eq!(
+            line,
+            "decode steps: median 2.000 ms over 4; each must read 500.0 MB, read at 250.0 GB/s"
+        );
+        assert_eq!(describe_decode_steps(&records[..1], 1), None);
     }
 
     #[test]
