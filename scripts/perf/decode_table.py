@@ -77,9 +77,17 @@ def pytorch_run(data, name):
 
 
 def floor_ms(report, bandwidth):
-    """The weight-and-cache read floor of one decode step, ms (see the module doc)."""
+    """The weight-and-cache read floor of one decode step, ms (see the module doc).
+
+    The bytes are the worker's own (`config.llm.decode_read_bytes`, from the Rust rule
+    `LlmConfig::decode_cycle_read_bytes`) where its worker.json records them; records written
+    before the worker did (the 2026-12-02 run) are counted here by the same rule, restated.
+    """
     config = report["config"]
     llm = config["llm"]
+    recorded = llm.get("decode_read_bytes")
+    if recorded is not None:
+        return recorded / bandwidth * 1e3
     weights = (config["parameter_count"] - GATHERED_ELEMENTS[llm["model"]]) * BYTES_PER_ELEMENT
     per_position = llm["kv_cache_bytes"] / (llm["batch_size"] * llm["context_tokens"])
     mean_positions = llm["prompt_tokens"] + llm["output_tokens"] / 2

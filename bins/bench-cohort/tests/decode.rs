@@ -5,7 +5,8 @@
 use std::process::Command;
 
 use coload_cohort_schema::{
-    CohortSummary, Phase, Precision, Workload, read_batches, read_document, read_worker_report,
+    CohortSummary, Phase, Precision, WarmupStop, Workload, read_batches, read_document,
+    read_worker_report,
 };
 
 mod common;
@@ -66,6 +67,33 @@ fn a_decode_cohort_on_the_cpu_records_phases_and_tokens() {
         // 2 layers x (keys + values) x 2 sequences x 64 positions x 64 wide x 4 bytes.
         assert_eq!(llm.kv_cache_bytes, Some(2 * 2 * 2 * 64 * 64 * 4));
         assert_eq!(report.config.parameter_count, Some(136_960));
+        // What a decode step must read, mean over a cycle: the weights but the position table,
+        // (136,960 - 64 x 64) x 4 = 531,456 bytes, and 2 sequences' keys and values over
+        // 16 + 3 positions on average at 2 layers x 2 x 64 x 4 = 1,024 bytes each = 38,912.
+        assert_eq!(llm.decode_read_bytes, Some(531_456 + 38_912));
+        // The warmup: one batch asked for is one whole cycle of 6; judging one cycle against
+        // the one before needs two, and it stops on a cycle's end, within 10 x 2 cycles.
+        let warmup = report
+            .runtime
+            .as_ref()
+            .and_then(|r| r.warmup)
+            .expect("runtime.warmup");
+        assert_eq!(
+            (
+                warmup.min_batches,
+                warmup.block_batches,
+                warmup.window_blocks
+            ),
+            (6, 6, 1)
+        );
+        assert!(
+            (12..=120).contains(&warmup.batches) && warmup.batches.is_multiple_of(6),
+            "{warmup:?}"
+        );
+        assert!(
+            warmup.stop != WarmupStop::NoneAsked && warmup.last_median_ns.is_some(),
+            "{warmup:?}"
+        );
         // The window began at a cycle's start: a prefill, then five decode steps, again.
         let batches = read_batches(&w.join("batches.jsonl")).unwrap();
         assert!(batches.len() >= 12, "only {} batches", batches.len());

@@ -855,6 +855,13 @@ pub struct LlmConfig {
     /// Bytes of the preallocated KV cache; `null` before the model was built.
     #[serde(default)]
     pub kv_cache_bytes: Option<u64>,
+    /// `decode` only: the bytes one decode step must read from device memory, averaged over a
+    /// cycle's decode steps (`coload_workload::DecodeReads`: every weight once but the tables
+    /// a step only gathers rows from, plus each sequence's keys and values up to its
+    /// position). Over a card's copy bandwidth it is the step's read floor. Absent for
+    /// `serve-llm` and in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_read_bytes: Option<u64>,
 }
 
 /// How a serve worker's requests arrive and are batched.

@@ -72,8 +72,8 @@ pub use summary::*;
 pub use telemetry::{Max, MeanMax, MinMean, TelemetrySample, TelemetrySummary};
 pub use worker::{
     BarrierTiming, DeviceInfo, DeviceKind, Failure, HostInfo, Identity, LlmServeWindowInfo,
-    MemoryInfo, MemorySource, RuntimeInfo, ServeWindowInfo, WindowInfo, WorkerReport,
-    WorkerWarning,
+    MemoryInfo, MemorySource, RuntimeInfo, ServeWindowInfo, WarmupReport, WarmupStop, WindowInfo,
+    WorkerReport, WorkerWarning,
 };
 
 /// The version of every document this crate writes and the newest it reads.

@@ -170,6 +170,67 @@ pub struct RuntimeInfo {
     pub mps_client: bool,
     /// Host threads libtorch used for intra-op work.
     pub torch_threads: Option<u32>,
+    /// How the warmup before the barrier went: how many batches it ran and why it stopped
+    /// (absent for a hog, for serve workers, and in records written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<WarmupReport>,
+}
+
+/// Why a warmup stopped (`coload_timing::SteadyWarmup` applies the rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarmupStop {
+    /// `--warmup-batches 0`: no warmup was asked for, and none ran.
+    NoneAsked,
+    /// The median block time of the last blocks no longer improved on the blocks before by
+    /// more than the rule's threshold: the step time stopped falling.
+    Steady,
+    /// The most batches the rule allows ran without the step time settling.
+    MaxBatches,
+    /// The longest time the rule allows passed without the step time settling.
+    MaxTime,
+}
+
+impl WarmupStop {
+    /// The word `worker.json` records.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WarmupStop::NoneAsked => "none_asked",
+            WarmupStop::Steady => "steady",
+            WarmupStop::MaxBatches => "max_batches",
+            WarmupStop::MaxTime => "max_time",
+        }
+    }
+}
+
+/// The warmup a worker ran before the barrier: at least `--warmup-batches` (rounded up to
+/// whole blocks), then on until the step time stopped falling, within a bound of batches and
+/// time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarmupReport {
+    /// Batches the warmup ran (decode: iterations, prefills and decode steps alike).
+    pub batches: u32,
+    /// The batches asked for (`--warmup-batches`, rounded up to whole blocks): the least it
+    /// runs.
+    pub min_batches: u32,
+    /// The most batches the rule allows.
+    pub max_batches: u32,
+    /// Batches per block: the rule compares block times (decode: one whole cycle, a prefill
+    /// and its decode steps; otherwise one batch).
+    pub block_batches: u32,
+    /// Blocks in each of the two medians the rule compares.
+    pub window_blocks: u32,
+    /// Why it stopped.
+    pub stop: WarmupStop,
+    /// Time the warmup took, nanoseconds.
+    pub elapsed_ns: u64,
+    /// The median block time of the next-to-last window at the stop, nanoseconds (absent when
+    /// fewer than two windows ran).
+    pub previous_median_ns: Option<u64>,
+    /// The median block time of the last window at the stop, nanoseconds (absent when fewer
+    /// than two windows ran).
+    pub last_median_ns: Option<u64>,
 }
 
 /// The barrier's timestamps for this worker.
@@ -354,4 +415,47 @@ pub struct ServeWindowInfo {
     pub batches_dispatched: u64,
     /// Offsets of an arrivals file that fell at or past the window's end (not served).
     pub offsets_beyond_window: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_warmup_round_trips_with_its_stop_words() {
+        for stop in [
+            WarmupStop::NoneAsked,
+            WarmupStop::Steady,
+            WarmupStop::MaxBatches,
+            WarmupStop::MaxTime,
+        ] {
+            let runtime = RuntimeInfo {
+                warmup: Some(WarmupReport {
+                    batches: 24,
+                    min_batches: 16,
+                    max_batches: 160,
+                    block_batches: 8,
+                    window_blocks: 1,
+                    stop,
+                    elapsed_ns: 3_448_187_508,
+                    previous_median_ns: Some(937_833_539),
+                    last_median_ns: None,
+                }),
+                ..RuntimeInfo::default()
+            };
+            let json = serde_json::to_string(&runtime).unwrap();
+            assert!(
+                json.contains(&format!("\"stop\":\"{}\"", stop.as_str())),
+                "{json}"
+            );
+            assert_eq!(serde_json::from_str::<RuntimeInfo>(&json).unwrap(), runtime);
+        }
+        // Older records have no warmup, and one without it writes none.
+        let old: RuntimeInfo = serde_json::from_str(
+            r#"{"inference_guard":null,"cudnn_benchmark":null,"mps_client":false,"torch_threads":null}"#,
+        )
+        .unwrap();
+        assert_eq!(old.warmup, None);
+        assert!(!serde_json::to_string(&old).unwrap().contains("warmup"));
+    }
 }

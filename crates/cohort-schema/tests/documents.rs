@@ -78,6 +78,7 @@ fn report() -> WorkerReport {
             cudnn_benchmark: Some(true),
             mps_client: false,
             torch_threads: Some(16),
+            warmup: None,
         }),
         barrier: Some(BarrierTiming {
             ready_unix_ns: Some(1_000),
@@ -463,6 +464,7 @@ fn a_decode_config_and_phased_lines_are_pinned_and_round_trip() {
             precision: coload_cohort_schema::Precision::Bf16,
             context_tokens: 1024,
             kv_cache_bytes: Some(301_989_888),
+            decode_read_bytes: None,
         }),
         ..WorkerConfig::article(Mode::Timeslice, Workload::Decode, 2)
     };

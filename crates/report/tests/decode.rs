@@ -30,6 +30,7 @@ fn write_decode_worker(dir: &Path) {
         precision: Precision::Fp32,
         context_tokens: 64,
         kv_cache_bytes: Some(1 << 20),
+        decode_read_bytes: None,
     });
     let mut lines = String::new();
     let mut t = START_NS;

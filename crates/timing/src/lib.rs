@@ -49,6 +49,7 @@ mod llm_serve;
 mod runner;
 mod serve;
 mod serve_clock;
+mod steady;
 mod step;
 
 pub use arrivals::{ArrivalKind, ArrivalSchedule, MAX_REQUESTS};
@@ -71,4 +72,8 @@ pub use serve::{
     ServeBuffer, ServeOutcome, ServePolicy, request_lines, run_serve, serve_batch_records,
 };
 pub use serve_clock::{MonotonicClock, SPIN_BEFORE_NS, ServeClock, SimulatedClock};
+pub use steady::{
+    IMPROVEMENT, MAX_FACTOR, MAX_TIME, MAX_WINDOW_BLOCKS, SteadyJudge, SteadyRule,
+    warmup_until_steady,
+};
 pub use step::{MockStep, Step};

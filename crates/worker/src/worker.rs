@@ -11,13 +11,13 @@ use std::time::Duration;
 use coload_barrier::{Barrier, BarrierError, BarrierOptions};
 use coload_cohort_schema::{
     BarrierTiming, BatchRecord, DeviceChoice, DeviceKind, Failure, FailureKind, GpmRecord,
-    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, Stage, Status, TelemetrySample, WindowInfo,
-    WorkerConfig, WorkerReport, Workload, exit, files, write_json_atomic,
+    ReadyRecord, RuntimeInfo, SCHEMA_VERSION, Stage, Status, TelemetrySample, WarmupReport,
+    WarmupStop, WindowInfo, WorkerConfig, WorkerReport, Workload, exit, files, write_json_atomic,
 };
 use coload_device::{
     ActivityOptions, MigTarget, NvmlSource, NvmlTarget, RealNvml, SharingFacts, TelemetrySampler,
 };
-use coload_timing::{BatchBuffer, Clock, run_window_cancellable, warmup_observed};
+use coload_timing::{BatchBuffer, Clock, SteadyRule, run_window_cancellable, warmup_until_steady};
 use coload_workload::{ModelStep, WorkloadError, WorkloadInfo, WorkloadOptions};
 
 use crate::args::WorkerArgs;
@@ -460,6 +460,17 @@ impl Run {
         self.batches = buffer.records(clock);
         if let Some(cycle) = cycle {
             decode::tag_phases(&mut self.batches, cycle);
+            let read_bytes = self
+                .report
+                .config
+                .llm
+                .as_ref()
+                .and_then(|l| l.decode_read_bytes);
+            if let Some(line) =
+                read_bytes.and_then(|b| decode::describe_decode_steps(&self.batches, b))
+            {
+                progress.phase("window", &line);
+            }
         }
         let timing = self
             .report
@@ -547,13 +558,18 @@ impl Run {
             self.report.config.parameter_count = Some(info.parameter_count);
             self.report.config.model_file.clone_from(&info.model_file);
         }
-        let mut total = f.warmup_batches;
+        // At least --warmup-batches, then on until the step time stops falling (bounded): a
+        // fixed count does not always reach steady state. A decode worker judges whole cycles.
+        let mut rule = SteadyRule::for_warmup(f.warmup_batches, 1);
         if let Some(d) = step.as_decode_mut() {
             let llm = decode::llm_config(d);
+            if let Some(bytes) = llm.decode_read_bytes {
+                progress.phase("warmup", &decode::describe_reads(bytes));
+            }
             // The precision the LLM computes in (bf16 on CUDA unless --precision says not).
             self.report.config.precision = llm.precision;
             self.report.config.llm = Some(llm);
-            total = decode::warmup_iterations(total, d.cycle());
+            rule = decode::warmup_rule(f.warmup_batches, d.cycle());
         }
         self.record_device(args, &info, build_start, clock, progress)?;
         if let Some(hog) = step.as_hog() {
@@ -565,9 +581,10 @@ impl Run {
                 BatchBuffer::with_capacity(BatchBuffer::capacity_for(f.window_s.get(), interval_s));
             return Ok((step, buffer));
         }
-        let stats = warmup_observed(&mut step, total, |done, d| {
+        let (min, max) = (rule.min_batches(), rule.max_batches());
+        let (stats, warmup) = warmup_until_steady(&mut step, rule, |done, d| {
             progress.live(&format!(
-                "warmup {done}/{total} ({:.1} ms)",
+                "warmup {done} (at least {min}, at most {max}; {:.1} ms)",
                 d.as_secs_f64() * 1e3
             ));
         })
@@ -575,13 +592,17 @@ impl Run {
         progress.phase(
             "warmup",
             &format!(
-                "done: {} batches in {:.2} s (median {:.2} ms, fastest {:.2} ms)",
+                "done: {} batches in {:.2} s (median {:.2} ms, fastest {:.2} ms); {}",
                 stats.batches,
                 stats.total.as_secs_f64(),
                 stats.median.as_secs_f64() * 1e3,
-                stats.fastest.as_secs_f64() * 1e3
+                stats.fastest.as_secs_f64() * 1e3,
+                describe_stop(&warmup)
             ),
         );
+        if let Some(runtime) = &mut self.report.runtime {
+            runtime.warmup = Some(warmup);
+        }
         let fastest_s = if stats.batches == 0 {
             // No warmup: size for a very fast step rather than guess low.
             1e-4
@@ -648,6 +669,8 @@ impl Run {
             cudnn_benchmark: Some(info.cudnn_benchmark),
             mps_client: facts.mps_client,
             torch_threads: Some(info.torch_threads),
+            // Filled in once the warmup has run (build_and_warm).
+            warmup: None,
         });
         // The MPS share the worker declared against what the runtime reported.
         let share = self.report.share.as_ref().map_or(Ok(Vec::new()), |s| {
@@ -658,7 +681,7 @@ impl Run {
         progress.phase(
             "warmup",
             &format!(
-                "model ready on {} in {built_s:.2} s; running {} warmup batches",
+                "model ready on {} in {built_s:.2} s; running at least {} warmup batches",
                 describe_device(&self.report),
                 f.warmup_batches
             ),
@@ -818,6 +841,29 @@ fn refuse_silent_cpu_fallback() -> Result<(), WorkerError> {
         gpus,
         visible: std::env::var("CUDA_VISIBLE_DEVICES").unwrap_or_else(|_| "unset".to_owned()),
     })
+}
+
+/// Why the warmup stopped, for the progress line.
+fn describe_stop(w: &WarmupReport) -> String {
+    let medians = match (w.previous_median_ns, w.last_median_ns) {
+        (Some(p), Some(l)) => format!(
+            " (median block time {:.3} ms over the last {} blocks, {:.3} ms over the {} before; \
+             a block is {} batches)",
+            l as f64 / 1e6,
+            w.window_blocks,
+            p as f64 / 1e6,
+            w.window_blocks,
+            w.block_batches
+        ),
+        _ => String::new(),
+    };
+    let why = match w.stop {
+        WarmupStop::NoneAsked => "no warmup asked for",
+        WarmupStop::Steady => "stopped: the step time stopped falling",
+        WarmupStop::MaxBatches => "stopped at its most batches, still falling",
+        WarmupStop::MaxTime => "stopped at its time bound, still falling",
+    };
+    format!("{why}{medians}")
 }
 
 fn describe_device(report: &WorkerReport) -> String {

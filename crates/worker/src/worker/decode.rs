@@ -1,5 +1,5 @@
-//! The decode worker: its step built from the flags, warmed up with whole cycles,
-//! and its records tagged with their phase after the window.
+//! The decode worker: its step built from the flags, warmed up with whole cycles until the
+//! cycle time stops falling, and its records tagged with their phase after the window.
 //!
 //! The window runner records no phase (the window allocates nothing and writes nothing but the
 //! preallocated records). The step restarts its cycle right before the window, so batch `i`
@@ -7,7 +7,7 @@
 //! which phase each record was.
 
 use coload_cohort_schema::{BatchRecord, LlmConfig, Phase};
-use coload_timing::{DecodeCycle, IterationKind};
+use coload_timing::{DecodeCycle, IterationKind, SteadyRule};
 use coload_workload::{DecodeOptions, DecodeStep, LlmPreset, WorkloadError};
 
 use crate::args::WorkerArgs;
@@ -48,14 +48,48 @@ pub(super) fn llm_config(step: &DecodeStep) -> LlmConfig {
         precision: model.placement().precision,
         context_tokens: model.config().context,
         kv_cache_bytes: Some(model.cache_bytes()),
+        decode_read_bytes: step.decode_read_bytes(),
     }
 }
 
-/// Warmup iterations: `--warmup-batches` rounded up to whole cycles (a prefill and every decode
-/// position is then warm), none when none were asked for.
-pub(super) fn warmup_iterations(warmup_batches: u32, cycle: DecodeCycle) -> u32 {
-    let per_cycle = cycle.generate_tokens();
-    warmup_batches.div_ceil(per_cycle).saturating_mul(per_cycle)
+/// The progress line that says what a decode step must read.
+pub(super) fn describe_reads(bytes: u64) -> String {
+    format!(
+        "a decode step must read {:.1} MB (weights and the KV cache, mean over a cycle)",
+        bytes as f64 / 1e6
+    )
+}
+
+/// The warmup's rule: at least `--warmup-batches` rounded up to whole cycles (a prefill and
+/// every decode position is then warm), none when none were asked for, judged on whole cycles
+/// (a cycle's iterations differ by design: a prefill, then decode steps over a growing cache).
+pub(super) fn warmup_rule(warmup_batches: u32, cycle: DecodeCycle) -> SteadyRule {
+    SteadyRule::for_warmup(warmup_batches, cycle.generate_tokens())
+}
+
+/// The window's decode steps beside what they must read: the median decode step (nearest
+/// rank, as the summary's TPOT p50) and the read rate it implies, `read_bytes` over that
+/// median. Over a card's copy bandwidth the same bytes are the step's read floor, so the rate
+/// against that bandwidth is the floor against the step. `None` without a decode record.
+pub(super) fn describe_decode_steps(records: &[BatchRecord], read_bytes: u64) -> Option<String> {
+    let mut steps_ns: Vec<u64> = records
+        .iter()
+        .filter(|r| r.phase == Some(Phase::Decode))
+        .map(|r| r.end_unix_ns.saturating_sub(r.start_unix_ns))
+        .collect();
+    if steps_ns.is_empty() {
+        return None;
+    }
+    steps_ns.sort_unstable();
+    // Nearest rank: the ceil(n / 2)-th smallest.
+    let median_ns = steps_ns[steps_ns.len().div_ceil(2) - 1].max(1);
+    Some(format!(
+        "decode steps: median {:.3} ms over {}; each must read {:.1} MB, read at {:.1} GB/s",
+        median_ns as f64 / 1e6,
+        steps_ns.len(),
+        read_bytes as f64 / 1e6,
+        read_bytes as f64 / median_ns as f64
+    ))
 }
 
 /// Tags every record of a window that began at a cycle's start with its phase.
@@ -75,11 +109,44 @@ mod tests {
     #[test]
     fn warmup_covers_whole_cycles() {
         let cycle = DecodeCycle::new(8, 5, 64).unwrap();
-        assert_eq!(warmup_iterations(0, cycle), 0);
-        assert_eq!(warmup_iterations(1, cycle), 5);
-        assert_eq!(warmup_iterations(5, cycle), 5);
-        assert_eq!(warmup_iterations(20, cycle), 20);
-        assert_eq!(warmup_iterations(21, cycle), 25);
+        let min = |w| warmup_rule(w, cycle).min_batches();
+        assert_eq!(min(0), 0);
+        assert_eq!(min(1), 5);
+        assert_eq!(min(5), 5);
+        assert_eq!(min(20), 20);
+        assert_eq!(min(21), 25);
+        // It judges whole cycles, and stops on one's end.
+        let rule = warmup_rule(20, cycle);
+        assert_eq!(rule.block_batches, 5);
+        assert_eq!(rule.max_batches() % 5, 0);
+    }
+
+    #[test]
+    fn the_decode_line_takes_the_median_decode_step() {
+        let record = |index: u64, ms: u64, phase| BatchRecord {
+            index,
+            start_unix_ns: 0,
+            end_unix_ns: ms * 1_000_000,
+            samples: 4,
+            phase: Some(phase),
+            sequences: None,
+            kv_reserved_tokens: None,
+        };
+        // A slow prefill, then decode steps of 4, 1, 2 and 3 ms: the nearest-rank median of
+        // four is the second smallest, 2 ms; 500 MB in 2 ms is 250 GB/s.
+        let records = [
+            record(0, 90, Phase::Prefill),
+            record(1, 4, Phase::Decode),
+            record(2, 1, Phase::Decode),
+            record(3, 2, Phase::Decode),
+            record(4, 3, Phase::Decode),
+        ];
+        let line = describe_decode_steps(&records, 500_000_000).unwrap();
+        assert_eq!(
+            line,
+            "decode steps: median 2.000 ms over 4; each must read 500.0 MB, read at 250.0 GB/s"
+        );
+        assert_eq!(describe_decode_steps(&records[..1], 1), None);
     }
 
     #[test]

@@ -227,6 +227,7 @@ impl Run {
             precision,
             context_tokens: llm.config().context,
             kv_cache_bytes: Some(llm.cache_bytes()),
+            decode_read_bytes: None,
         });
         self.record_device(args, &info, build_start, clock, progress)?;
         let decodes = warmup_decodes(f.warmup_batches, plan);

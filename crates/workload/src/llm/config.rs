@@ -273,9 +273,137 @@ impl LlmConfig {
     }
 }
 
+/// What one decode step must read from device memory (its read floor's numerator).
+///
+/// A decode step of a batch reads every weight once, except the tables it only gathers a row
+/// from per sequence (the untied token embedding of a Llama, the learned position table of a
+/// GPT-2; a GPT-2's token embedding is also its output head, read whole), and each sequence's
+/// cached keys and values up to the step's position (every layer, keys and values, all KV
+/// heads). Activations are left out: at decode they are a few rows per sequence. Over a card's
+/// copy bandwidth (bytes read plus written per second, as a device-to-device copy measures
+/// it) this is the time no implementation of the step can beat: the step's *read floor*. A
+/// CUDA-graph step that attends over the whole cache under a mask reads more; the floor counts
+/// what the step needs, and the measured time shows the rest.
+impl LlmConfig {
+    /// Elements of the tables a decode step only gathers rows from: a GPT-2's position table,
+    /// an untied token embedding.
+    #[must_use]
+    pub fn gathered_param_count(&self) -> u64 {
+        let h = u64::from(self.hidden);
+        let positions = match self.architecture {
+            LlmArchitecture::Gpt2 => u64::from(self.context) * h,
+            LlmArchitecture::Llama => 0,
+        };
+        let token_table = if self.tied_embeddings {
+            0
+        } else {
+            u64::from(self.vocab) * h
+        };
+        positions + token_table
+    }
+
+    /// Bytes of the weights one decode step reads: every parameter but the gathered tables.
+    #[must_use]
+    pub fn decode_weight_bytes(&self, bytes_per_element: u64) -> u64 {
+        (self.param_count() - self.gathered_param_count()).saturating_mul(bytes_per_element)
+    }
+
+    /// Bytes of one sequence's cached keys and values at one position (all layers).
+    #[must_use]
+    pub fn kv_bytes_per_position(&self, bytes_per_element: u64) -> u64 {
+        2 * u64::from(self.layers) * u64::from(self.kv_width()) * bytes_per_element
+    }
+
+    /// Bytes one decode step of `batch` sequences reads when each attends over `keys` cached
+    /// positions (its own new one included).
+    #[must_use]
+    pub fn decode_step_read_bytes(&self, bytes_per_element: u64, batch: u32, keys: u32) -> u64 {
+        let cache = u64::from(batch)
+            .saturating_mul(u64::from(keys))
+            .saturating_mul(self.kv_bytes_per_position(bytes_per_element));
+        self.decode_weight_bytes(bytes_per_element)
+            .saturating_add(cache)
+    }
+
+    /// Bytes a decode step reads on average over one closed-loop cycle of `batch` sequences:
+    /// a prefill of `prompt` tokens yields the first of `output` tokens, then decode step `t`
+    /// (`t` = 1 .. `output` - 1) attends over `prompt + t` positions, `prompt + output / 2` on
+    /// average (rounded to the nearest byte). `None` when the cycle has no decode step
+    /// (`output` below 2).
+    #[must_use]
+    pub fn decode_cycle_read_bytes(
+        &self,
+        bytes_per_element: u64,
+        batch: u32,
+        prompt: u32,
+        output: u32,
+    ) -> Option<u64> {
+        let steps = u64::from(output.checked_sub(1).filter(|&s| s > 0)?);
+        // Twice the mean position, so that an odd output's half position stays exact.
+        let twice_mean_keys = 2 * u64::from(prompt) + steps + 1;
+        let cache_twice = u64::from(batch)
+            .saturating_mul(twice_mean_keys)
+            .saturating_mul(self.kv_bytes_per_position(bytes_per_element));
+        Some(
+            self.decode_weight_bytes(bytes_per_element)
+                .saturating_add(cache_twice.div_ceil(2)),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpt2_small_at_batch_8_reads_what_the_hand_count_says() {
+        // GPT-2 small in bf16 (2 bytes), batch 8, prompt 512, 128 generated per cycle.
+        // Weights: 124,439,808 parameters less the position table (1024 x 768 = 786,432; the
+        // token embedding is the tied output head and is read whole) = 123,653,376 elements,
+        // x 2 = 247,306,752 bytes.
+        // Keys and values per sequence and position: 12 layers x 2 x 768 x 2 = 36,864 bytes.
+        // Decode steps attend over 513 .. 639 positions, 576 on average:
+        // 8 x 576 x 36,864 = 169,869,312 bytes.
+        // Mean per decode step: 247,306,752 + 169,869,312 = 417,176,064 bytes.
+        let c = LlmPreset::Gpt2Small.config();
+        assert_eq!(c.decode_weight_bytes(2), 247_306_752);
+        assert_eq!(c.kv_bytes_per_position(2), 36_864);
+        assert_eq!(c.decode_cycle_read_bytes(2, 8, 512, 128), Some(417_176_064));
+        // The first decode step: 8 x 513 x 36,864 = 151,289,856 of cache.
+        assert_eq!(c.decode_step_read_bytes(2, 8, 513), 398_596_608);
+        // TinyLlama: the untied token embedding (32000 x 2048) is gathered, the head read
+        // whole; 22 layers x 2 x 4 KV heads x 64 x 2 bytes = 22,528 bytes a position.
+        let t = LlmPreset::TinyLlama1_1b.config();
+        assert_eq!(t.gathered_param_count(), 32_000 * 2048);
+        assert_eq!(t.kv_bytes_per_position(2), 22_528);
+        assert_eq!(t.decode_weight_bytes(2), (1_100_048_384 - 65_536_000) * 2);
+        // At batch 8: 2,069,024,768 + 8 x 576 x 22,528 (103,809,024) = 2,172,833,792 bytes,
+        // what scripts/perf/decode_table.py counts for the 2026-12-02 run's records.
+        assert_eq!(
+            t.decode_cycle_read_bytes(2, 8, 512, 128),
+            Some(2_172_833_792)
+        );
+    }
+
+    #[test]
+    fn a_cycles_mean_is_the_mean_of_its_decode_steps() {
+        let c = LlmPreset::LlamaTiny.config();
+        for (batch, prompt, output) in [(1, 8, 2), (4, 16, 5), (3, 7, 6)] {
+            let sum: u64 = (1..output)
+                .map(|t| c.decode_step_read_bytes(4, batch, prompt + t))
+                .sum();
+            let steps = u64::from(output - 1);
+            let mean = (sum + steps / 2) / steps;
+            assert_eq!(
+                c.decode_cycle_read_bytes(4, batch, prompt, output),
+                Some(mean),
+                "batch {batch}, prompt {prompt}, output {output}"
+            );
+        }
+        // No decode step, no mean.
+        assert_eq!(c.decode_cycle_read_bytes(4, 8, 16, 1), None);
+        assert_eq!(c.decode_cycle_read_bytes(4, 8, 16, 0), None);
+    }
 
     #[test]
     fn the_published_configurations_have_their_published_counts() {

@@ -205,6 +205,20 @@ impl DecodeStep {
         self.cycle
     }
 
+    /// The bytes a decode step of this cycle must read, on average over the cycle's decode
+    /// steps ([`crate::LlmConfig::decode_cycle_read_bytes`] in the model's precision); `None`
+    /// when a cycle has no decode step.
+    #[must_use]
+    pub fn decode_read_bytes(&self) -> Option<u64> {
+        let o = &self.options;
+        self.model.config().decode_cycle_read_bytes(
+            self.model.placement().bytes_per_element(),
+            o.batch_size,
+            o.prompt_tokens,
+            o.generate_tokens,
+        )
+    }
+
     /// The model.
     #[must_use]
     pub fn model(&self) -> &LlmModel {

@@ -64,6 +64,12 @@ impl LlmPlacement {
         LlmPlacement { device, precision }
     }
 
+    /// Bytes of one element of the weights and the cache (4 for fp32, 2 for bf16).
+    #[must_use]
+    pub fn bytes_per_element(self) -> u64 {
+        self.kind().elt_size_in_bytes() as u64
+    }
+
     fn kind(self) -> Kind {
         match self.precision {
             Precision::Fp32 => Kind::Float,
