@@ -1,4 +1,4 @@
-//! Issue 24: a `decode` cohort on the CPU end to end, through the real bench-worker with the
+//! A `decode` cohort on the CPU end to end, through the real bench-worker with the
 //! tiny GPT-2 preset: the mix parser takes `decode`, the LLM flags reach every worker, each
 //! record carries its phase, and the summary has each worker's tokens/s and TPOT.
 

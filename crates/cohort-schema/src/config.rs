@@ -153,12 +153,12 @@ pub enum Workload {
     /// Takes device memory up to `--hog-bytes` (or until CUDA refuses) and holds it through the
     /// window; no samples. Shows whether a sharing mode keeps one tenant's memory from the others.
     Hog,
-    /// A built-in decoder-only LLM in a closed loop (issue 24): a batch of sequences prefills
+    /// A built-in decoder-only LLM in a closed loop: a batch of sequences prefills
     /// its prompt, then generates one token per step with the KV cache, then starts again. Each
     /// prefill and each decode step is one record; samples are generated tokens.
     Decode,
     /// A built-in decoder-only LLM serving open-loop requests with continuous (iteration-level)
-    /// batching (issue 24): each iteration, prefill or decode, is one record (samples are the
+    /// batching: each iteration, prefill or decode, is one record (samples are the
     /// tokens it generated), and each request is one line of `llm_requests.jsonl` (TTFT, TPOT).
     #[serde(rename = "serve-llm")]
     ServeLlm,
@@ -755,12 +755,12 @@ pub struct WorkerConfig {
     /// `workload`, it belongs to the worker and is not compared across the cohort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve: Option<ServeConfig>,
-    /// An LLM worker's model, batch and token counts (issue 24); absent for other workloads.
+    /// An LLM worker's model, batch and token counts; absent for other workloads.
     /// It belongs to the worker, like `serve`, and is not compared across the cohort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub llm: Option<LlmConfig>,
     /// A `serve-llm` worker's arrivals, token counts, continuous-batching limits and objectives
-    /// (issue 24); absent for other workloads. The worker's own, like `serve`.
+    ///; absent for other workloads. The worker's own, like `serve`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve_llm: Option<ServeLlmConfig>,
     /// `timeslice` / `mig-timeslice`: the time-slice interval the cohort declared
@@ -807,7 +807,7 @@ pub struct ServeLlmConfig {
     /// shortest where `lengths` is not `fixed`.
     pub output_tokens: u32,
     /// How each request's lengths were set ([`LLM_LENGTHS_FIXED`], [`LLM_LENGTHS_UNIFORM`] or
-    /// [`LLM_LENGTHS_FILE`]); absent in files written before issue 24's lengths: `fixed`.
+    /// [`LLM_LENGTHS_FILE`]); absent in files written before the request lengths: `fixed`.
     #[serde(default = "fixed_lengths")]
     pub lengths: String,
     /// The longest prompt, tokens: `uniform`, the draw's upper end (`--prompt-tokens-max`);
@@ -1048,7 +1048,7 @@ impl WorkerConfig {
         );
         let mut model_checked = false;
         // A hog runs no model: its `model` and `parameter_count` say nothing to compare. An LLM
-        // worker and a vision worker run models of different kinds (issue 24): the LLM's name,
+        // worker and a vision worker run models of different kinds: the LLM's name,
         // size and precision follow from its own flags and device, not from the vision model's.
         let llm_and_vision = self.workload.is_llm() != reference.workload.is_llm();
         let hog = self.workload == Workload::Hog || reference.workload == Workload::Hog;
@@ -1312,7 +1312,7 @@ mod tests {
         assert_eq!(fields, ["model"]);
     }
 
-    /// A graph-captured LLM endpoint beside eager trainers (issue 24): one execution per
+    /// A graph-captured LLM endpoint beside eager trainers: one execution per
     /// workload, identical in every worker, each worker running its own workload's entry.
     #[test]
     fn a_per_workload_execution_lets_workloads_differ_only_as_declared() {
@@ -1448,7 +1448,7 @@ mod tests {
         assert_eq!(old.execution, Execution::Eager);
     }
 
-    /// A `config.serve_llm` written before the request lengths (issue 24) reads as fixed
+    /// A `config.serve_llm` written before the request lengths reads as fixed
     /// lengths; the new fields round-trip.
     #[test]
     fn serve_llm_configs_without_lengths_read_as_fixed() {

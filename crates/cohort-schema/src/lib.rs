@@ -97,7 +97,7 @@ pub mod files {
     /// then the requests never dispatched.
     pub const REQUESTS: &str = "requests.jsonl";
     /// A `serve-llm` worker's requests: one JSON line per request, in arrival order, with its
-    /// admission and every output token's completion (issue 24).
+    /// admission and every output token's completion.
     pub const LLM_REQUESTS: &str = "llm_requests.jsonl";
     /// A failed cohort's [`crate::CohortFailure`], beside its worker folders.
     pub const COHORT_FAILURE: &str = "failure.json";

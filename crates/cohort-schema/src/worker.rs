@@ -363,12 +363,12 @@ pub struct WorkerReport {
     /// A serve worker's request counts (absent for other workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve: Option<ServeWindowInfo>,
-    /// A `serve-llm` worker's request, token and iteration counts (issue 24; absent for other
+    /// A `serve-llm` worker's request, token and iteration counts (absent for other
     /// workloads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serve_llm: Option<LlmServeWindowInfo>,
     /// The build of coload that ran this worker, as `bench-worker --version` prints it on one
-    /// line: `0.1.0 (git 0123456789ab, libtorch 2.11.0+cu130)` (issue 23's provenance; absent
+    /// line: `0.1.0 (git 0123456789ab, libtorch 2.11.0+cu130)` (absent
     /// in records written before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coload: Option<String>,

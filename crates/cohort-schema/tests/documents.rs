@@ -202,7 +202,7 @@ fn energy_report() -> EnergyReport {
     }
 }
 
-/// A hog worker under plugin-style MPS (issue 12): the share it declared and what it saw.
+/// A hog worker under plugin-style MPS: the share it declared and what it saw.
 fn hog_report() -> WorkerReport {
     let mut r = report();
     r.status = Status::Complete;
@@ -270,7 +270,7 @@ fn share_and_hog_records_are_pinned_and_round_trip() {
         hog: r.hog.clone().unwrap(),
     };
     round_trip(&marker);
-    // A document written before issue 12 has neither section and still reads.
+    // A document written before the share and hog sections has neither and still reads.
     let mut old = serde_json::to_value(report()).unwrap();
     let fields = old.as_object_mut().unwrap();
     assert!(!fields.contains_key("share") && !fields.contains_key("hog"));
@@ -372,7 +372,7 @@ fn lines_are_pinned_and_round_trip() {
 
 #[test]
 fn documents_from_before_gpm_and_energy_still_read() {
-    // A worker.json and a telemetry line as written before issue 15: no gpm, no energy.
+    // A worker.json and a telemetry line as written before GPM and energy: no gpm, no energy.
     let mut old = serde_json::to_value(report()).unwrap();
     let map = old.as_object_mut().unwrap();
     map.remove("gpm");
@@ -447,7 +447,7 @@ fn a_torchscript_config_is_pinned_and_round_trips() {
     assert_eq!(back, config);
 }
 
-/// Issue 24: a decode worker's `config.llm` and its records' `phase` are pinned; a line
+/// A decode worker's `config.llm` and its records' `phase` are pinned; a line
 /// without `phase` (every other workload's, and every document written before) reads as none.
 #[test]
 fn a_decode_config_and_phased_lines_are_pinned_and_round_trip() {

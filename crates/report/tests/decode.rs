@@ -1,4 +1,4 @@
-//! Issue 24: a decode worker's tokens/s, prefill latency and time per output token, worked out
+//! A decode worker's tokens/s, prefill latency and time per output token, worked out
 //! by hand from a synthetic cohort built on the `solo-infer` fixture's report.
 
 use std::fmt::Write as _;

@@ -10,12 +10,12 @@
 //! - [`run_window`] sleeps until the scheduled instant, runs steps until the window ends and
 //!   records each batch into a [`BatchBuffer`] preallocated before the start. Between the start
 //!   and the end it performs no I/O, logging, locking or allocation.
-//! - [`run_serve`] is the serve window (issue 13): requests arrive open-loop at the instants of an
+//! - [`run_serve`] is the serve window: requests arrive open-loop at the instants of an
 //!   [`ArrivalSchedule`] made before the window, a dynamic batcher ([`ServePolicy`]) groups them
 //!   into padded batches for a [`BatchStep`], and each request's latency runs from its
 //!   *scheduled* arrival. It runs on a [`ServeClock`]: the real [`MonotonicClock`], or a
 //!   [`SimulatedClock`] that makes queueing tests exact and fast ([`MockBatchStep`] advances it).
-//! - [`run_llm_serve`] is the LLM serve window (issue 24): requests with a prompt and an output
+//! - [`run_llm_serve`] is the LLM serve window: requests with a prompt and an output
 //!   length arrive open-loop, a continuous (iteration-level) batcher admits them under a
 //!   KV-cache token budget ([`LlmServePolicy`]) and runs prefill and decode iterations through an
 //!   [`IterationStep`]; TTFT, TPOT and inter-token latencies run from the scheduled arrival.

@@ -1,4 +1,4 @@
-//! The closed-loop `decode` step: the LLM analogue of `infer` (issue 24).
+//! The closed-loop `decode` step: the LLM analogue of `infer`.
 //!
 //! A batch of B sequences prefills a fixed random prompt of P tokens, then generates greedily
 //! (argmax, on the device) one token per step with the KV cache until each sequence has G
