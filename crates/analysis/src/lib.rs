@@ -43,7 +43,6 @@
 //! ```
 
 mod activity;
-pub mod capacity;
 mod colocation;
 mod compare;
 mod error;

@@ -1,5 +1,5 @@
 //! `--find-capacity`: one full cohort per probe rate, bracketing then bisecting
-//! (`coload_analysis::capacity`), every probe kept in `capacity.json`.
+//! (`crate::search`), every probe kept in `capacity.json`.
 //!
 //! A probe passes when every serve worker meets `--slo-ms` (its SLO verdict) and every
 //! `serve-llm` worker its TTFT and TPOT objectives at once (the TTFT and the TPOT at
@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use coload_analysis::capacity::{CapacitySearch, StopReason, find_capacity};
+use crate::search::{CapacitySearch, StopReason, find_capacity};
 use coload_cohort_schema::{
     CapacityProbe, CapacityProbeLlmWorker, CapacityProbeWorker, CapacityReport, CohortSummary,
     SCHEMA_VERSION, Workload, exit, read_document, write_json_atomic,

@@ -7,7 +7,7 @@
 //! mode is `mps`, a watch that stops every worker when one fails (no orphans), and the summary.
 //! A cohort that fails leaves a typed [`coload_cohort_schema::CohortFailure`] in `failure.json`
 //! beside its workers, so that nobody parses a log to learn why. `--find-capacity` runs the
-//! capacity search ([`coload_analysis::capacity`]), one cohort per probe.
+//! capacity search ([`search`]), one cohort per probe.
 //!
 //! What a launcher says goes through a [`Console`] (progress for people, the summary as the
 //! result), and Ctrl-C is the caller's: it passes the flag its handler sets. The binary
@@ -41,6 +41,7 @@ mod error;
 mod launch;
 mod mps;
 mod parent;
+pub mod search;
 mod serve;
 mod share;
 

@@ -95,7 +95,7 @@ pub(crate) fn most_probes(job: &Job) -> u32 {
 
 /// The fewest probes a search can take: straight down to its lowest rate (every probe fails),
 /// straight up to its highest (every probe passes), or a bracket bisected to the tolerance,
-/// whichever is fewest, within its budget. The search ([`coload_analysis::capacity`]) halves or
+/// whichever is fewest, within its budget. The search ([`coload_launch::search`]) halves or
 /// doubles the rate while bracketing and then halves the bracket's logarithm.
 pub(crate) fn fewest_probes(job: &Job) -> u32 {
     let most = most_probes(job);
