@@ -8,6 +8,12 @@
 //!
 //! Prints the bytes (mean over a cycle's decode steps) on one line.
 
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "a command-line program prints its answer"
+)]
+
 use std::process::ExitCode;
 use std::str::FromStr;
 
