@@ -166,15 +166,11 @@ fn rate(v: f64) -> String {
     }
 }
 
-/// A capacity bracket in words: `800 to 1,130`, `at least 16,000`, `below 50`.
+/// A capacity bracket in words, by the one rule every page uses
+/// ([`crate::figures::capacity_words`]): `800 to 1,100`, `at least 16,000`, `below 50`.
 #[must_use]
 pub fn bracket_words(passed: Option<f64>, failed: Option<f64>) -> String {
-    match (passed, failed) {
-        (Some(p), Some(f)) => format!("{} to {}", rate(p), rate(f)),
-        (Some(p), None) => format!("at least {}", rate(p)),
-        (None, Some(f)) => format!("below {}", rate(f)),
-        (None, None) => "unknown".to_owned(),
-    }
+    crate::figures::capacity_words(passed, failed)
 }
 
 /// A ratio with its interval: `1.80x [1.62 to 2.00]`, or `1.80x (no interval)`.
@@ -760,7 +756,7 @@ mod tests {
         assert!(
             serve
                 .get
-                .starts_with("800 to 1,130 requests/s at p99 <= 10 ms"),
+                .starts_with("800 to 1,100 requests/s at p99 <= 10 ms"),
             "{}",
             serve.get
         );

@@ -47,6 +47,7 @@ mod colocation;
 mod compare;
 mod error;
 pub mod fidelity;
+pub mod figures;
 pub mod frontier;
 pub mod histogram;
 mod inputs;

@@ -141,40 +141,8 @@ impl CapacityRow {
     /// rate allowed failed, or no probe passed), `unknown` (no probe completed).
     #[must_use]
     pub fn capacity_words(&self) -> String {
-        use svg::rate;
-        match (self.capacity_per_s, self.failed_above_per_s) {
-            (Some(c), Some(f)) => {
-                let digits = bracket_digits(c, f);
-                format!(
-                    "{} to {}",
-                    svg::thousands(round_sig(c, digits)),
-                    svg::thousands(round_sig(f, digits))
-                )
-            }
-            (Some(c), None) => format!("at least {}", rate(c)),
-            (None, Some(f)) => format!("below {}", rate(f)),
-            (None, None) => "unknown".to_owned(),
-        }
+        coload_analysis::figures::capacity_words(self.capacity_per_s, self.failed_above_per_s)
     }
-}
-
-/// Significant figures a bracket `[lo, hi)` resolves: enough to tell its ends apart and no
-/// more (`[848.5, 1009)`: 2; `[1000, 1100)`: 2; `[100, 101)`: 3), at least 1.
-fn bracket_digits(lo: f64, hi: f64) -> i32 {
-    let width = (hi - lo).abs();
-    if width <= 0.0 || !lo.is_finite() || !hi.is_finite() || lo <= 0.0 {
-        return 3;
-    }
-    ((lo / width).log10().ceil() as i32 + 1).clamp(1, 6)
-}
-
-/// `v` rounded to `digits` significant figures (`round_sig(848.5, 2)` = 850).
-fn round_sig(v: f64, digits: i32) -> f64 {
-    if v == 0.0 || !v.is_finite() {
-        return v;
-    }
-    let scale = 10f64.powi(digits - 1 - v.abs().log10().floor() as i32);
-    (v * scale).round() / scale
 }
 
 /// A quantile as a percentile's name: `p99`, `p99.9`, `p50`.

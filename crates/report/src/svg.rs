@@ -104,13 +104,7 @@ pub(crate) fn num(v: f64) -> String {
 /// to one decimal (`848.5`), never rounded to a whole number the way [`num`] rounds figures
 /// above 100 (a capacity of 848.5 requests/s is not 849).
 pub(crate) fn rate(v: f64) -> String {
-    let r = (v * 10.0).round() / 10.0;
-    if (r - r.round()).abs() < 1e-9 {
-        thousands(r)
-    } else {
-        let tenth = ((r.abs() - r.abs().trunc()) * 10.0).round() as u8;
-        format!("{}.{tenth}", thousands(r.trunc()))
-    }
+    coload_analysis::figures::tenths(v)
 }
 
 /// A tick label: whole numbers without decimals (`30`, `6,000`), others as [`num`] writes them.
@@ -124,16 +118,7 @@ pub(crate) fn tick(v: f64) -> String {
 
 /// `12,345` (rounded to a whole number).
 pub(crate) fn thousands(v: f64) -> String {
-    let n = v.round() as i64;
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 { format!("-{out}") } else { out }
+    coload_analysis::figures::thousands(v)
 }
 
 /// An SVG document being written.
