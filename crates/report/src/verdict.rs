@@ -135,6 +135,9 @@ pub(crate) struct Cell {
     pub(crate) aggregate_ci: Option<(f64, f64)>,
     /// Mean samples per device joule of the group, where every cohort recorded energy.
     pub(crate) samples_per_joule: Option<f64>,
+    /// The solo runs' samples per device joule on the cell's own card (the mean over its
+    /// baseline block), where every cohort of the cell ran on one card with such a block.
+    pub(crate) solo_samples_per_joule: Option<f64>,
     /// A serve group at a fixed rate: `p99_ms` is the request latency, and this its
     /// objective's attainment.
     pub(crate) request: Option<RequestCell>,
@@ -328,9 +331,19 @@ pub(crate) fn verdict(c: &Comparison, ctx: &ReportContext) -> Verdict {
                     (s.mean, s.stddev, s.n),
                 )
             });
+            let solo_samples_per_joule = block.and_then(|b| {
+                let j: Vec<Option<f64>> = c
+                    .cohorts
+                    .iter()
+                    .filter(|k| b.experiments.contains(&k.experiment))
+                    .map(|k| k.groups.get(&b.workload)?.samples_per_device_joule)
+                    .collect();
+                mean_opt(&j)
+            });
             Cell {
                 cohorts: v.len(),
                 rate_vs_solo_ci,
+                solo_samples_per_joule,
                 rate: mean(&v.iter().map(|p| p.rate).collect::<Vec<_>>()),
                 rate_vs_solo: mean_opt(&v.iter().map(|p| p.rate_vs_solo).collect::<Vec<_>>()),
                 p99_ms,
@@ -1150,10 +1163,17 @@ fn energy(v: &Verdict, _ctx: &ReportContext, out: &mut Vec<(String, String)>) {
         .copied()
         .filter(|c| c.shape.count == 1)
         .collect();
-    let solo = v.solo_samples_per_joule.get(&workload).copied();
+    // The solo is the one of the cells' own card: a joule on another card is not comparable.
+    let solos: Vec<Option<f64>> = full.iter().map(|c| c.solo_samples_per_joule).collect();
     let mut text = format!("training samples per device joule: {}", words(&full));
-    if let Some(s) = solo {
-        let _ = write!(text, "; solo on a whole GPU {}", ratio(s));
+    match solos.first().copied().flatten() {
+        Some(s) if solos.iter().all(|x| *x == Some(s)) => {
+            let _ = write!(text, "; solo on a whole GPU of the same card {}", ratio(s));
+        }
+        _ if v.solo_samples_per_joule.contains_key(&workload) => {
+            text.push_str("; no same-card solo to set them against");
+        }
+        _ => {}
     }
     if !alone.is_empty() {
         let _ = write!(text, "; one trainer alone under {}", words(&alone));

@@ -96,7 +96,9 @@ fn the_article_study_reads_with_its_provenance_and_every_need() {
         "Inference p99 beside others (1 infer + 6 train):</strong> not compared: timeslice, mps-plugin and mps-unlimited ran on a card without its own solo baseline",
         "Serving capacity at an objective:</strong> not measured: no capacity search in these data",
         "Memory isolation against a worker that takes all memory:</strong> not measured",
-        "Energy per sample (train, 7 on one device):</strong> training samples per device joule: mps-plugin 9.60, timeslice 9.01 and mps-unlimited 8.84; solo on a whole GPU 9.35; one trainer alone under timeslice 9.46, mps-plugin 5.27 and mps-unlimited 9.25.",
+        // The MPS cohorts' card has no solo: no solo's joules are set beside them (9.35 before,
+        // from another card).
+        "Energy per sample (train, 7 on one device):</strong> training samples per device joule: mps-plugin 9.60, timeslice 9.01 and mps-unlimited 8.84; no same-card solo to set them against; one trainer alone under timeslice 9.46, mps-plugin 5.27 and mps-unlimited 9.25.",
         "Not measured here:</strong> MIG: no MIG cohort in these data",
     ] {
         assert!(verdict.contains(need), "{need}\n{verdict}");
@@ -655,4 +657,21 @@ fn an_llm_frontier_keeps_both_shares_whose_brackets_tie_and_reads_tokens() {
     // neither beats the other, and replicas 4's trainers did more (the first named).
     assert_eq!(serve.policies, ["mps-replicas-4", "mps-replicas-7"]);
     assert!(serve.get.contains("output tokens/s"), "{}", serve.get);
+}
+
+#[test]
+fn energy_is_set_beside_the_solo_of_the_same_card_only() {
+    // decision-rows ran every cohort and its solos on one card: the solo's joules stand beside
+    // the seven trainers' (by hand: the three solo trainers' samples per device joule, mean).
+    let (tmp, index) = frontier_study("decision-rows");
+    let (html, _) = report(tmp.path(), &index);
+    let sentence = html
+        .split("Energy per sample (train, 7 on one device):</strong>")
+        .nth(1)
+        .and_then(|s| s.split("</li>").next())
+        .unwrap();
+    assert!(
+        sentence.contains("; solo on a whole GPU of the same card 9.02."),
+        "{sentence}"
+    );
 }
