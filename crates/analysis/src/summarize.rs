@@ -714,6 +714,7 @@ fn decode_summary(w: &WorkerInput, scan: &Scan, common_s: f64) -> Option<DecodeS
         prefill_ms: stats::latency_ms(&[&phases.prefill_ns]),
         tpot_ms: stats::latency_ms(&[&phases.decode_ns]),
         kv_cache_bytes: llm.kv_cache_bytes,
+        decode_read_bytes: llm.decode_read_bytes,
     })
 }
 

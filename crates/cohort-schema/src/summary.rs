@@ -343,6 +343,11 @@ pub struct DecodeSummary {
     /// Bytes of the worker's preallocated KV cache, where recorded.
     #[serde(default)]
     pub kv_cache_bytes: Option<u64>,
+    /// Bytes one decode step must read from device memory (weights and the KV cache up to its
+    /// position, mean over a cycle: `config.llm.decode_read_bytes`), where recorded. Over the
+    /// median step it is the read rate the step implies, to hold against the card's bandwidth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_read_bytes: Option<u64>,
 }
 
 /// A serve worker's requests over the common interval: those whose scheduled arrival lies in it.

@@ -30,7 +30,7 @@ fn write_decode_worker(dir: &Path) {
         precision: Precision::Fp32,
         context_tokens: 64,
         kv_cache_bytes: Some(1 << 20),
-        decode_read_bytes: None,
+        decode_read_bytes: Some(50_000_000),
     });
     let mut lines = String::new();
     let mut t = START_NS;
@@ -92,6 +92,15 @@ fn a_decode_worker_by_hand() {
     let table = render_table(&s);
     assert!(table.contains("tokens (decode workers):"), "{table}");
     assert!(table.contains("TPOT p99 ms"), "{table}");
+    // The bytes a step reads, as the worker recorded them, over the median step of 25 ms:
+    // 50 MB / 0.025 s = 2.00 GB/s.
+    assert_eq!(d.decode_read_bytes, Some(50_000_000));
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("0 ") && l.contains("gpt2-tiny") && l.contains("25.000"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let tail: Vec<&str> = row.split_whitespace().rev().take(2).collect();
+    assert_eq!(tail, ["2.00", "50.00"], "{row}\n{table}");
     // The summary's JSON carries it; a summary without decode workers does not.
     let json = serde_json::to_string(&s).unwrap();
     assert!(json.contains("\"tpot_ms\""), "{json}");
