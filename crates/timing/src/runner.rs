@@ -153,6 +153,23 @@ pub struct WarmupStats {
     pub median: Duration,
 }
 
+impl WarmupStats {
+    /// The stats of `batches` warmup batches that took `total`, from their `durations` (sorted
+    /// here); zero durations when there were none.
+    pub(crate) fn of(batches: u32, total: Duration, durations: &mut [Duration]) -> WarmupStats {
+        durations.sort_unstable();
+        WarmupStats {
+            batches,
+            total,
+            fastest: durations.first().copied().unwrap_or_default(),
+            median: durations
+                .get(durations.len() / 2)
+                .copied()
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// Runs `batches` untimed batches before the barrier (autotuning, allocator growth, caches).
 ///
 /// Stops at the first error. With zero batches the durations are zero.
@@ -176,17 +193,7 @@ pub fn warmup_observed<S: Step>(
         durations.push(d);
         on_batch(i + 1, d);
     }
-    let total = begin.elapsed();
-    durations.sort_unstable();
-    Ok(WarmupStats {
-        batches,
-        total,
-        fastest: durations.first().copied().unwrap_or_default(),
-        median: durations
-            .get(durations.len() / 2)
-            .copied()
-            .unwrap_or_default(),
-    })
+    Ok(WarmupStats::of(batches, begin.elapsed(), &mut durations))
 }
 
 #[cfg(test)]

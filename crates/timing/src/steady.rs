@@ -231,16 +231,7 @@ pub fn warmup_until_steady<S: Step>(
         },
     };
     let total = begin.elapsed();
-    durations.sort_unstable();
-    let stats = WarmupStats {
-        batches: judge.batches(),
-        total,
-        fastest: durations.first().copied().unwrap_or_default(),
-        median: durations
-            .get(durations.len() / 2)
-            .copied()
-            .unwrap_or_default(),
-    };
+    let stats = WarmupStats::of(judge.batches(), total, &mut durations);
     Ok((stats, judge.report(why, total)))
 }
 
