@@ -844,11 +844,20 @@ fn expand(
         .map(|s| s.repeats)
         .max()
         .unwrap_or(0);
+    // A shape repeated to a precision can first stop before its third round, and only against
+    // two runs of its baseline: one run alone borrows the cohorts' spread with one degree of
+    // freedom, too wide an interval to settle anything. So a plan with a precision runs its
+    // baselines' second run after the second round at the latest.
+    let settles = shapes.iter().any(|s| !s.baseline && s.precision.is_some());
     // (slot, repeat, shape): slot k runs before round k + 1 (slot `rounds`: after the last).
     let mut order: Vec<(u32, u32, usize)> = Vec::new();
     for (i, s) in shapes.iter().enumerate() {
         if s.baseline {
-            for (k, slot) in baseline_slots(s.repeats, rounds).into_iter().enumerate() {
+            let mut slots = baseline_slots(s.repeats, rounds);
+            if settles && slots.len() >= 3 {
+                slots[1] = slots[1].min(2);
+            }
+            for (k, slot) in slots.into_iter().enumerate() {
                 order.push((2 * slot, k as u32 + 1, i));
             }
         } else {
@@ -1514,6 +1523,35 @@ repeats = 2
         // The baselines still bracket the study, twice, with no precision of their own.
         let baselines: Vec<&Job> = jobs.iter().filter(|j| j.baseline).collect();
         assert_eq!(baselines.len(), 4);
+        // With three runs of a baseline, its second comes after the second round, the first
+        // point where a shape can stop, and not in the middle of the most rounds.
+        let small = Plan::parse(
+            "test",
+            &format!(
+                "name = \"t\"\ndescription = \"d\"\n{HEAD}[[policy]]\nname = \"exclusive\"\n\
+                 mode = \"exclusive\"\n[[cohort]]\nworkers = \"train=1\"\n\
+                 policies = [\"exclusive\"]\nbaseline = true\nrepeats = 3\n[[cohort]]\n\
+                 workers = \"train=2\"\npolicies = [\"timeslice\"]\nrepeats = 3\n"
+            ),
+        )
+        .unwrap();
+        let order =
+            |plan: &Plan| -> Vec<String> { plan.jobs(false).into_iter().map(|j| j.name).collect() };
+        let settling = order(&small.with_precision(0.05, Some(6)).unwrap());
+        assert_eq!(
+            settling,
+            [
+                "exclusive-train1-r1",
+                "timeslice-train2-r1",
+                "timeslice-train2-r2",
+                "exclusive-train1-r2",
+                "timeslice-train2-r3",
+                "timeslice-train2-r4",
+                "timeslice-train2-r5",
+                "timeslice-train2-r6",
+                "exclusive-train1-r3",
+            ]
+        );
         assert!(baselines.iter().all(|j| j.precision.is_none()));
         assert!(jobs.first().unwrap().baseline && jobs.last().unwrap().baseline);
         // On a CPU node too.
