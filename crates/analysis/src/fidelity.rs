@@ -23,6 +23,33 @@ pub struct SharePoint {
     pub delivered: RatioInterval,
 }
 
+impl SharePoint {
+    /// What the share delivered over what it promised: [`SharePoint::delivered`] divided by
+    /// the promised fraction (see [`of_promise`]).
+    #[must_use]
+    pub fn of_promise(&self) -> Option<RatioInterval> {
+        of_promise(&self.delivered, self.promised_pct)
+    }
+}
+
+/// A share's delivered fraction of solo over the fraction it promised (`promised_pct` / 100):
+/// 1 where it got exactly its promise, above where it got more. The promise is a configured
+/// percentage, exact, so the interval scales with the ratio. `None` for a promise that is not
+/// a positive percentage.
+#[must_use]
+pub fn of_promise(delivered: &RatioInterval, promised_pct: f64) -> Option<RatioInterval> {
+    if !(promised_pct.is_finite() && promised_pct > 0.0) {
+        return None;
+    }
+    let share = promised_pct / 100.0;
+    Some(RatioInterval {
+        ratio: delivered.ratio / share,
+        low: delivered.low.map(|l| l / share),
+        high: delivered.high.map(|h| h / share),
+        ..*delivered
+    })
+}
+
 /// Every shape of one worker alone under a sharing policy with a ratio against its card's solo
 /// runs (the first card's, where a shape ran on several); empty unless at least one of them
 /// was promised less than the whole card (a study of shares).
@@ -58,4 +85,27 @@ pub fn share_fidelity(c: &Comparison) -> Vec<SharePoint> {
             .then(a.label.cmp(&b.label))
     });
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_over_its_promise_scales_the_interval_with_the_ratio() {
+        let delivered = RatioInterval {
+            ratio: 0.36,
+            low: Some(0.30),
+            high: Some(0.42),
+            n_numerator: 2,
+            n_denominator: 3,
+        };
+        let r = of_promise(&delivered, 25.0).unwrap();
+        assert!((r.ratio - 1.44).abs() < 1e-12, "{r:?}");
+        assert!((r.low.unwrap() - 1.20).abs() < 1e-12 && (r.high.unwrap() - 1.68).abs() < 1e-12);
+        assert_eq!((r.n_numerator, r.n_denominator), (2, 3));
+        assert!((of_promise(&delivered, 100.0).unwrap().ratio - 0.36).abs() < 1e-12);
+        assert!(of_promise(&delivered, 0.0).is_none());
+        assert!(of_promise(&delivered, f64::NAN).is_none());
+    }
 }

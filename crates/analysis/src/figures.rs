@@ -38,6 +38,34 @@ pub fn thousands(v: f64) -> String {
     if n < 0 { format!("-{out}") } else { out }
 }
 
+/// `v` to `digits` significant figures, thousands separated, with the decimals those figures
+/// need and no more: `566` (565.7 at three), `11,300`, `38.1`, `0.0123`, `50` (not `50.0`).
+#[must_use]
+pub fn significant(v: f64, digits: i32) -> String {
+    if !v.is_finite() || v == 0.0 {
+        return format!("{v}");
+    }
+    let r = round_sig(v, digits);
+    // A whole number reads without decimals (`50`, not `50.0`).
+    let decimals = if r.fract() == 0.0 {
+        0
+    } else {
+        (digits - 1 - r.abs().log10().floor() as i32).max(0) as usize
+    };
+    let text = format!("{:.decimals$}", r.abs());
+    let (int, frac) = text
+        .split_once('.')
+        .map_or((text.as_str(), None), |(a, b)| (a, Some(b)));
+    let int = int
+        .parse::<f64>()
+        .map_or_else(|_| int.to_owned(), thousands);
+    let sign = if r < 0.0 { "-" } else { "" };
+    match frac {
+        Some(f) => format!("{sign}{int}.{f}"),
+        None => format!("{sign}{int}"),
+    }
+}
+
 /// A rate to a tenth, thousands separated, without a trailing `.0`: `2,400`, `848.5`.
 #[must_use]
 pub fn tenths(v: f64) -> String {
@@ -72,6 +100,18 @@ pub fn capacity_words(passed: Option<f64>, failed: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn significant_figures_read_with_thousands_and_the_decimals_they_need() {
+        assert_eq!(significant(565.7, 3), "566");
+        assert_eq!(significant(11310.0, 3), "11,300");
+        assert_eq!(significant(38.05, 3), "38.1");
+        assert_eq!(significant(1131.0, 3), "1,130");
+        assert_eq!(significant(0.012_34, 3), "0.0123");
+        assert_eq!(significant(-2468.0, 2), "-2,500");
+        assert_eq!(significant(999.6, 3), "1,000");
+        assert_eq!(significant(50.0, 3), "50");
+    }
 
     #[test]
     fn a_bracket_reads_to_the_figures_it_resolves() {

@@ -135,35 +135,10 @@ pub fn pareto(points: &mut [FrontierPoint]) {
     }
 }
 
-/// A rate in requests/s to three significant figures with thousands separated: `565.7` reads
-/// `566`, `11310` reads `11,300`, `38.05` reads `38.1`.
+/// A rate in requests/s to three significant figures, by the one rule every page uses
+/// ([`crate::figures::significant`]): `565.7` reads `566`, `11310` reads `11,300`.
 fn rate(v: f64) -> String {
-    if !v.is_finite() || v <= 0.0 {
-        return format!("{v}");
-    }
-    let digits = 3 - 1 - v.log10().floor() as i32;
-    let decimals = digits.max(0) as usize;
-    let scale = 10f64.powi(digits);
-    let rounded = (v * scale).round() / scale;
-    let text = if rounded.fract() == 0.0 {
-        format!("{rounded:.0}")
-    } else {
-        format!("{rounded:.decimals$}")
-    };
-    let (int, frac) = text
-        .split_once('.')
-        .map_or((text.as_str(), None), |(a, b)| (a, Some(b)));
-    let mut grouped = String::new();
-    for (k, c) in int.chars().enumerate() {
-        if k > 0 && (int.len() - k) % 3 == 0 {
-            grouped.push(',');
-        }
-        grouped.push(c);
-    }
-    match frac {
-        Some(f) => format!("{grouped}.{f}"),
-        None => grouped,
-    }
+    crate::figures::significant(v, 3)
 }
 
 /// A capacity bracket in words, by the one rule every page uses

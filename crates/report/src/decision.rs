@@ -258,6 +258,7 @@ pub(crate) fn fidelity_section(points: &[SharePoint], doc: &mut Document) {
         "policy and share",
         "threads promised (%)",
         "delivered (fraction of solo, 95 % interval)",
+        "of its promise (delivered ÷ promised)",
     ]);
     for p in points {
         t.row(vec![
@@ -265,6 +266,10 @@ pub(crate) fn fidelity_section(points: &[SharePoint], doc: &mut Document) {
             p.label.clone(),
             format!("{:.0}", p.promised_pct),
             coload_analysis::frontier::ratio_words(&p.delivered),
+            p.of_promise().map_or_else(
+                || "-".to_owned(),
+                |r| coload_analysis::frontier::ratio_words(&r),
+            ),
         ]);
     }
     doc.table_folded("Each share against its promise", t);

@@ -149,7 +149,7 @@ fn trainers_on_a_card_without_its_own_solo_get_no_ratio() {
     let page = render(&data).unwrap();
     let row = |page: &str| {
         page.lines()
-            .find(|l| l.starts_with("| MPS, replicas 7") && l.contains(" at 800 requests/s"))
+            .find(|l| l.starts_with("| MPS, 7 replicas") && l.contains(" at 800 requests/s"))
             .map(str::to_owned)
             .unwrap()
     };

@@ -49,21 +49,21 @@ fn card(uuid: &str) -> String {
 pub(crate) fn ratio_ci(r: Option<&RatioInterval>) -> String {
     match r {
         None => NOT_COMPARED.to_owned(),
-        Some(r) => match (r.low, r.high) {
-            (Some(l), Some(h)) => format!("{}x [{} to {}]", ratio(r.ratio), ratio(l), ratio(h)),
-            _ => format!("{}x (one run each side: no interval)", ratio(r.ratio)),
-        },
+        // The analysis crate's words for a ratio, as the study report and the decision table
+        // write it.
+        Some(r) if r.low.is_some() && r.high.is_some() => coload_analysis::frontier::ratio_words(r),
+        Some(r) => format!("{}x (one run each side: no interval)", ratio(r.ratio)),
     }
 }
 
-/// A share as its policy promises it: `14 % of the SMs` (MPS's active thread percentage), or
-/// why there is no figure.
+/// A share as its policy promises it: `14 % of the threads` (MPS's active thread percentage),
+/// or why there is no figure.
 fn promise(mode: Mode, share: Option<&DeclaredShare>) -> String {
     match (mode, share) {
         (Mode::Mps, Some(s)) if s.policy != SharePolicy::Unlimited => {
             s.active_thread_percentage.map_or_else(
                 || "no thread limit recorded".to_owned(),
-                |p| format!("{p} % of the SMs"),
+                |p| format!("{p} % of the threads"),
             )
         }
         (Mode::Mps, _) => "every SM (no limit)".to_owned(),
@@ -103,7 +103,7 @@ fn solo_on(c: &Comparison, workload: Workload, uuid: &str) -> Option<Solo> {
 }
 
 /// The one card every cohort of `c` ran on, or every card named (`GPU-a, GPU-b`).
-fn cards_of(c: &Comparison) -> String {
+pub(crate) fn cards_of(c: &Comparison) -> String {
     let mut cards: Vec<String> = c
         .cohorts
         .iter()
@@ -171,8 +171,9 @@ fn policy_words(policy: &str, b: Option<&Beside>) -> String {
         other => other.replace("mps-replicas-", "MPS, replicas "),
     };
     match b {
-        Some(b) if b.mode == Mode::Mps && policy != "mps-unlimited" => {
-            format!("{base} ({})", promise(b.mode, b.share.as_ref()))
+        // The share as the study report and the decision table word it.
+        Some(b) if b.mode == Mode::Mps => {
+            coload_analysis::frontier::policy_words(b.mode, b.share.as_ref())
         }
         _ => base,
     }
@@ -499,17 +500,9 @@ fn share_table(study: &Study) -> String {
                 .and_then(|k| k.share.as_ref())
                 .and_then(|s| s.active_thread_percentage);
             let of_promise = match (pct, r.as_ref()) {
-                (Some(p), Some(r)) if p > 0 => {
-                    // The promise is exact (a configured percentage): the interval scales.
-                    let share = f64::from(p) / 100.0;
-                    let scaled = RatioInterval {
-                        ratio: r.ratio / share,
-                        low: r.low.map(|l| l / share),
-                        high: r.high.map(|h| h / share),
-                        ..*r
-                    };
-                    format!("; {} of its promise", ratio_ci(Some(&scaled)))
-                }
+                (Some(p), Some(r)) => coload_analysis::fidelity::of_promise(r, f64::from(p))
+                    .map(|scaled| format!("; {} of its promise", ratio_ci(Some(&scaled))))
+                    .unwrap_or_default(),
                 _ => String::new(),
             };
             line.push(format!(

@@ -17,6 +17,7 @@
 mod decision;
 mod frontier;
 mod llm;
+mod repeats;
 mod rounds;
 
 use std::collections::BTreeMap;
@@ -335,6 +336,7 @@ fn figures(data: &Path) -> Result<BTreeMap<&'static str, String>, PageError> {
     rounds::figures(data, &mut values)?;
     llm::figures(data, &mut values)?;
     frontier::figures(data, &mut values)?;
+    repeats::figures(data, &mut values)?;
     Ok(values)
 }
 
