@@ -6,17 +6,21 @@
 //!
 //! # KV cache
 //!
-//! Each layer owns a key and a value tensor of `[slots, context, kv_heads, head_dim]`, zeroed
-//! once when the model is built: `slots` sequences (the batch) of at most `context` positions.
-//! Nothing in a prefill or a decode step allocates cache memory:
+//! Each layer owns a key and a value tensor of `[slots, kv_heads, context, head_dim]`, head-major
+//! as PyTorch's own decoders keep it, so that attention reads each head's keys contiguously
+//! (position stride `head_dim`); zeroed once when the model is built: `slots` sequences (the
+//! batch) of at most `context` positions. Nothing in a prefill or a decode step allocates cache
+//! memory:
 //!
 //! - a prefill of `b` sequences of `P` tokens into slots `s..s+b` writes positions `0..P` with
-//!   one `copy_` into a narrowed view, and attends causally over its own fresh keys (the cache
-//!   of those slots starts empty);
+//!   one `copy_` into a narrowed view (the prompt's keys transposed to head-major), and attends
+//!   causally over its own fresh keys (the cache of those slots starts empty);
 //! - a decode step writes each sequence's new key and value at its own position with one
-//!   `index_copy_` into a flat `[slots * context, kv_heads, head_dim]` view (index `slot *
-//!   context + position`), then attends over a narrowed view of the cache with a boolean mask
-//!   `j <= position` per sequence, so sequences of different lengths share one step.
+//!   `index_copy_` into a row view of the cache (`[rows, kv_heads, head_dim]` with strides
+//!   `[head_dim, context * head_dim, 1]`: row `slot * kv_heads * context + position` is that
+//!   slot's position in every KV head at once), then attends over a narrowed view of the cache
+//!   under an additive mask (0 where `j <= position`, minus infinity elsewhere) per sequence, so
+//!   sequences of different lengths share one step.
 //!
 //! Each slot's position lives on the device (`positions`, advanced in place by the step, so a
 //! captured CUDA graph replays correctly) and on the host (`lengths`, for the checks and the
@@ -24,10 +28,12 @@
 //! step's rounded up to a block of `ATTEND_BLOCK` positions); a graph-captured decode ([`LlmModel::decode_static`]) over the whole context, since a graph
 //! cannot change shape: the mask makes the two compute the same logits.
 //!
-//! Grouped-query attention in decode folds the query heads of one KV head into the query
-//! length (`[b, kv_heads, heads / kv_heads, head_dim]`), which is exact for a single query
-//! position and lets the memory-efficient kernels (which take a mask) run without repeating the
-//! keys; prefill uses `scaled_dot_product_attention`'s `enable_gqa`.
+//! Decode attention is the call PyTorch's decoders make: the query `[b, heads, 1, head_dim]`,
+//! keys and values `[b, kv_heads, attend, head_dim]`, `enable_gqa` when the model has fewer KV
+//! heads than query heads, and the mask. The mask is built once per step, in the model's kind,
+//! over the whole context and narrowed to the attended positions: `scaled_dot_product_attention`
+//! would otherwise turn a boolean mask into an additive one in every layer (three kernels a
+//! layer), and the memory-efficient kernel would pad a mask whose rows are not 16-aligned.
 
 #![expect(
     clippy::many_single_char_names,
@@ -103,17 +109,24 @@ struct Layer {
 /// The KV cache and each slot's position.
 #[derive(Debug)]
 struct KvCache {
+    /// `[slots, kv_heads, context, head_dim]` per layer.
     keys: Vec<Tensor>,
     values: Vec<Tensor>,
-    /// The same storage as `[slots * context, kv_heads, head_dim]`, for `index_copy_`.
-    keys_flat: Vec<Tensor>,
-    values_flat: Vec<Tensor>,
+    /// The same storage as rows `[rows, kv_heads, head_dim]` with strides `[head_dim, context *
+    /// head_dim, 1]`, for the decode's `index_copy_`: row `slot * kv_heads * context + position`
+    /// holds that slot's position in every KV head (rows overlap: row `r + context` of head `h`
+    /// is row `r` of head `h + 1`; each write touches one row per slot).
+    keys_rows: Vec<Tensor>,
+    values_rows: Vec<Tensor>,
     /// Each slot's next position (= tokens it holds), int64 on the device.
     positions: Tensor,
-    /// `slot * context` for every slot, int64 on the device.
+    /// `slot * kv_heads * context` for every slot, int64 on the device.
     slot_base: Tensor,
     /// `0..context`, int64 on the device (the decode mask's key positions).
     key_positions: Tensor,
+    /// 0 and minus infinity, 0-dimensional in the model's kind (the additive mask's values).
+    mask_open: Tensor,
+    mask_closed: Tensor,
     /// The host's copy of `positions`.
     lengths: Vec<i64>,
 }
@@ -413,10 +426,10 @@ impl LlmModel {
         if len > 0 {
             for cache in [&mut self.cache.keys, &mut self.cache.values] {
                 for layer in cache.iter_mut() {
-                    let from = layer.f_narrow(0, src, 1)?.f_narrow(1, 0, len)?;
+                    let from = layer.f_narrow(0, src, 1)?.f_narrow(2, 0, len)?;
                     layer
                         .f_narrow(0, dst, 1)?
-                        .f_narrow(1, 0, len)?
+                        .f_narrow(2, 0, len)?
                         .f_copy_(&from)?;
                 }
             }
@@ -496,12 +509,12 @@ impl LlmModel {
             let (q, k, v) = self.qkv_prefill(layer, &h, b, p)?;
             self.cache.keys[i]
                 .f_narrow(0, first, b)?
-                .f_narrow(1, 0, p)?
-                .f_copy_(&k)?;
+                .f_narrow(2, 0, p)?
+                .f_copy_(&k.f_transpose(1, 2)?)?;
             self.cache.values[i]
                 .f_narrow(0, first, b)?
-                .f_narrow(1, 0, p)?
-                .f_copy_(&v)?;
+                .f_narrow(2, 0, p)?
+                .f_copy_(&v.f_transpose(1, 2)?)?;
             let attn = self.attend_prefill(&q, &k, &v, b, p)?;
             x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
             x = x.f_add(&self.mlp(layer, &x)?)?;
@@ -608,15 +621,21 @@ impl LlmModel {
             None => None,
         };
         // Key position j is visible to a sequence at position `pos` when j <= pos (its own new
-        // key included): [b, 1, 1, attend].
-        let mask = self
+        // key included): 0 there, minus infinity elsewhere, [b, 1, 1, attend]. Built over the
+        // whole context and narrowed, so that its rows stay aligned (see the module doc).
+        let visible = self
             .cache
             .key_positions
-            .f_narrow(0, 0, attend)?
             .f_unsqueeze(0)?
-            .f_le_tensor(&positions.f_unsqueeze(1)?)?
+            .f_le_tensor(&positions.f_unsqueeze(1)?)?;
+        let mask = self
+            .cache
+            .mask_open
+            .f_where_self(&visible, &self.cache.mask_closed)?
+            .f_narrow(1, 0, attend)?
             .f_view_([b, 1, 1, attend].as_slice())?;
         let write_at = self.cache.slot_base.f_narrow(0, 0, b)?.f_add(&positions)?;
+        let gqa = kv_heads != heads;
         for (i, layer) in self.layers.iter().enumerate() {
             let h = self.norm(&layer.attn_norm, &x)?;
             let (mut q, mut k, v) = self.qkv(layer, &h, b, 1)?;
@@ -624,36 +643,33 @@ impl LlmModel {
                 q = rotate(&q, cos, sin, d)?;
                 k = rotate(&k, cos, sin, d)?;
             }
-            let _ = self.cache.keys_flat[i].f_index_copy_(
+            let _ = self.cache.keys_rows[i].f_index_copy_(
                 0,
                 &write_at,
                 &k.f_view_([b, kv_heads, d].as_slice())?,
             )?;
-            let _ = self.cache.values_flat[i].f_index_copy_(
+            let _ = self.cache.values_rows[i].f_index_copy_(
                 0,
                 &write_at,
                 &v.f_view_([b, kv_heads, d].as_slice())?,
             )?;
             let keys = self.cache.keys[i]
                 .f_narrow(0, 0, b)?
-                .f_narrow(1, 0, attend)?
-                .f_transpose(1, 2)?;
+                .f_narrow(2, 0, attend)?;
             let values = self.cache.values[i]
                 .f_narrow(0, 0, b)?
-                .f_narrow(1, 0, attend)?
-                .f_transpose(1, 2)?;
-            // The query heads of one KV head as that head's query length (see the module doc).
-            let q = q.f_view_([b, kv_heads, heads / kv_heads, d].as_slice())?;
+                .f_narrow(2, 0, attend)?;
             let attn = Tensor::f_scaled_dot_product_attention(
-                &q,
+                &q.f_transpose(1, 2)?,
                 &keys,
                 &values,
                 Some(&mask),
                 0.0,
                 false,
                 None,
-                false,
+                gqa,
             )?
+            .f_transpose(1, 2)?
             .f_reshape([b, 1, i64::from(c.hidden)])?;
             x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
             x = x.f_add(&self.mlp(layer, &x)?)?;
@@ -813,17 +829,21 @@ impl KvCache {
     fn new(c: &LlmConfig, placement: LlmPlacement, slots: i64) -> Result<Self, LlmError> {
         let context = i64::from(c.context);
         let (kv_heads, d) = (i64::from(c.kv_heads), i64::from(c.head_dim()));
-        let shape = [slots, context, kv_heads, d];
+        let shape = [slots, kv_heads, context, d];
         let opts = (placement.kind(), placement.device);
+        // The last slot's last head starts at row (slots * kv_heads - 1) * context; the rows view
+        // ends with that head's first row's last position, so that it stays inside the storage.
+        let rows = (slots - 1) * kv_heads * context + context;
+        let row_strides = [d, context * d, 1];
         let mut keys = Vec::with_capacity(c.layers as usize);
         let mut values = Vec::with_capacity(c.layers as usize);
-        let mut keys_flat = Vec::with_capacity(c.layers as usize);
-        let mut values_flat = Vec::with_capacity(c.layers as usize);
+        let mut keys_rows = Vec::with_capacity(c.layers as usize);
+        let mut values_rows = Vec::with_capacity(c.layers as usize);
         for _ in 0..c.layers {
             let k = Tensor::f_zeros(shape, opts)?;
             let v = Tensor::f_zeros(shape, opts)?;
-            keys_flat.push(k.f_view_([slots * context, kv_heads, d].as_slice())?);
-            values_flat.push(v.f_view_([slots * context, kv_heads, d].as_slice())?);
+            keys_rows.push(k.f_as_strided([rows, kv_heads, d], row_strides, 0)?);
+            values_rows.push(v.f_as_strided([rows, kv_heads, d], row_strides, 0)?);
             keys.push(k);
             values.push(v);
         }
@@ -831,11 +851,13 @@ impl KvCache {
         Ok(KvCache {
             keys,
             values,
-            keys_flat,
-            values_flat,
+            keys_rows,
+            values_rows,
             positions: Tensor::f_zeros([slots], int)?,
-            slot_base: Tensor::f_arange(slots, int)?.f_mul_scalar(context)?,
+            slot_base: Tensor::f_arange(slots, int)?.f_mul_scalar(kv_heads * context)?,
             key_positions: Tensor::f_arange(context, int)?,
+            mask_open: Tensor::f_zeros([], opts)?,
+            mask_closed: Tensor::f_full([], f64::NEG_INFINITY, opts)?,
             lengths: vec![0; slots as usize],
         })
     }
