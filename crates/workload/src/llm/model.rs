@@ -34,6 +34,15 @@
 //! over the whole context and narrowed to the attended positions: `scaled_dot_product_attention`
 //! would otherwise turn a boolean mask into an additive one in every layer (three kernels a
 //! layer), and the memory-efficient kernel would pad a mask whose rows are not 16-aligned.
+//!
+//! # Kernels of a decode step
+//!
+//! Exact rewrites that launch fewer kernels than the plain formulas (the difference is bf16
+//! rounding at most): the rotary embedding turns the queries and keys of the fused QKV
+//! projection together, in three kernels (`rotate`), and a Llama block's two residual adds are
+//! the output and down projections' own accumulation (`addmm_` into the residual stream, which
+//! is `[b, hidden]` in a decode step). GPT-2's projections carry a bias, so its residual adds
+//! stay separate.
 
 #![expect(
     clippy::many_single_char_names,
@@ -541,38 +550,54 @@ impl LlmModel {
         b: i64,
         p: i64,
     ) -> Result<(Tensor, Tensor, Tensor), LlmError> {
-        let (q, k, v) = self.qkv(layer, h, b, p)?;
         match &self.rope {
             Some((cos, sin)) => {
                 let d = i64::from(self.config.head_dim());
                 let cos = cos.f_narrow(0, 0, p)?.f_view_([1, p, 1, d].as_slice())?;
                 let sin = sin.f_narrow(0, 0, p)?.f_view_([1, p, 1, d].as_slice())?;
-                Ok((rotate(&q, &cos, &sin, d)?, rotate(&k, &cos, &sin, d)?, v))
+                self.qkv(layer, h, b, p, Some((&cos, &sin)))
             }
-            None => Ok((q, k, v)),
+            None => self.qkv(layer, h, b, p, None),
         }
     }
 
+    /// Q, K, V of `h` (`[b, p, hidden]`, or `[b, hidden]` with `p` 1): `[b, p, heads, d]`,
+    /// `[b, p, kv_heads, d]` twice. With `rope` (`cos` and `sin` broadcasting over `[b, p, 1,
+    /// d]`), the queries and keys are rotated together: one `rotate` over the `heads +
+    /// kv_heads` heads of each position, which the fused projection lays side by side.
     fn qkv(
         &self,
         layer: &Layer,
         h: &Tensor,
         b: i64,
         p: i64,
+        rope: Option<(&Tensor, &Tensor)>,
     ) -> Result<(Tensor, Tensor, Tensor), LlmError> {
         let c = &self.config;
-        let (hd, d) = (i64::from(c.hidden), i64::from(c.head_dim()));
-        let kv = i64::from(c.kv_width());
+        let d = i64::from(c.head_dim());
+        let (heads, kv_heads) = (i64::from(c.heads), i64::from(c.kv_heads));
+        let (hd, kv) = (heads * d, kv_heads * d);
         let qkv = linear(h, &layer.qkv_w, layer.qkv_b.as_ref())?;
-        let q = qkv
-            .f_narrow(-1, 0, hd)?
-            .f_view_([b, p, i64::from(c.heads), d].as_slice())?;
-        let k = qkv
-            .f_narrow(-1, hd, kv)?
-            .f_view_([b, p, i64::from(c.kv_heads), d].as_slice())?;
         let v = qkv
             .f_narrow(-1, hd + kv, kv)?
-            .f_view_([b, p, i64::from(c.kv_heads), d].as_slice())?;
+            .f_view_([b, p, kv_heads, d].as_slice())?;
+        let (q, k) = match rope {
+            Some((cos, sin)) => {
+                let shape = [b, p, heads + kv_heads, d];
+                let qk = qkv.f_narrow(-1, 0, hd + kv)?.f_view_(shape.as_slice())?;
+                let rotated = rotate(&qk, cos, sin, shape)?;
+                (
+                    rotated.f_narrow(2, 0, heads)?,
+                    rotated.f_narrow(2, heads, kv_heads)?,
+                )
+            }
+            None => (
+                qkv.f_narrow(-1, 0, hd)?
+                    .f_view_([b, p, heads, d].as_slice())?,
+                qkv.f_narrow(-1, hd, kv)?
+                    .f_view_([b, p, kv_heads, d].as_slice())?,
+            ),
+        };
         Ok((q, k, v))
     }
 
@@ -601,15 +626,23 @@ impl LlmModel {
             .f_reshape([b, p, i64::from(self.config.hidden)])?)
     }
 
-    /// One decode step over slots `0..b`, attending over the first `attend` positions.
+    /// One decode step over slots `0..b`, attending over the first `attend` positions. The
+    /// residual stream is `[b, hidden]`.
     fn forward_decode(&mut self, tokens: &Tensor, b: i64, attend: i64) -> Result<Tensor, LlmError> {
         let c = &self.config;
         let d = i64::from(c.head_dim());
         let (heads, kv_heads) = (i64::from(c.heads), i64::from(c.kv_heads));
+        let hidden = i64::from(c.hidden);
         let positions = self.cache.positions.f_narrow(0, 0, b)?;
-        let mut x = Tensor::f_embedding(&self.embed, tokens, -1, false, false)?;
+        let mut x = Tensor::f_embedding(
+            &self.embed,
+            &tokens.f_view_([b].as_slice())?,
+            -1,
+            false,
+            false,
+        )?;
         if let Some(pos) = &self.positions_embed {
-            x = x.f_add(&pos.f_index_select(0, &positions)?.f_unsqueeze(1)?)?;
+            x = x.f_add(&pos.f_index_select(0, &positions)?)?;
         }
         let rope = match &self.rope {
             Some((cos, sin)) => Some((
@@ -636,13 +669,11 @@ impl LlmModel {
             .f_view_([b, 1, 1, attend].as_slice())?;
         let write_at = self.cache.slot_base.f_narrow(0, 0, b)?.f_add(&positions)?;
         let gqa = kv_heads != heads;
+        let llama = c.architecture == LlmArchitecture::Llama;
         for (i, layer) in self.layers.iter().enumerate() {
             let h = self.norm(&layer.attn_norm, &x)?;
-            let (mut q, mut k, v) = self.qkv(layer, &h, b, 1)?;
-            if let Some((cos, sin)) = &rope {
-                q = rotate(&q, cos, sin, d)?;
-                k = rotate(&k, cos, sin, d)?;
-            }
+            let rope = rope.as_ref().map(|(cos, sin)| (cos, sin));
+            let (q, k, v) = self.qkv(layer, &h, b, 1, rope)?;
             let _ = self.cache.keys_rows[i].f_index_copy_(
                 0,
                 &write_at,
@@ -670,11 +701,19 @@ impl LlmModel {
                 gqa,
             )?
             .f_transpose(1, 2)?
-            .f_reshape([b, 1, i64::from(c.hidden)])?;
-            x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
-            x = x.f_add(&self.mlp(layer, &x)?)?;
+            .f_reshape([b, hidden])?;
+            if llama {
+                // No bias: the residual add is the projection's own accumulation (x += attn
+                // out_w^T), one kernel instead of two.
+                let _ = x.f_addmm_(&attn, &layer.out_w.f_transpose(0, 1)?)?;
+                let act = self.mlp_activation(layer, &x)?;
+                let _ = x.f_addmm_(&act, &layer.down_w.f_transpose(0, 1)?)?;
+            } else {
+                x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
+                x = x.f_add(&self.mlp(layer, &x)?)?;
+            }
         }
-        let x = self.norm(&self.final_norm, &x.f_squeeze_dim(1)?)?;
+        let x = self.norm(&self.final_norm, &x)?;
         Ok(linear(&x, &self.head, None)?)
     }
 
@@ -690,9 +729,15 @@ impl LlmModel {
     }
 
     fn mlp(&self, layer: &Layer, x: &Tensor) -> Result<Tensor, LlmError> {
+        let act = self.mlp_activation(layer, x)?;
+        Ok(linear(&act, &layer.down_w, layer.down_b.as_ref())?)
+    }
+
+    /// The MLP up to its down projection: norm, up (and gate), activation.
+    fn mlp_activation(&self, layer: &Layer, x: &Tensor) -> Result<Tensor, LlmError> {
         let h = self.norm(&layer.mlp_norm, x)?;
         let up = linear(&h, &layer.up_w, layer.up_b.as_ref())?;
-        let act = match self.config.architecture {
+        Ok(match self.config.architecture {
             LlmArchitecture::Gpt2 => up.f_gelu("tanh")?,
             LlmArchitecture::Llama => {
                 let i = i64::from(self.config.intermediate);
@@ -700,8 +745,7 @@ impl LlmModel {
                     .f_silu()?
                     .f_mul(&up.f_narrow(-1, i, i)?)?
             }
-        };
-        Ok(linear(&act, &layer.down_w, layer.down_b.as_ref())?)
+        })
     }
 }
 
@@ -710,18 +754,28 @@ fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor, tch::Tch
 }
 
 /// Rotary embedding, Hugging Face Llama's convention: `x * cos + rotate_half(x) * sin` with
-/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of the head (`head_dim` wide). Computed
-/// as `x * cos + roll(x, head_dim / 2) * signed_sin`, where `signed_sin` is `sin` with its first
-/// half negated ([`rope_tables`]): the same products (a negation is exact), without the `cat`
-/// of the two halves, which builds a list on the host and so allocates in the timed window.
+/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of each head; `x` is `shape` (`[b, p,
+/// heads, head_dim]`, any strides), the result contiguous. Computed as `x * cos +
+/// swap_halves(x) * signed_sin` in three kernels: `swap_halves` is a `flip` of the head seen as
+/// `[2, head_dim / 2]` (one strided copy, where `roll` copies a strided input first and then
+/// rolls), and the second product is accumulated into the first with `addcmul_`. `signed_sin` is
+/// `sin` with its first half negated ([`rope_tables`]): the same products (a negation is exact),
+/// without the `cat` of the two halves, which builds a list on the host and so allocates in the
+/// timed window.
 fn rotate(
     x: &Tensor,
     cos: &Tensor,
     signed_sin: &Tensor,
-    head_dim: i64,
+    shape: [i64; 4],
 ) -> Result<Tensor, tch::TchError> {
-    let rolled = x.f_roll([head_dim / 2].as_slice(), [-1i64].as_slice())?;
-    x.f_mul(cos)?.f_add(&rolled.f_mul(signed_sin)?)
+    let [b, p, n, d] = shape;
+    let swapped = x
+        .f_view_([b, p, n, 2, d / 2].as_slice())?
+        .f_flip([3_i64].as_slice())?
+        .f_reshape(shape)?;
+    let mut out = x.f_mul(cos)?;
+    let _ = out.f_addcmul_(&swapped, signed_sin)?;
+    Ok(out)
 }
 
 /// `cos` and `sin` of `position * theta^(-2i/d)`, each frequency twice (`[context, d]`),
