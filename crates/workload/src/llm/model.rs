@@ -33,7 +33,7 @@
 //! heads than query heads, and the mask. The mask is built once per step, in the model's kind,
 //! over the whole context and narrowed to the attended positions: `scaled_dot_product_attention`
 //! would otherwise turn a boolean mask into an additive one in every layer (three kernels a
-//! layer), and the memory-efficient kernel would pad a mask whose rows are not 16-aligned.
+//! layer), and the memory-efficient kernel would pad a mask with a stride not a multiple of 16.
 //!
 //! # Kernels of a decode step
 //!
@@ -653,20 +653,7 @@ impl LlmModel {
             )),
             None => None,
         };
-        // Key position j is visible to a sequence at position `pos` when j <= pos (its own new
-        // key included): 0 there, minus infinity elsewhere, [b, 1, 1, attend]. Built over the
-        // whole context and narrowed, so that its rows stay aligned (see the module doc).
-        let visible = self
-            .cache
-            .key_positions
-            .f_unsqueeze(0)?
-            .f_le_tensor(&positions.f_unsqueeze(1)?)?;
-        let mask = self
-            .cache
-            .mask_open
-            .f_where_self(&visible, &self.cache.mask_closed)?
-            .f_narrow(1, 0, attend)?
-            .f_view_([b, 1, 1, attend].as_slice())?;
+        let mask = self.decode_mask(&positions, b, attend)?;
         let write_at = self.cache.slot_base.f_narrow(0, 0, b)?.f_add(&positions)?;
         let gqa = kv_heads != heads;
         let llama = c.architecture == LlmArchitecture::Llama;
@@ -715,6 +702,26 @@ impl LlmModel {
         }
         let x = self.norm(&self.final_norm, &x)?;
         Ok(linear(&x, &self.head, None)?)
+    }
+
+    /// The additive mask of a decode step over slots `0..b` at `positions`: key position `j`
+    /// is visible to a sequence at position `pos` when `j <= pos` (its own new key included): 0
+    /// there, minus infinity elsewhere, `[b, 1, 1, attend]` in the model's kind. Built over the
+    /// whole context and narrowed, so that every stride but the last is `context` (the
+    /// memory-efficient kernel pads a mask with any stride not a multiple of 16).
+    fn decode_mask(&self, positions: &Tensor, b: i64, attend: i64) -> Result<Tensor, LlmError> {
+        let context = i64::from(self.config.context);
+        let visible = self
+            .cache
+            .key_positions
+            .f_unsqueeze(0)?
+            .f_le_tensor(&positions.f_unsqueeze(1)?)?;
+        Ok(self
+            .cache
+            .mask_open
+            .f_where_self(&visible, &self.cache.mask_closed)?
+            .f_view_([b, 1, 1, context].as_slice())?
+            .f_narrow(3, 0, attend)?)
     }
 
     fn norm(&self, norm: &Norm, x: &Tensor) -> Result<Tensor, LlmError> {
@@ -928,6 +935,41 @@ pub(crate) fn attend_in_blocks(longest: i64, block: u32, context: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::attend_in_blocks;
+    use super::{LlmModel, LlmPlacement};
+    use crate::llm::config::LlmPreset;
+    use tch::{Device, Kind, Tensor};
+
+    #[test]
+    fn the_decode_mask_opens_each_sequences_positions_with_aligned_strides() {
+        let config = LlmPreset::Gpt2Tiny.config();
+        let context = i64::from(config.context);
+        let model = LlmModel::new(&config, LlmPlacement::new(Device::Cpu, None), 3, 0).unwrap();
+        let positions = Tensor::from_slice(&[4_i64, 0, 9]);
+        let attend = 13;
+        let mask = model.decode_mask(&positions, 3, attend).unwrap();
+        assert_eq!(mask.size(), [3, 1, 1, attend]);
+        assert_eq!(mask.kind(), Kind::Float);
+        // Every stride but the last is the context's (64: a multiple of 16), the last 1.
+        assert_eq!(mask.stride(), [context, context, context, 1]);
+        let rows: Vec<Vec<f32>> = (0..3)
+            .map(|s| Vec::<f32>::try_from(mask.get(s).flatten(0, -1)).unwrap())
+            .collect();
+        for (row, open) in rows.iter().zip([4_usize, 0, 9]) {
+            for (j, &value) in row.iter().enumerate() {
+                if j <= open {
+                    assert!(
+                        value == 0.0,
+                        "position {j} of a sequence at {open}: {value}"
+                    );
+                } else {
+                    assert!(
+                        value == f32::NEG_INFINITY,
+                        "position {j} at {open}: {value}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_attention_length_rounds_up_to_its_block() {
