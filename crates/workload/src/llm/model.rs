@@ -28,6 +28,10 @@
 //! step's rounded up to a block of `ATTEND_BLOCK` positions); a graph-captured decode ([`LlmModel::decode_static`]) over the whole context, since a graph
 //! cannot change shape: the mask makes the two compute the same logits.
 //!
+//! An eager step whose sequences all hold the same number of positions (the closed-loop
+//! `decode` workload's) attends over exactly those and its new one, with no mask, as PyTorch's
+//! own decoders do in a closed loop.
+//!
 //! Decode attention is the call PyTorch's decoders make: the query `[b, heads, 1, head_dim]`,
 //! keys and values `[b, kv_heads, attend, head_dim]`, `enable_gqa` when the model has fewer KV
 //! heads than query heads, and the mask. The mask is built once per step, in the model's kind,
@@ -336,8 +340,15 @@ impl LlmModel {
             .max()
             .unwrap_or(0);
         let attend = attend_in_blocks(longest, block, self.config.context);
+        // When every sequence holds `longest` positions and the step attends over exactly those
+        // and its new one, every key is visible to every query: no mask, as PyTorch's own
+        // decoders attend in a closed loop (and SDPA may take its flash kernel, which takes none).
+        let masked = attend != longest + 1
+            || self.cache.lengths[..b as usize]
+                .iter()
+                .any(|&len| len != longest);
         let _no_grad = tch::no_grad_guard();
-        let logits = self.forward_decode(tokens, b, attend)?;
+        let logits = self.forward_decode(tokens, b, attend, masked)?;
         self.advance(b)?;
         Ok(logits)
     }
@@ -349,7 +360,7 @@ impl LlmModel {
     /// ([`LlmModel::advance_host`]).
     pub(crate) fn decode_static(&mut self, tokens: &Tensor, b: i64) -> Result<Tensor, LlmError> {
         let _no_grad = tch::no_grad_guard();
-        let logits = self.forward_decode(tokens, b, i64::from(self.config.context))?;
+        let logits = self.forward_decode(tokens, b, i64::from(self.config.context), true)?;
         let _ = self.cache.positions.f_narrow(0, 0, b)?.f_add_scalar_(1)?;
         Ok(logits)
     }
@@ -626,9 +637,16 @@ impl LlmModel {
             .f_reshape([b, p, i64::from(self.config.hidden)])?)
     }
 
-    /// One decode step over slots `0..b`, attending over the first `attend` positions. The
-    /// residual stream is `[b, hidden]`.
-    fn forward_decode(&mut self, tokens: &Tensor, b: i64, attend: i64) -> Result<Tensor, LlmError> {
+    /// One decode step over slots `0..b`, attending over the first `attend` positions, under
+    /// the position mask when `masked` (without it, every sequence must hold `attend - 1`
+    /// positions). The residual stream is `[b, hidden]`.
+    fn forward_decode(
+        &mut self,
+        tokens: &Tensor,
+        b: i64,
+        attend: i64,
+        masked: bool,
+    ) -> Result<Tensor, LlmError> {
         let c = &self.config;
         let d = i64::from(c.head_dim());
         let (heads, kv_heads) = (i64::from(c.heads), i64::from(c.kv_heads));
@@ -653,7 +671,11 @@ impl LlmModel {
             )),
             None => None,
         };
-        let mask = self.decode_mask(&positions, b, attend)?;
+        let mask = if masked {
+            Some(self.decode_mask(&positions, b, attend)?)
+        } else {
+            None
+        };
         let write_at = self.cache.slot_base.f_narrow(0, 0, b)?.f_add(&positions)?;
         let gqa = kv_heads != heads;
         let llama = c.architecture == LlmArchitecture::Llama;
@@ -681,7 +703,7 @@ impl LlmModel {
                 &q.f_transpose(1, 2)?,
                 &keys,
                 &values,
-                Some(&mask),
+                mask.as_ref(),
                 0.0,
                 false,
                 None,
