@@ -23,7 +23,7 @@
 # graph, into profiles/: PyTorch's (pytorch_decode.py --profile-steps 20: <model>-b8-<impl>.json
 # and .log) and coload's (BIN's decode_profile, built with `cargo build --release -p
 # coload-workload --example decode_profile`: coload-<model>-b8-<eager|graph>.json, the summary
-# in the shape of PyTorch's `profile` object, .trace.json, the chrome trace, and .log). The
+# in the shape of PyTorch's `profile` object, .trace.json.gz, the chrome trace, and .log). The
 # comparison then stops PROFILE_RESERVE_S (default 150) before the budget, so that the profiles
 # fit in it too.
 set -uo pipefail
@@ -115,6 +115,8 @@ profile_coload() { # model (eager and graph in one process)
     --execution both --prompt-tokens 512 --output-tokens 128 --warmup-iterations "$warmup" \
     --out "$out/profiles" > "$out/profiles/$name.log" 2>&1
   echo "rc=$? coload profile $name ($((SECONDS - began)) s)"
+  # An eager trace holds every CPU operator too (megabytes); Perfetto opens the .gz as it is.
+  gzip -f "$out/profiles/$name"-*.trace.json 2>/dev/null
 }
 
 if [[ ${PROFILE:-0} == 1 ]]; then
