@@ -572,7 +572,7 @@ impl LlmModel {
         }
     }
 
-    /// Q, K, V of `h` (`[b, p, hidden]`, or `[b, hidden]` with `p` 1): `[b, p, heads, d]`,
+    /// Q, K, V of `h` (`[b, p, hidden]`): `[b, p, heads, d]`,
     /// `[b, p, kv_heads, d]` twice. With `rope` (`cos` and `sin` broadcasting over `[b, p, 1,
     /// d]`), the queries and keys are rotated together: one `rotate` over the `heads +
     /// kv_heads` heads of each position, which the fused projection lays side by side.
@@ -607,6 +607,47 @@ impl LlmModel {
                     .f_view_([b, p, heads, d].as_slice())?,
                 qkv.f_narrow(-1, hd, kv)?
                     .f_view_([b, p, kv_heads, d].as_slice())?,
+            ),
+        };
+        Ok((q, k, v))
+    }
+
+    /// Q, K, V of one decode position (`h`: `[b, hidden]`): `[b, heads, 1, d]` (as attention
+    /// takes it, with no transpose), and `[b, kv_heads, d]` twice (as the cache's rows take
+    /// them). With `rope` (`cos` and `sin`: `[b, 1, 1, d]`), the queries and keys are rotated
+    /// together, as in [`LlmModel::qkv`].
+    fn qkv_decode(
+        &self,
+        layer: &Layer,
+        h: &Tensor,
+        b: i64,
+        rope: Option<(&Tensor, &Tensor)>,
+    ) -> Result<(Tensor, Tensor, Tensor), LlmError> {
+        let c = &self.config;
+        let d = i64::from(c.head_dim());
+        let (heads, kv_heads) = (i64::from(c.heads), i64::from(c.kv_heads));
+        let (hd, kv) = (heads * d, kv_heads * d);
+        let qkv = linear(h, &layer.qkv_w, layer.qkv_b.as_ref())?;
+        let v = qkv
+            .f_narrow(1, hd + kv, kv)?
+            .f_view_([b, kv_heads, d].as_slice())?;
+        let (q, k) = match rope {
+            Some((cos, sin)) => {
+                let shape = [b, heads + kv_heads, 1, d];
+                let qk = qkv.f_narrow(1, 0, hd + kv)?.f_view_(shape.as_slice())?;
+                let rotated = rotate(&qk, cos, sin, shape)?;
+                (
+                    rotated.f_narrow(1, 0, heads)?,
+                    rotated
+                        .f_narrow(1, heads, kv_heads)?
+                        .f_view_([b, kv_heads, d].as_slice())?,
+                )
+            }
+            None => (
+                qkv.f_narrow(1, 0, hd)?
+                    .f_view_([b, heads, 1, d].as_slice())?,
+                qkv.f_narrow(1, hd, kv)?
+                    .f_view_([b, kv_heads, d].as_slice())?,
             ),
         };
         Ok((q, k, v))
@@ -650,7 +691,7 @@ impl LlmModel {
         let c = &self.config;
         let d = i64::from(c.head_dim());
         let (heads, kv_heads) = (i64::from(c.heads), i64::from(c.kv_heads));
-        let hidden = i64::from(c.hidden);
+        let (hidden, context) = (i64::from(c.hidden), i64::from(c.context));
         let positions = self.cache.positions.f_narrow(0, 0, b)?;
         let mut x = Tensor::f_embedding(
             &self.embed,
@@ -682,34 +723,35 @@ impl LlmModel {
         for (i, layer) in self.layers.iter().enumerate() {
             let h = self.norm(&layer.attn_norm, &x)?;
             let rope = rope.as_ref().map(|(cos, sin)| (cos, sin));
-            let (q, k, v) = self.qkv(layer, &h, b, 1, rope)?;
-            let _ = self.cache.keys_rows[i].f_index_copy_(
-                0,
-                &write_at,
-                &k.f_view_([b, kv_heads, d].as_slice())?,
-            )?;
-            let _ = self.cache.values_rows[i].f_index_copy_(
-                0,
-                &write_at,
-                &v.f_view_([b, kv_heads, d].as_slice())?,
-            )?;
-            let keys = self.cache.keys[i]
-                .f_narrow(0, 0, b)?
-                .f_narrow(2, 0, attend)?;
-            let values = self.cache.values[i]
-                .f_narrow(0, 0, b)?
-                .f_narrow(2, 0, attend)?;
+            let (q, k, v) = self.qkv_decode(layer, &h, b, rope)?;
+            let _ = self.cache.keys_rows[i].f_index_copy_(0, &write_at, &k)?;
+            let _ = self.cache.values_rows[i].f_index_copy_(0, &write_at, &v)?;
+            // The whole cache as it is when the step covers it (every graph-captured step of a
+            // full batch): two views fewer a layer for the host to make.
+            let (keys_view, values_view);
+            let (keys, values) = if b == self.slots && attend == context {
+                (&self.cache.keys[i], &self.cache.values[i])
+            } else {
+                keys_view = self.cache.keys[i]
+                    .f_narrow(0, 0, b)?
+                    .f_narrow(2, 0, attend)?;
+                values_view = self.cache.values[i]
+                    .f_narrow(0, 0, b)?
+                    .f_narrow(2, 0, attend)?;
+                (&keys_view, &values_view)
+            };
+            // One query position: [b, heads, 1, d] out is [b, hidden] as it lies, whichever
+            // of the two layouts the kernel writes.
             let attn = Tensor::f_scaled_dot_product_attention(
-                &q.f_transpose(1, 2)?,
-                &keys,
-                &values,
+                &q,
+                keys,
+                values,
                 mask.as_ref(),
                 0.0,
                 false,
                 None,
                 gqa,
             )?
-            .f_transpose(1, 2)?
             .f_reshape([b, hidden])?;
             if llama {
                 // No bias: the residual add is the projection's own accumulation (x += attn
@@ -783,8 +825,9 @@ fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor, tch::Tch
 }
 
 /// Rotary embedding, Hugging Face Llama's convention: `x * cos + rotate_half(x) * sin` with
-/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of each head; `x` is `shape` (`[b, p,
-/// heads, head_dim]`, any strides), the result contiguous. Computed as `x * cos +
+/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of each head; `x` is `shape` (four
+/// dimensions, the last the head's: `[b, p, heads, head_dim]` or `[b, heads, 1, head_dim]`; any
+/// strides), the result contiguous. Computed as `x * cos +
 /// swap_halves(x) * signed_sin` in three kernels: `swap_halves` is a `flip` of the head seen as
 /// `[2, head_dim / 2]` (one strided copy, where `roll` copies a strided input first and then
 /// rolls), and the second product is accumulated into the first with `addcmul_`. `signed_sin` is
