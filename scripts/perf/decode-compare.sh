@@ -18,6 +18,14 @@
 # worker-0/worker.json with the card's UUID, the date and the versions) with its .log, and
 # pytorch/<model>-b<B>-<eager|graph>-r<N>.json (the same facts from PyTorch) with its .log.
 # scripts/perf/decode_table.py turns the folder into the table of docs/performance.md.
+#
+# PROFILE=1 adds, after the comparison, kernel profiles of both presets at batch 8, eager and
+# graph, into profiles/: PyTorch's (pytorch_decode.py --profile-steps 20: <model>-b8-<impl>.json
+# and .log) and coload's (BIN's decode_profile, built with `cargo build --release -p
+# coload-workload --example decode_profile`: coload-<model>-b8-<eager|graph>.json, the summary
+# in the shape of PyTorch's `profile` object, .trace.json.gz, the chrome trace, and .log). The
+# comparison then stops PROFILE_RESERVE_S (default 150) before the budget, so that the profiles
+# fit in it too.
 set -uo pipefail
 window=${1:-4}
 budget=${2:-540}
@@ -35,6 +43,13 @@ py="$root/scripts/perf/pytorch_decode.py"
 mkdir -p "$out/coload" "$out/pytorch"
 began=$SECONDS
 left() { (( SECONDS - began < budget - ${1:-0} )); }
+# A run's timeout: at most $1 s, and never past the budget's end.
+cap() { local rest=$(( budget - (SECONDS - began) )); echo $(( rest < $1 ? rest : $1 )); }
+reserve=0
+if [[ ${PROFILE:-0} == 1 ]]; then
+  reserve=${PROFILE_RESERVE_S:-150}
+  mkdir -p "$out/profiles"
+fi
 # prompt 512, 128 generated, two whole cycles of warmup (2 x 128 iterations) on both sides
 warmup=256
 
@@ -48,7 +63,7 @@ echo "bandwidth rc=$? $(cut -c1-160 "$out/bandwidth.json")"
 coload() { # model batch eager|graph repeat
   local name="$1-b$2-$3-r$4" execution=eager
   [[ $3 == graph ]] && execution=cuda-graph
-  if ! left 25; then echo "skipped (budget): coload $name"; return; fi
+  if ! left $((25 + reserve)); then echo "skipped (budget): coload $name"; return; fi
   timeout 120 "$bin/bench-cohort" --worker-bin "$bin/bench-worker" --out "$out/coload/$name" \
     --mode exclusive --workers decode=1 --model "$1" --batch-size "$2" --execution "$execution" \
     --device cuda:0 --prompt-tokens 512 --output-tokens 128 --warmup-batches "$warmup" \
@@ -58,7 +73,7 @@ coload() { # model batch eager|graph repeat
 
 pytorch() { # model batch eager|graph repeat
   local name="$1-b$2-$3-r$4"
-  if ! left 25; then echo "skipped (budget): pytorch $name"; return; fi
+  if ! left $((25 + reserve)); then echo "skipped (budget): pytorch $name"; return; fi
   timeout 120 python3 "$py" --impl "$3" --model "$1" --batch-size "$2" --prompt-tokens 512 \
     --output-tokens 128 --warmup-iterations "$warmup" --window-s "$window" \
     > "$out/pytorch/$name.json" 2> "$out/pytorch/$name.log"
@@ -80,4 +95,35 @@ for repeat in 1 2; do
     done
   done
 done
+profile_pytorch() { # model eager|graph
+  local name="$1-b8-$2"
+  if ! left 25; then echo "skipped (budget): pytorch profile $name"; return; fi
+  timeout "$(cap 90)" python3 "$py" --impl "$2" --model "$1" --batch-size 8 --prompt-tokens 512 \
+    --output-tokens 128 --warmup-iterations "$warmup" --window-s 0.5 --profile-steps 20 \
+    > "$out/profiles/$name.json" 2> "$out/profiles/$name.log"
+  echo "rc=$? pytorch profile $name ($((SECONDS - began)) s)"
+}
+
+profile_coload() { # model (eager and graph in one process)
+  local name="coload-$1-b8"
+  if ! left 50; then echo "skipped (budget): coload profile $name"; return; fi
+  if [[ ! -x "$bin/decode_profile" ]]; then
+    echo "skipped: no $bin/decode_profile (cargo build --release -p coload-workload --example decode_profile)"
+    return
+  fi
+  timeout "$(cap 150)" "$bin/decode_profile" --model "$1" --batch-size 8 --steps 20 --device cuda:0 \
+    --execution both --prompt-tokens 512 --output-tokens 128 --warmup-iterations "$warmup" \
+    --out "$out/profiles" > "$out/profiles/$name.log" 2>&1
+  echo "rc=$? coload profile $name ($((SECONDS - began)) s)"
+  # An eager trace holds every CPU operator too (megabytes); Perfetto opens the .gz as it is.
+  gzip -f "$out/profiles/$name"-*.trace.json 2>/dev/null
+}
+
+if [[ ${PROFILE:-0} == 1 ]]; then
+  for model in tinyllama-1.1b gpt2-small; do
+    profile_coload "$model"
+    profile_pytorch "$model" graph
+    profile_pytorch "$model" eager
+  done
+fi
 echo "done in $((SECONDS - began)) s"

@@ -25,6 +25,10 @@
 //!. [`probe_device`] asks the CUDA runtime (already loaded by libtorch) for the free
 //! and total memory and the SM count this process sees, which under MPS are its share.
 //!
+//! [`profile::Profiler`] wraps libtorch's Kineto profiler around any of these steps (what
+//! `torch.profiler.profile` drives from Python); [`DecodeStep::profile_decode`] profiles decode
+//! steps and `examples/decode_profile.rs` prints where their time goes.
+//!
 //! Every libtorch failure becomes a [`WorkloadError`] carrying libtorch's message, CUDA
 //! out-of-memory included; nothing panics out of this crate. This is the only library that links
 //! libtorch.
@@ -57,6 +61,7 @@ mod hog;
 mod llm;
 mod models;
 mod options;
+pub mod profile;
 mod runtime;
 mod serve;
 mod shim;

@@ -7,6 +7,8 @@
 //   `zero_grad(set_to_none=True)`.
 // - Device synchronize, the caching allocator's peak, and the library versions.
 // - The channels-last memory format (tch has no memory-format argument).
+// - libtorch's Kineto profiler (what `torch.profiler.profile` drives from Python): start it, stop
+//   it, save its chrome trace and hand each event to a Rust callback.
 // - Whole-step CUDA graphs (when built against a libtorch with CUDA): warm up on a side stream,
 //   capture one step through `at::cuda::CUDAGraph`, replay it. See "CUDA graphs" below for why
 //   the class is declared here rather than included.
@@ -26,12 +28,14 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/version.h>
 
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -461,6 +465,52 @@ int coload_is_channels_last(void *tensor) {
   } catch (...) {
     return -1;
   }
+}
+
+// ---- Profiler ----------------------------------------------------------------------------------
+//
+// The calls `torch.profiler.profile(activities=[CPU, CUDA])` makes through torch/autograd/profiler.py:
+// prepareProfiler, then enableProfiler with ProfilerState::KINETO, and disableProfiler, whose
+// result saves the chrome trace (`export_chrome_trace`). CUDA activities (kernels, copies and
+// fills on the device, through CUPTI, graph replays' kernels included) are asked for only when
+// `cuda` is set and libtorch sees a CUDA device; without them Kineto records the CPU operators.
+
+// Starts the profiler on this thread; `*cuda_on` says whether device activities were asked for.
+int coload_profiler_start(int cuda, int *cuda_on, char *err, size_t err_len) {
+  *cuda_on = 0;
+  return guarded(err, err_len, [&] {
+    namespace prof = torch::profiler::impl;
+    TORCH_CHECK(!prof::profilerEnabled(), "a profiler is already running in this process");
+    std::set<prof::ActivityType> activities{prof::ActivityType::CPU};
+    if (cuda != 0 && at::hasCUDA()) {
+      activities.insert(prof::ActivityType::CUDA);
+      *cuda_on = 1;
+    }
+    const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+  });
+}
+
+// Stops the profiler, saves its chrome trace to `trace_path` (when not null) and calls
+// `on_event(ctx, name, name_len, on_device, start_ns, duration_ns)` for every event it recorded
+// (`on_device`: 1 for a device activity: a kernel, a copy or a fill).
+int coload_profiler_stop(const char *trace_path,
+                         void (*on_event)(void *, const char *, size_t, int, uint64_t, uint64_t),
+                         void *ctx, char *err, size_t err_len) {
+  return guarded(err, err_len, [&] {
+    auto result = torch::autograd::profiler::disableProfiler();
+    TORCH_CHECK(result != nullptr, "the profiler returned no result");
+    for (const auto &event : result->events()) {
+      const std::string name = event.name();
+      const bool on_device = event.deviceType() != c10::DeviceType::CPU;
+      on_event(ctx, name.data(), name.size(), on_device ? 1 : 0, event.startNs(),
+               event.durationNs());
+    }
+    if (trace_path != nullptr) {
+      result->save(trace_path);
+    }
+  });
 }
 
 }  // extern "C"

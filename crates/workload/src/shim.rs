@@ -111,6 +111,19 @@ unsafe extern "C" {
         err_len: usize,
     ) -> c_int;
     fn coload_is_channels_last(tensor: *mut c_void) -> c_int;
+    fn coload_profiler_start(
+        cuda: c_int,
+        cuda_on: *mut c_int,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
+    fn coload_profiler_stop(
+        trace_path: *const c_char,
+        on_event: extern "C" fn(*mut c_void, *const c_char, usize, c_int, u64, u64),
+        ctx: *mut c_void,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
 }
 
 /// A zeroed message buffer on the stack.
@@ -420,4 +433,89 @@ impl Drop for CudaGraph {
         // SAFETY: `self.0` came from `coload_graph_capture` and is freed exactly once, here.
         unsafe { coload_graph_free(self.0.as_ptr()) }
     }
+}
+
+/// Starts libtorch's Kineto profiler on this thread (CPU operators, and device activities when
+/// `cuda` is set and libtorch sees a CUDA device); returns whether device activities are
+/// recorded. Refused while a profiler runs.
+pub(crate) fn profiler_start(cuda: bool) -> Result<bool, WorkloadError> {
+    let mut cuda_on: c_int = 0;
+    let mut err = ErrBuf::new();
+    // SAFETY: a valid out pointer and a buffer of ERR_LEN bytes.
+    let rc =
+        unsafe { coload_profiler_start(c_int::from(cuda), &raw mut cuda_on, err.ptr(), ERR_LEN) };
+    err.check(rc)?;
+    Ok(cuda_on != 0)
+}
+
+/// One event the profiler recorded: its name, whether it ran on the device, its start and its
+/// duration (ns).
+pub(crate) struct RawEvent<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) on_device: bool,
+    pub(crate) start_ns: u64,
+    pub(crate) duration_ns: u64,
+}
+
+/// Stops the profiler, saves its chrome trace to `trace` (when given) and calls `f` for every
+/// event it recorded.
+pub(crate) fn profiler_stop<F>(trace: Option<&std::path::Path>, f: F) -> Result<(), WorkloadError>
+where
+    F: FnMut(RawEvent<'_>),
+{
+    extern "C" fn trampoline<F: FnMut(RawEvent<'_>)>(
+        ctx: *mut c_void,
+        name: *const c_char,
+        name_len: usize,
+        on_device: c_int,
+        start_ns: u64,
+        duration_ns: u64,
+    ) {
+        // SAFETY: `ctx` is the `&mut F` passed below, alive for the whole call.
+        let f = unsafe { &mut *ctx.cast::<F>() };
+        // SAFETY: the shim passes a pointer to `name_len` bytes of a string alive for the call.
+        let bytes = unsafe { std::slice::from_raw_parts(name.cast::<u8>(), name_len) };
+        let name = String::from_utf8_lossy(bytes);
+        let event = RawEvent {
+            name: &name,
+            on_device: on_device != 0,
+            start_ns,
+            duration_ns,
+        };
+        // A panic must not unwind through C++ frames.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(event))).is_err() {
+            std::process::abort();
+        }
+    }
+    // A path libtorch cannot take still stops the profiler (without a trace), then is refused.
+    let path = trace
+        .map(|path| {
+            std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
+                WorkloadError::InvalidOption(format!(
+                    "trace path {} holds a NUL byte",
+                    path.display()
+                ))
+            })
+        })
+        .transpose();
+    let path_ptr = match &path {
+        Ok(Some(p)) => p.as_ptr(),
+        _ => std::ptr::null(),
+    };
+    let mut f = f;
+    let mut err = ErrBuf::new();
+    // SAFETY: the path is NUL-terminated or null; the callback and its context stay valid for
+    // the call, which runs the callback synchronously on this thread; the error buffer holds
+    // ERR_LEN bytes.
+    let rc = unsafe {
+        coload_profiler_stop(
+            path_ptr,
+            trampoline::<F>,
+            (&raw mut f).cast::<c_void>(),
+            err.ptr(),
+            ERR_LEN,
+        )
+    };
+    err.check(rc)?;
+    path.map(|_| ())
 }

@@ -14,6 +14,8 @@
 //!   buckets for 32 sequences and replays them to the tokens the same static decode computes
 //!   eagerly (bf16: the same kernels at the same shapes).
 //!
+//! - the profiler records a decode step's kernels on the device, a graph replay's included.
+//!
 //! Run with `--nocapture` to see the figures.
 #![cfg(feature = "gpu")]
 
@@ -99,6 +101,30 @@ fn bf16_is_the_default_on_cuda_and_decodes_finite_logits() {
     assert!(bool::try_from(logits.to_kind(Kind::Float).isfinite().all()).unwrap());
     assert_eq!(step.info().device_kind, DeviceKind::Cuda);
     assert!(step.peak_memory().unwrap().peak_device_bytes >= step.model().cache_bytes());
+}
+
+#[test]
+fn a_profile_of_decode_steps_records_their_kernels() {
+    for execution in [Execution::Eager, Execution::CudaGraph] {
+        let o = options(LlmPreset::Gpt2Tiny, execution, None, 2, 8, 8);
+        let mut step = DecodeStep::new(&o).unwrap();
+        let profile = step.profile_decode(4, None).unwrap();
+        assert!(
+            profile.device_activities,
+            "{execution}: no device activities"
+        );
+        let s = profile.summary(4, 10).unwrap();
+        println!("gpt2-tiny b2 {execution}: {s}");
+        // At least one matrix product a layer. CUPTI records the whole device, so another test
+        // running meanwhile can only add to the count.
+        let layers = f64::from(LlmPreset::Gpt2Tiny.config().layers);
+        assert!(
+            s.events_per_step >= layers,
+            "{execution}: {} device events per step",
+            s.events_per_step
+        );
+        assert!(s.us_per_step > 0.0);
+    }
 }
 
 /// Median time of the decode iterations over `cycles` cycles (after one cycle of warmup).

@@ -273,6 +273,34 @@ impl DecodeStep {
         llm_peak_memory(self.cuda_index)
     }
 
+    /// Profiles `steps` decode iterations of a fresh cycle: restarts the cycle, runs its
+    /// prefill outside the profiler, then runs `steps` decode iterations (each a replay with
+    /// `execution: cuda-graph`) under libtorch's profiler, device activities included on CUDA.
+    /// Writes the chrome trace to `trace` when given. The cycle stays where the steps left it;
+    /// call [`DecodeStep::restart`] before a timed window. `steps` must be 1 to G - 1 (the
+    /// decode iterations of one cycle).
+    pub fn profile_decode(
+        &mut self,
+        steps: u32,
+        trace: Option<&std::path::Path>,
+    ) -> Result<crate::profile::Profile, LlmError> {
+        let most = self.cycle.generate_tokens() - 1;
+        if steps == 0 || steps > most {
+            return Err(LlmError::Workload(WorkloadError::InvalidOption(format!(
+                "cannot profile {steps} decode steps: a cycle of {} generated tokens has {most} \
+                 (profile 1 to {most})",
+                self.cycle.generate_tokens()
+            ))));
+        }
+        self.restart();
+        self.step()?;
+        let profiler = crate::profile::Profiler::start(self.cuda_index.is_some())?;
+        for _ in 0..steps {
+            self.step()?;
+        }
+        Ok(profiler.stop(trace)?)
+    }
+
     fn prefill(&mut self) -> Result<(), LlmError> {
         self.model.reset()?;
         let logits = self.model.prefill(&self.prompt)?;

@@ -6,17 +6,21 @@
 //!
 //! # KV cache
 //!
-//! Each layer owns a key and a value tensor of `[slots, context, kv_heads, head_dim]`, zeroed
-//! once when the model is built: `slots` sequences (the batch) of at most `context` positions.
-//! Nothing in a prefill or a decode step allocates cache memory:
+//! Each layer owns a key and a value tensor of `[slots, kv_heads, context, head_dim]`, head-major
+//! as PyTorch's own decoders keep it, so that attention reads each head's keys contiguously
+//! (position stride `head_dim`); zeroed once when the model is built: `slots` sequences (the
+//! batch) of at most `context` positions. Nothing in a prefill or a decode step allocates cache
+//! memory:
 //!
 //! - a prefill of `b` sequences of `P` tokens into slots `s..s+b` writes positions `0..P` with
-//!   one `copy_` into a narrowed view, and attends causally over its own fresh keys (the cache
-//!   of those slots starts empty);
+//!   one `copy_` into a narrowed view (the prompt's keys transposed to head-major), and attends
+//!   causally over its own fresh keys (the cache of those slots starts empty);
 //! - a decode step writes each sequence's new key and value at its own position with one
-//!   `index_copy_` into a flat `[slots * context, kv_heads, head_dim]` view (index `slot *
-//!   context + position`), then attends over a narrowed view of the cache with a boolean mask
-//!   `j <= position` per sequence, so sequences of different lengths share one step.
+//!   `index_copy_` into a row view of the cache (`[rows, kv_heads, head_dim]` with strides
+//!   `[head_dim, context * head_dim, 1]`: row `slot * kv_heads * context + position` is that
+//!   slot's position in every KV head at once), then attends over a narrowed view of the cache
+//!   under an additive mask (0 where `j <= position`, minus infinity elsewhere) per sequence, so
+//!   sequences of different lengths share one step.
 //!
 //! Each slot's position lives on the device (`positions`, advanced in place by the step, so a
 //! captured CUDA graph replays correctly) and on the host (`lengths`, for the checks and the
@@ -24,10 +28,25 @@
 //! step's rounded up to a block of `ATTEND_BLOCK` positions); a graph-captured decode ([`LlmModel::decode_static`]) over the whole context, since a graph
 //! cannot change shape: the mask makes the two compute the same logits.
 //!
-//! Grouped-query attention in decode folds the query heads of one KV head into the query
-//! length (`[b, kv_heads, heads / kv_heads, head_dim]`), which is exact for a single query
-//! position and lets the memory-efficient kernels (which take a mask) run without repeating the
-//! keys; prefill uses `scaled_dot_product_attention`'s `enable_gqa`.
+//! An eager step whose sequences all hold the same number of positions (the closed-loop
+//! `decode` workload's) attends over exactly those and its new one, with no mask, as PyTorch's
+//! own decoders do in a closed loop.
+//!
+//! Decode attention is the call PyTorch's decoders make: the query `[b, heads, 1, head_dim]`,
+//! keys and values `[b, kv_heads, attend, head_dim]`, `enable_gqa` when the model has fewer KV
+//! heads than query heads, and the mask. The mask is built once per step, in the model's kind,
+//! over the whole context and narrowed to the attended positions: `scaled_dot_product_attention`
+//! would otherwise turn a boolean mask into an additive one in every layer (three kernels a
+//! layer), and the memory-efficient kernel would pad a mask with a stride not a multiple of 16.
+//!
+//! # Kernels of a decode step
+//!
+//! Exact rewrites that launch fewer kernels than the plain formulas (the difference is bf16
+//! rounding at most): the rotary embedding turns the queries and keys of the fused QKV
+//! projection together, in three kernels (`rotate`), and a Llama block's two residual adds are
+//! the output and down projections' own accumulation (`addmm_` into the residual stream, which
+//! is `[b, hidden]` in a decode step). GPT-2's projections carry a bias, so its residual adds
+//! stay separate.
 
 #![expect(
     clippy::many_single_char_names,
@@ -103,17 +122,24 @@ struct Layer {
 /// The KV cache and each slot's position.
 #[derive(Debug)]
 struct KvCache {
+    /// `[slots, kv_heads, context, head_dim]` per layer.
     keys: Vec<Tensor>,
     values: Vec<Tensor>,
-    /// The same storage as `[slots * context, kv_heads, head_dim]`, for `index_copy_`.
-    keys_flat: Vec<Tensor>,
-    values_flat: Vec<Tensor>,
+    /// The same storage as rows `[rows, kv_heads, head_dim]` with strides `[head_dim, context *
+    /// head_dim, 1]`, for the decode's `index_copy_`: row `slot * kv_heads * context + position`
+    /// holds that slot's position in every KV head (rows overlap: row `r + context` of head `h`
+    /// is row `r` of head `h + 1`; each write touches one row per slot).
+    keys_rows: Vec<Tensor>,
+    values_rows: Vec<Tensor>,
     /// Each slot's next position (= tokens it holds), int64 on the device.
     positions: Tensor,
-    /// `slot * context` for every slot, int64 on the device.
+    /// `slot * kv_heads * context` for every slot, int64 on the device.
     slot_base: Tensor,
     /// `0..context`, int64 on the device (the decode mask's key positions).
     key_positions: Tensor,
+    /// 0 and minus infinity, 0-dimensional in the model's kind (the additive mask's values).
+    mask_open: Tensor,
+    mask_closed: Tensor,
     /// The host's copy of `positions`.
     lengths: Vec<i64>,
 }
@@ -314,8 +340,15 @@ impl LlmModel {
             .max()
             .unwrap_or(0);
         let attend = attend_in_blocks(longest, block, self.config.context);
+        // When every sequence holds `longest` positions and the step attends over exactly those
+        // and its new one, every key is visible to every query: no mask, as PyTorch's own
+        // decoders attend in a closed loop (and SDPA may take its flash kernel, which takes none).
+        let masked = attend != longest + 1
+            || self.cache.lengths[..b as usize]
+                .iter()
+                .any(|&len| len != longest);
         let _no_grad = tch::no_grad_guard();
-        let logits = self.forward_decode(tokens, b, attend)?;
+        let logits = self.forward_decode(tokens, b, attend, masked)?;
         self.advance(b)?;
         Ok(logits)
     }
@@ -327,7 +360,7 @@ impl LlmModel {
     /// ([`LlmModel::advance_host`]).
     pub(crate) fn decode_static(&mut self, tokens: &Tensor, b: i64) -> Result<Tensor, LlmError> {
         let _no_grad = tch::no_grad_guard();
-        let logits = self.forward_decode(tokens, b, i64::from(self.config.context))?;
+        let logits = self.forward_decode(tokens, b, i64::from(self.config.context), true)?;
         let _ = self.cache.positions.f_narrow(0, 0, b)?.f_add_scalar_(1)?;
         Ok(logits)
     }
@@ -413,10 +446,10 @@ impl LlmModel {
         if len > 0 {
             for cache in [&mut self.cache.keys, &mut self.cache.values] {
                 for layer in cache.iter_mut() {
-                    let from = layer.f_narrow(0, src, 1)?.f_narrow(1, 0, len)?;
+                    let from = layer.f_narrow(0, src, 1)?.f_narrow(2, 0, len)?;
                     layer
                         .f_narrow(0, dst, 1)?
-                        .f_narrow(1, 0, len)?
+                        .f_narrow(2, 0, len)?
                         .f_copy_(&from)?;
                 }
             }
@@ -496,12 +529,12 @@ impl LlmModel {
             let (q, k, v) = self.qkv_prefill(layer, &h, b, p)?;
             self.cache.keys[i]
                 .f_narrow(0, first, b)?
-                .f_narrow(1, 0, p)?
-                .f_copy_(&k)?;
+                .f_narrow(2, 0, p)?
+                .f_copy_(&k.f_transpose(1, 2)?)?;
             self.cache.values[i]
                 .f_narrow(0, first, b)?
-                .f_narrow(1, 0, p)?
-                .f_copy_(&v)?;
+                .f_narrow(2, 0, p)?
+                .f_copy_(&v.f_transpose(1, 2)?)?;
             let attn = self.attend_prefill(&q, &k, &v, b, p)?;
             x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
             x = x.f_add(&self.mlp(layer, &x)?)?;
@@ -528,38 +561,95 @@ impl LlmModel {
         b: i64,
         p: i64,
     ) -> Result<(Tensor, Tensor, Tensor), LlmError> {
-        let (q, k, v) = self.qkv(layer, h, b, p)?;
         match &self.rope {
             Some((cos, sin)) => {
                 let d = i64::from(self.config.head_dim());
                 let cos = cos.f_narrow(0, 0, p)?.f_view_([1, p, 1, d].as_slice())?;
                 let sin = sin.f_narrow(0, 0, p)?.f_view_([1, p, 1, d].as_slice())?;
-                Ok((rotate(&q, &cos, &sin, d)?, rotate(&k, &cos, &sin, d)?, v))
+                self.qkv(layer, h, b, p, Some((&cos, &sin)))
             }
-            None => Ok((q, k, v)),
+            None => self.qkv(layer, h, b, p, None),
         }
     }
 
+    /// Q, K, V of `h` (`[b, p, hidden]`): `[b, p, heads, d]`,
+    /// `[b, p, kv_heads, d]` twice. With `rope` (`cos` and `sin` broadcasting over `[b, p, 1,
+    /// d]`), the queries and keys are rotated together: one `rotate` over the `heads +
+    /// kv_heads` heads of each position, which the fused projection lays side by side.
     fn qkv(
         &self,
         layer: &Layer,
         h: &Tensor,
         b: i64,
         p: i64,
+        rope: Option<(&Tensor, &Tensor)>,
     ) -> Result<(Tensor, Tensor, Tensor), LlmError> {
         let c = &self.config;
-        let (hd, d) = (i64::from(c.hidden), i64::from(c.head_dim()));
-        let kv = i64::from(c.kv_width());
+        let d = i64::from(c.head_dim());
+        let (heads, kv_heads) = (i64::from(c.heads), i64::from(c.kv_heads));
+        let (hd, kv) = (heads * d, kv_heads * d);
         let qkv = linear(h, &layer.qkv_w, layer.qkv_b.as_ref())?;
-        let q = qkv
-            .f_narrow(-1, 0, hd)?
-            .f_view_([b, p, i64::from(c.heads), d].as_slice())?;
-        let k = qkv
-            .f_narrow(-1, hd, kv)?
-            .f_view_([b, p, i64::from(c.kv_heads), d].as_slice())?;
         let v = qkv
             .f_narrow(-1, hd + kv, kv)?
-            .f_view_([b, p, i64::from(c.kv_heads), d].as_slice())?;
+            .f_view_([b, p, kv_heads, d].as_slice())?;
+        let (q, k) = match rope {
+            Some((cos, sin)) => {
+                let shape = [b, p, heads + kv_heads, d];
+                let qk = qkv.f_narrow(-1, 0, hd + kv)?.f_view_(shape.as_slice())?;
+                let rotated = rotate(&qk, cos, sin, shape)?;
+                (
+                    rotated.f_narrow(2, 0, heads)?,
+                    rotated.f_narrow(2, heads, kv_heads)?,
+                )
+            }
+            None => (
+                qkv.f_narrow(-1, 0, hd)?
+                    .f_view_([b, p, heads, d].as_slice())?,
+                qkv.f_narrow(-1, hd, kv)?
+                    .f_view_([b, p, kv_heads, d].as_slice())?,
+            ),
+        };
+        Ok((q, k, v))
+    }
+
+    /// Q, K, V of one decode position (`h`: `[b, hidden]`): `[b, heads, 1, d]` (as attention
+    /// takes it, with no transpose), and `[b, kv_heads, d]` twice (as the cache's rows take
+    /// them). With `rope` (`cos` and `sin`: `[b, 1, 1, d]`), the queries and keys are rotated
+    /// together, as in [`LlmModel::qkv`].
+    fn qkv_decode(
+        &self,
+        layer: &Layer,
+        h: &Tensor,
+        b: i64,
+        rope: Option<(&Tensor, &Tensor)>,
+    ) -> Result<(Tensor, Tensor, Tensor), LlmError> {
+        let c = &self.config;
+        let d = i64::from(c.head_dim());
+        let (heads, kv_heads) = (i64::from(c.heads), i64::from(c.kv_heads));
+        let (hd, kv) = (heads * d, kv_heads * d);
+        let qkv = linear(h, &layer.qkv_w, layer.qkv_b.as_ref())?;
+        let v = qkv
+            .f_narrow(1, hd + kv, kv)?
+            .f_view_([b, kv_heads, d].as_slice())?;
+        let (q, k) = match rope {
+            Some((cos, sin)) => {
+                let shape = [b, heads + kv_heads, 1, d];
+                let qk = qkv.f_narrow(1, 0, hd + kv)?.f_view_(shape.as_slice())?;
+                let rotated = rotate(&qk, cos, sin, shape)?;
+                (
+                    rotated.f_narrow(1, 0, heads)?,
+                    rotated
+                        .f_narrow(1, heads, kv_heads)?
+                        .f_view_([b, kv_heads, d].as_slice())?,
+                )
+            }
+            None => (
+                qkv.f_narrow(1, 0, hd)?
+                    .f_view_([b, heads, 1, d].as_slice())?,
+                qkv.f_narrow(1, hd, kv)?
+                    .f_view_([b, kv_heads, d].as_slice())?,
+            ),
+        };
         Ok((q, k, v))
     }
 
@@ -588,15 +678,30 @@ impl LlmModel {
             .f_reshape([b, p, i64::from(self.config.hidden)])?)
     }
 
-    /// One decode step over slots `0..b`, attending over the first `attend` positions.
-    fn forward_decode(&mut self, tokens: &Tensor, b: i64, attend: i64) -> Result<Tensor, LlmError> {
+    /// One decode step over slots `0..b`, attending over the first `attend` positions, under
+    /// the position mask when `masked` (without it, every sequence must hold `attend - 1`
+    /// positions). The residual stream is `[b, hidden]`.
+    fn forward_decode(
+        &mut self,
+        tokens: &Tensor,
+        b: i64,
+        attend: i64,
+        masked: bool,
+    ) -> Result<Tensor, LlmError> {
         let c = &self.config;
         let d = i64::from(c.head_dim());
         let (heads, kv_heads) = (i64::from(c.heads), i64::from(c.kv_heads));
+        let (hidden, context) = (i64::from(c.hidden), i64::from(c.context));
         let positions = self.cache.positions.f_narrow(0, 0, b)?;
-        let mut x = Tensor::f_embedding(&self.embed, tokens, -1, false, false)?;
+        let mut x = Tensor::f_embedding(
+            &self.embed,
+            &tokens.f_view_([b].as_slice())?,
+            -1,
+            false,
+            false,
+        )?;
         if let Some(pos) = &self.positions_embed {
-            x = x.f_add(&pos.f_index_select(0, &positions)?.f_unsqueeze(1)?)?;
+            x = x.f_add(&pos.f_index_select(0, &positions)?)?;
         }
         let rope = match &self.rope {
             Some((cos, sin)) => Some((
@@ -607,59 +712,80 @@ impl LlmModel {
             )),
             None => None,
         };
-        // Key position j is visible to a sequence at position `pos` when j <= pos (its own new
-        // key included): [b, 1, 1, attend].
-        let mask = self
-            .cache
-            .key_positions
-            .f_narrow(0, 0, attend)?
-            .f_unsqueeze(0)?
-            .f_le_tensor(&positions.f_unsqueeze(1)?)?
-            .f_view_([b, 1, 1, attend].as_slice())?;
+        let mask = if masked {
+            Some(self.decode_mask(&positions, b, attend)?)
+        } else {
+            None
+        };
         let write_at = self.cache.slot_base.f_narrow(0, 0, b)?.f_add(&positions)?;
+        let gqa = kv_heads != heads;
+        let llama = c.architecture == LlmArchitecture::Llama;
         for (i, layer) in self.layers.iter().enumerate() {
             let h = self.norm(&layer.attn_norm, &x)?;
-            let (mut q, mut k, v) = self.qkv(layer, &h, b, 1)?;
-            if let Some((cos, sin)) = &rope {
-                q = rotate(&q, cos, sin, d)?;
-                k = rotate(&k, cos, sin, d)?;
-            }
-            let _ = self.cache.keys_flat[i].f_index_copy_(
-                0,
-                &write_at,
-                &k.f_view_([b, kv_heads, d].as_slice())?,
-            )?;
-            let _ = self.cache.values_flat[i].f_index_copy_(
-                0,
-                &write_at,
-                &v.f_view_([b, kv_heads, d].as_slice())?,
-            )?;
-            let keys = self.cache.keys[i]
-                .f_narrow(0, 0, b)?
-                .f_narrow(1, 0, attend)?
-                .f_transpose(1, 2)?;
-            let values = self.cache.values[i]
-                .f_narrow(0, 0, b)?
-                .f_narrow(1, 0, attend)?
-                .f_transpose(1, 2)?;
-            // The query heads of one KV head as that head's query length (see the module doc).
-            let q = q.f_view_([b, kv_heads, heads / kv_heads, d].as_slice())?;
+            let rope = rope.as_ref().map(|(cos, sin)| (cos, sin));
+            let (q, k, v) = self.qkv_decode(layer, &h, b, rope)?;
+            let _ = self.cache.keys_rows[i].f_index_copy_(0, &write_at, &k)?;
+            let _ = self.cache.values_rows[i].f_index_copy_(0, &write_at, &v)?;
+            // The whole cache as it is when the step covers it (every graph-captured step of a
+            // full batch): two views fewer a layer for the host to make.
+            let (keys_view, values_view);
+            let (keys, values) = if b == self.slots && attend == context {
+                (&self.cache.keys[i], &self.cache.values[i])
+            } else {
+                keys_view = self.cache.keys[i]
+                    .f_narrow(0, 0, b)?
+                    .f_narrow(2, 0, attend)?;
+                values_view = self.cache.values[i]
+                    .f_narrow(0, 0, b)?
+                    .f_narrow(2, 0, attend)?;
+                (&keys_view, &values_view)
+            };
+            // One query position: [b, heads, 1, d] out is [b, hidden] as it lies, whichever
+            // of the two layouts the kernel writes.
             let attn = Tensor::f_scaled_dot_product_attention(
                 &q,
-                &keys,
-                &values,
-                Some(&mask),
+                keys,
+                values,
+                mask.as_ref(),
                 0.0,
                 false,
                 None,
-                false,
+                gqa,
             )?
-            .f_reshape([b, 1, i64::from(c.hidden)])?;
-            x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
-            x = x.f_add(&self.mlp(layer, &x)?)?;
+            .f_reshape([b, hidden])?;
+            if llama {
+                // No bias: the residual add is the projection's own accumulation (x += attn
+                // out_w^T), one kernel instead of two.
+                let _ = x.f_addmm_(&attn, &layer.out_w.f_transpose(0, 1)?)?;
+                let act = self.mlp_activation(layer, &x)?;
+                let _ = x.f_addmm_(&act, &layer.down_w.f_transpose(0, 1)?)?;
+            } else {
+                x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
+                x = x.f_add(&self.mlp(layer, &x)?)?;
+            }
         }
-        let x = self.norm(&self.final_norm, &x.f_squeeze_dim(1)?)?;
+        let x = self.norm(&self.final_norm, &x)?;
         Ok(linear(&x, &self.head, None)?)
+    }
+
+    /// The additive mask of a decode step over slots `0..b` at `positions`: key position `j`
+    /// is visible to a sequence at position `pos` when `j <= pos` (its own new key included): 0
+    /// there, minus infinity elsewhere, `[b, 1, 1, attend]` in the model's kind. Built over the
+    /// whole context and narrowed, so that every stride but the last is `context` (the
+    /// memory-efficient kernel pads a mask with any stride not a multiple of 16).
+    fn decode_mask(&self, positions: &Tensor, b: i64, attend: i64) -> Result<Tensor, LlmError> {
+        let context = i64::from(self.config.context);
+        let visible = self
+            .cache
+            .key_positions
+            .f_unsqueeze(0)?
+            .f_le_tensor(&positions.f_unsqueeze(1)?)?;
+        Ok(self
+            .cache
+            .mask_open
+            .f_where_self(&visible, &self.cache.mask_closed)?
+            .f_view_([b, 1, 1, context].as_slice())?
+            .f_narrow(3, 0, attend)?)
     }
 
     fn norm(&self, norm: &Norm, x: &Tensor) -> Result<Tensor, LlmError> {
@@ -674,9 +800,15 @@ impl LlmModel {
     }
 
     fn mlp(&self, layer: &Layer, x: &Tensor) -> Result<Tensor, LlmError> {
+        let act = self.mlp_activation(layer, x)?;
+        Ok(linear(&act, &layer.down_w, layer.down_b.as_ref())?)
+    }
+
+    /// The MLP up to its down projection: norm, up (and gate), activation.
+    fn mlp_activation(&self, layer: &Layer, x: &Tensor) -> Result<Tensor, LlmError> {
         let h = self.norm(&layer.mlp_norm, x)?;
         let up = linear(&h, &layer.up_w, layer.up_b.as_ref())?;
-        let act = match self.config.architecture {
+        Ok(match self.config.architecture {
             LlmArchitecture::Gpt2 => up.f_gelu("tanh")?,
             LlmArchitecture::Llama => {
                 let i = i64::from(self.config.intermediate);
@@ -684,8 +816,7 @@ impl LlmModel {
                     .f_silu()?
                     .f_mul(&up.f_narrow(-1, i, i)?)?
             }
-        };
-        Ok(linear(&act, &layer.down_w, layer.down_b.as_ref())?)
+        })
     }
 }
 
@@ -694,18 +825,29 @@ fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor, tch::Tch
 }
 
 /// Rotary embedding, Hugging Face Llama's convention: `x * cos + rotate_half(x) * sin` with
-/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of the head (`head_dim` wide). Computed
-/// as `x * cos + roll(x, head_dim / 2) * signed_sin`, where `signed_sin` is `sin` with its first
-/// half negated ([`rope_tables`]): the same products (a negation is exact), without the `cat`
-/// of the two halves, which builds a list on the host and so allocates in the timed window.
+/// `rotate_half([x1, x2]) = [-x2, x1]` over the two halves of each head; `x` is `shape` (four
+/// dimensions, the last the head's: `[b, p, heads, head_dim]` or `[b, heads, 1, head_dim]`; any
+/// strides), the result contiguous. Computed as `x * cos +
+/// swap_halves(x) * signed_sin` in three kernels: `swap_halves` is a `flip` of the head seen as
+/// `[2, head_dim / 2]` (one strided copy, where `roll` copies a strided input first and then
+/// rolls), and the second product is accumulated into the first with `addcmul_`. `signed_sin` is
+/// `sin` with its first half negated ([`rope_tables`]): the same products (a negation is exact),
+/// without the `cat` of the two halves, which builds a list on the host and so allocates in the
+/// timed window.
 fn rotate(
     x: &Tensor,
     cos: &Tensor,
     signed_sin: &Tensor,
-    head_dim: i64,
+    shape: [i64; 4],
 ) -> Result<Tensor, tch::TchError> {
-    let rolled = x.f_roll([head_dim / 2].as_slice(), [-1i64].as_slice())?;
-    x.f_mul(cos)?.f_add(&rolled.f_mul(signed_sin)?)
+    let [b, p, n, d] = shape;
+    let swapped = x
+        .f_view_([b, p, n, 2, d / 2].as_slice())?
+        .f_flip([3_i64].as_slice())?
+        .f_reshape(shape)?;
+    let mut out = x.f_mul(cos)?;
+    let _ = out.f_addcmul_(&swapped, signed_sin)?;
+    Ok(out)
 }
 
 /// `cos` and `sin` of `position * theta^(-2i/d)`, each frequency twice (`[context, d]`),
@@ -813,17 +955,21 @@ impl KvCache {
     fn new(c: &LlmConfig, placement: LlmPlacement, slots: i64) -> Result<Self, LlmError> {
         let context = i64::from(c.context);
         let (kv_heads, d) = (i64::from(c.kv_heads), i64::from(c.head_dim()));
-        let shape = [slots, context, kv_heads, d];
+        let shape = [slots, kv_heads, context, d];
         let opts = (placement.kind(), placement.device);
+        // The last slot's last head starts at row (slots * kv_heads - 1) * context; the rows view
+        // ends with that head's first row's last position, so that it stays inside the storage.
+        let rows = (slots - 1) * kv_heads * context + context;
+        let row_strides = [d, context * d, 1];
         let mut keys = Vec::with_capacity(c.layers as usize);
         let mut values = Vec::with_capacity(c.layers as usize);
-        let mut keys_flat = Vec::with_capacity(c.layers as usize);
-        let mut values_flat = Vec::with_capacity(c.layers as usize);
+        let mut keys_rows = Vec::with_capacity(c.layers as usize);
+        let mut values_rows = Vec::with_capacity(c.layers as usize);
         for _ in 0..c.layers {
             let k = Tensor::f_zeros(shape, opts)?;
             let v = Tensor::f_zeros(shape, opts)?;
-            keys_flat.push(k.f_view_([slots * context, kv_heads, d].as_slice())?);
-            values_flat.push(v.f_view_([slots * context, kv_heads, d].as_slice())?);
+            keys_rows.push(k.f_as_strided([rows, kv_heads, d], row_strides, 0)?);
+            values_rows.push(v.f_as_strided([rows, kv_heads, d], row_strides, 0)?);
             keys.push(k);
             values.push(v);
         }
@@ -831,11 +977,13 @@ impl KvCache {
         Ok(KvCache {
             keys,
             values,
-            keys_flat,
-            values_flat,
+            keys_rows,
+            values_rows,
             positions: Tensor::f_zeros([slots], int)?,
-            slot_base: Tensor::f_arange(slots, int)?.f_mul_scalar(context)?,
+            slot_base: Tensor::f_arange(slots, int)?.f_mul_scalar(kv_heads * context)?,
             key_positions: Tensor::f_arange(context, int)?,
+            mask_open: Tensor::f_zeros([], opts)?,
+            mask_closed: Tensor::f_full([], f64::NEG_INFINITY, opts)?,
             lengths: vec![0; slots as usize],
         })
     }
@@ -852,6 +1000,41 @@ pub(crate) fn attend_in_blocks(longest: i64, block: u32, context: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::attend_in_blocks;
+    use super::{LlmModel, LlmPlacement};
+    use crate::llm::config::LlmPreset;
+    use tch::{Device, Kind, Tensor};
+
+    #[test]
+    fn the_decode_mask_opens_each_sequences_positions_with_aligned_strides() {
+        let config = LlmPreset::Gpt2Tiny.config();
+        let context = i64::from(config.context);
+        let model = LlmModel::new(&config, LlmPlacement::new(Device::Cpu, None), 3, 0).unwrap();
+        let positions = Tensor::from_slice(&[4_i64, 0, 9]);
+        let attend = 13;
+        let mask = model.decode_mask(&positions, 3, attend).unwrap();
+        assert_eq!(mask.size(), [3, 1, 1, attend]);
+        assert_eq!(mask.kind(), Kind::Float);
+        // Every stride but the last is the context's (64: a multiple of 16), the last 1.
+        assert_eq!(mask.stride(), [context, context, context, 1]);
+        let rows: Vec<Vec<f32>> = (0..3)
+            .map(|s| Vec::<f32>::try_from(mask.get(s).flatten(0, -1)).unwrap())
+            .collect();
+        for (row, open) in rows.iter().zip([4_usize, 0, 9]) {
+            for (j, &value) in row.iter().enumerate() {
+                if j <= open {
+                    assert!(
+                        value == 0.0,
+                        "position {j} of a sequence at {open}: {value}"
+                    );
+                } else {
+                    assert!(
+                        value == f32::NEG_INFINITY,
+                        "position {j} at {open}: {value}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_attention_length_rounds_up_to_its_block() {
