@@ -12,6 +12,9 @@
 #
 #   OUT=out/decode BIN=.gpu35/bin scripts/perf/decode-compare.sh [WINDOW_S] [BUDGET_S]
 #
+# MODELS and BATCHES (space-separated) narrow the comparison to some presets and batches (a
+# first look before the whole run); the defaults are both presets at batch 8, 1 and 32.
+#
 # BIN: a folder with release bench-cohort and bench-worker (the host's torch/lib goes on
 # LD_LIBRARY_PATH); without it, the dist tarball (scripts/gpu/use-dist.sh). Writes under $OUT:
 # card.csv, bandwidth.json, coload/<model>-b<B>-<eager|graph>-r<N>/ (the cohort: summary.json,
@@ -81,8 +84,8 @@ pytorch() { # model batch eager|graph repeat
 }
 
 for repeat in 1 2; do
-  for model in gpt2-small tinyllama-1.1b; do
-    for b in 8 1 32; do
+  for model in ${MODELS:-gpt2-small tinyllama-1.1b}; do
+    for b in ${BATCHES:-8 1 32}; do
       for impl in graph eager; do
         if (( repeat == 1 )); then
           coload "$model" "$b" "$impl" "$repeat"
