@@ -946,8 +946,8 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
     if summaries.is_empty() && capacity.is_empty() {
         return Err(warnings);
     }
-    // Every complete solo the plan marks as a baseline: `compare` divides each cohort by the
-    // runs on its own card.
+    // Every complete solo the plan marks as a baseline: `compare_in_runs` divides each cohort
+    // by the runs on its own card in its own run of the study (its block).
     let baselines: Vec<CohortSummary> = summaries
         .iter()
         .filter(|(s, e)| e.baseline && s.workers.len() == 1)
@@ -967,7 +967,7 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
             decision: None,
         }
     } else {
-        match coload_analysis::compare(&cohorts, &baselines) {
+        match coload_analysis::compare_in_runs(&cohorts, &baselines, &index.run_of_experiments()) {
             Ok(c) => c,
             Err(e) => {
                 warnings.push(format!("no comparison: {e}"));

@@ -42,6 +42,7 @@ fn entry(name: &str, policy: &str, mode: &str, outcome: Outcome, reason: &str) -
         duration_s: None,
         in_windows_s: None,
         experiment: None,
+        run: None,
         failed_dirs: Vec::new(),
         capacity: None,
         isolation: None,
