@@ -146,12 +146,16 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
         8,
         "{again:?}"
     );
+    lost_cohort_runs_in_a_block_of_its_own_run(tmp.path(), &out);
+}
 
-    // A cohort lost (its folder gone): the third run runs it in a block of its own run, with
-    // the trainer's solo re-run before and after it; the first runs' solos stay in theirs.
+/// A cohort of the complete quick study in `out` lost (its folder gone): the third run runs it
+/// in a block of its own run, with the trainer's solo re-run before and after it; the first
+/// run's solos stay in theirs.
+fn lost_cohort_runs_in_a_block_of_its_own_run(tmp: &Path, out: &Path) {
     std::fs::remove_dir_all(out.join("cohorts/timeslice-train2-r2")).unwrap();
     let o = study(
-        tmp.path(),
+        tmp,
         &["quick", "--out", out.to_str().unwrap()],
         &worker_bin(),
     );
@@ -161,7 +165,7 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let idx = index(&out);
+    let idx = index(out);
     let ran: Vec<(String, u64)> = idx["cohorts"]
         .as_array()
         .unwrap()

@@ -827,6 +827,52 @@ pub fn wall_time(index: &Index) -> Option<String> {
     ))
 }
 
+/// The provenance's `cards and runs` row: how many cards and runs of the study its compared
+/// cohorts used, the two things a baseline block is (each ratio divides by the solos of its own
+/// card in its own run). Cohorts of an index written before runs were numbered count the
+/// study's runs and say that each card's solos were taken as one block. `None` without a
+/// compared cohort.
+fn blocks(summaries: &[(CohortSummary, &Entry)], index: &Index) -> Option<(String, String)> {
+    if summaries.is_empty() {
+        return None;
+    }
+    let mut cards: Vec<&str> = summaries
+        .iter()
+        .flat_map(|(s, _)| s.colocation.physical_gpus.iter().map(String::as_str))
+        .collect();
+    cards.sort_unstable();
+    cards.dedup();
+    let card_words = if cards.is_empty() {
+        "no card (CPU workers)".to_owned()
+    } else {
+        plural(cards.len(), "card", "cards")
+    };
+    let mut runs: Vec<u32> = summaries.iter().filter_map(|(_, e)| e.run).collect();
+    runs.sort_unstable();
+    runs.dedup();
+    let unnumbered = summaries.iter().any(|(_, e)| e.run.is_none());
+    Some((
+        "cards and runs".to_owned(),
+        if unnumbered && index.runs.is_empty() {
+            format!(
+                "{card_words}; the study's index predates runs, so each card's solos are one \
+                 baseline block"
+            )
+        } else if unnumbered {
+            format!(
+                "{card_words}, {} of the study; its cohorts predate run numbers, so each card's \
+                 solos are one baseline block",
+                plural(index.runs.len(), "run", "runs")
+            )
+        } else {
+            format!(
+                "{card_words}, {}: each ratio divides by the solos of its own card in its own run",
+                plural(runs.len(), "run", "runs")
+            )
+        },
+    ))
+}
+
 /// The policies the plan named that this node did not offer, each with the first reason given;
 /// MIG also when the workers' records say MIG mode was off and the plan had no MIG policy.
 fn not_measured(
@@ -1022,6 +1068,7 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
         .into_iter()
         .chain(wall_time(index).map(|w| ("wall time".to_owned(), w)))
         .chain(provenance(&summaries, &probes, &workers))
+        .chain(blocks(&summaries, index))
         .collect(),
         not_measured: not_measured(index, &workers),
         policies: summaries

@@ -74,6 +74,9 @@ fn the_article_study_reads_with_its_provenance_and_every_need() {
         "<dt>protocol</dt><dd>20 s window, 20 warmup batches, 5 s start lead</dd>",
         "<dt>dates</dt><dd>2026-12-01 00:45 to 00:58 UTC",
         "<dt>GPUs</dt><dd>2 physical GPUs (GPU-694b5e84…, GPU-dd673790…), 140 GiB each",
+        // The round-3 index predates runs in the index and run numbers on its cohorts.
+        "<dt>cards and runs</dt><dd>2 cards; the study",
+        "index predates runs, so each card",
         "mps-plugin: device-plugin replicas 7: 14 % of the threads",
         "<dt>coload</dt><dd>this report: 0.1.0 (git ",
         "driver, CUDA version and hosts not kept with these data (summaries only)",

@@ -144,15 +144,17 @@ fn run(out: &Path, factor: f64, stop_after: u32) -> Index {
     serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap()
 }
 
-fn comparison(out: &Path, index: &Index) -> coload_cohort_schema::Comparison {
+fn assembled(out: &Path, index: &Index) -> coload_report::study_report::Assembled {
     let about = coload_report::study_report::About {
         title: "t".into(),
         description: "t".into(),
         node: "n".into(),
     };
-    coload_report::study_report::assemble(out, &about, index)
-        .unwrap()
-        .comparison
+    coload_report::study_report::assemble(out, &about, index).unwrap()
+}
+
+fn comparison(out: &Path, index: &Index) -> coload_cohort_schema::Comparison {
+    assembled(out, index).comparison
 }
 
 fn runs_of(index: &Index) -> Vec<(&str, Outcome, Option<u32>)> {
@@ -238,6 +240,13 @@ fn a_resumed_run_divides_by_its_own_runs_solos_on_the_same_card() {
         .map(|b| (b.run, b.experiments.len()))
         .collect();
     assert_eq!(blocks, [(Some(1), 1), (Some(2), 3)]);
+    // The provenance says how many cards and runs the blocks span.
+    let provenance = assembled(&out, &second).context.provenance;
+    assert!(
+        provenance.iter().any(|(k, v)| k == "cards and runs"
+            && v == "1 card, 2 runs: each ratio divides by the solos of its own card in its own run"),
+        "{provenance:?}"
+    );
 
     // Run 3 finds everything complete: the re-runs stay in the index with their run, and the
     // ratios do not change.
