@@ -476,6 +476,7 @@ fn searches(out: &Path, index: &Index) -> Vec<coload_analysis::frontier::Search>
             policy: e.policy.clone(),
             report,
             probes,
+            run: e.run,
         });
     }
     found
@@ -1000,6 +1001,8 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
         .map(|(s, _)| s.clone())
         .collect();
     let cohorts: Vec<CohortSummary> = summaries.iter().map(|(s, _)| s.clone()).collect();
+    // The run of the study each cohort ran in: with its card, its baseline block.
+    let runs = index.run_of_experiments();
     let comparison = if cohorts.is_empty() {
         // Only capacity searches: the report is their charts and table.
         coload_cohort_schema::Comparison {
@@ -1013,7 +1016,7 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
             decision: None,
         }
     } else {
-        match coload_analysis::compare_in_runs(&cohorts, &baselines, &index.run_of_experiments()) {
+        match coload_analysis::compare_in_runs(&cohorts, &baselines, &runs) {
             Ok(c) => c,
             Err(e) => {
                 warnings.push(format!("no comparison: {e}"));
@@ -1022,7 +1025,13 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
         }
     };
     let mut comparison = comparison;
-    comparison.decision = coload_analysis::frontier::decision(&searches(out, index), &baselines);
+    comparison.decision = coload_analysis::frontier::decision(
+        &searches(out, index),
+        coload_analysis::frontier::Solos {
+            summaries: &baselines,
+            runs: &runs,
+        },
+    );
     let counts = |o: Outcome| index.cohorts.iter().filter(|e| e.outcome == o).count();
     let workers = worker_records(out, index);
     let probes = probe_summaries(out, index);

@@ -679,3 +679,41 @@ fn energy_is_set_beside_the_solo_of_the_same_card_only() {
         "{sentence}"
     );
 }
+
+/// A capacity search's trainers divide by the solos of their card in the search's own run of
+/// the study: the frontier study's searches marked as run 2 with their solos of run 1 get no
+/// ratio against solo; with the solos in run 2 too, the ratios are the study's own.
+#[test]
+fn a_search_divides_by_the_solos_of_its_own_run() {
+    let (tmp, mut index) = frontier_study("frontier-serve");
+    let about = About {
+        title: "t".into(),
+        description: "t".into(),
+        node: index.node.clone(),
+    };
+    let train_ratios = |index: &Index| -> Vec<Option<f64>> {
+        let c = coload_report::study_report::assemble(tmp.path(), &about, index)
+            .unwrap()
+            .comparison;
+        c.decision
+            .unwrap()
+            .points
+            .iter()
+            .map(|p| p.train_vs_solo.map(|r| r.ratio))
+            .collect()
+    };
+    let recorded = train_ratios(&index);
+    assert!(recorded.iter().any(Option::is_some), "{recorded:?}");
+    for e in &mut index.cohorts {
+        e.run = Some(if e.baseline { 1 } else { 2 });
+    }
+    assert!(
+        train_ratios(&index).iter().all(Option::is_none),
+        "{:?}",
+        train_ratios(&index)
+    );
+    for e in &mut index.cohorts {
+        e.run = Some(2);
+    }
+    assert_eq!(train_ratios(&index), recorded);
+}
