@@ -233,6 +233,9 @@ struct Item {
     entry: Entry,
     /// To run in this run.
     queued: bool,
+    /// Started by the run before this one and picked up by the launcher (a cluster's Job still
+    /// there), not run again: it belongs to that run's block.
+    picked_up: bool,
 }
 
 fn relative(out: &Path, p: &Path) -> String {
@@ -380,6 +383,7 @@ pub fn run_with<L: Launcher>(
     for job in with_earlier_reruns(&jobs, earlier.as_ref()) {
         let mut e = job.entry();
         let mut queued = false;
+        let mut picked_up = false;
         let rerun = crate::block::parse_rerun(&job.name, &jobs).is_some();
         match node.place(&job, &lanes) {
             Err(why) => {
@@ -435,9 +439,9 @@ pub fn run_with<L: Launcher>(
                                 path: cohorts_dir.join(&job.name),
                                 source,
                             })?;
-                        let then = launcher
-                            .resumes(&job)
-                            .unwrap_or_else(|| "run again".to_owned());
+                        let resumes = launcher.resumes(&job);
+                        picked_up = resumes.is_some();
+                        let then = resumes.unwrap_or_else(|| "run again".to_owned());
                         console.progress(&format!(
                             "{}: an earlier run left it unfinished; kept as {} and {then}",
                             job.name,
@@ -453,6 +457,7 @@ pub fn run_with<L: Launcher>(
             job,
             entry: e,
             queued,
+            picked_up,
         });
     }
 
@@ -466,7 +471,8 @@ pub fn run_with<L: Launcher>(
         .iter()
         .map(|i| crate::block::Planned {
             job: &i.job,
-            queued: i.queued,
+            // A cohort picked up from the run before ran in that run's block.
+            queued: i.queued && !i.picked_up,
             complete_earlier: i.entry.outcome == Outcome::AlreadyComplete,
         })
         .collect();
@@ -479,6 +485,7 @@ pub fn run_with<L: Launcher>(
                 job,
                 entry,
                 queued: true,
+                picked_up: false,
             },
         );
     }
@@ -555,6 +562,11 @@ pub fn run_with<L: Launcher>(
         write_error: None,
         any_ended: false,
         run: this_run,
+        picked_up: items
+            .iter()
+            .filter(|i| i.picked_up)
+            .map(|i| i.job.name.clone())
+            .collect(),
     };
     events.progress.line(&format!(
         "{} to run ({} already complete, {} failed earlier, {} not offered); expected about {}",
@@ -866,6 +878,8 @@ struct StudyEvents<'a> {
     any_ended: bool,
     /// This run's number (1-based), recorded on every cohort it runs.
     run: u32,
+    /// Cohorts the run before started and this one picks up: recorded with that run.
+    picked_up: std::collections::BTreeSet<String>,
 }
 
 impl Events for StudyEvents<'_> {
@@ -892,7 +906,11 @@ impl Events for StudyEvents<'_> {
             return;
         };
         e.lanes = Some(placement.label());
-        e.run = Some(self.run);
+        e.run = if self.picked_up.contains(&job.name) {
+            self.run.checked_sub(1).filter(|r| *r > 0)
+        } else {
+            Some(self.run)
+        };
         e.duration_s = Some(elapsed.as_secs_f64());
         e.in_windows_s = None;
         e.reason = None;
