@@ -379,12 +379,13 @@ pub fn run_with<L: Launcher>(
     });
 
     // What the node offers and what earlier runs left.
+    let in_plan: std::collections::HashSet<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
     let mut items: Vec<Item> = Vec::new();
-    for job in with_earlier_reruns(&jobs, earlier.as_ref()) {
+    for job in with_earlier_reruns(&jobs, &in_plan, earlier.as_ref()) {
         let mut e = job.entry();
         let mut queued = false;
         let mut picked_up = false;
-        let rerun = crate::block::parse_rerun(&job.name, &jobs).is_some();
+        let rerun = !in_plan.contains(job.name.as_str());
         match node.place(&job, &lanes) {
             Err(why) => {
                 e.outcome = Outcome::NotOffered;
@@ -731,11 +732,15 @@ fn previous_index(out: &Path, plan: &str, console: &dyn Console) -> Option<Index
 /// The plan's `jobs` with the re-runs of baselines that earlier runs added to their blocks
 /// (`block`), each where the earlier index lists it (before the plan's cohort that followed it
 /// there): each is found again from its folder.
-fn with_earlier_reruns(jobs: &[Job], earlier: Option<&Index>) -> Vec<Job> {
+fn with_earlier_reruns(
+    jobs: &[Job],
+    in_plan: &std::collections::HashSet<&str>,
+    earlier: Option<&Index>,
+) -> Vec<Job> {
     let Some(earlier) = earlier else {
         return jobs.to_vec();
     };
-    let in_plan = |name: &str| jobs.iter().any(|j| j.name == name);
+    let in_plan = |name: &str| in_plan.contains(name);
     // (the plan's cohort it came before, or none: last; the re-run)
     let mut reruns: Vec<(Option<&str>, Job)> = Vec::new();
     for (k, e) in earlier.cohorts.iter().enumerate() {
