@@ -163,11 +163,11 @@ pub fn compare(
 /// Baselines are blocks: every solo run of a workload on one card in one run of the study (its
 /// repeats; one set per card and run). Each ratio divides by the block of the cohort's own card
 /// and run, with a 95% interval that carries the block's run-to-run noise ([`crate::ratio`]): a
-/// card drifts between a study's runs (a resumed study may find its card 12 % faster after a
-/// pause), so solos of another run are no reference. A cohort whose card has no baseline of its
-/// workload gets no ratio, and a `cross_card` warning names the cards and the spread between
-/// the baselines' cards, because H200s differ by 10 to 14 % from one card to the next; one
-/// whose card has baselines of other runs only gets none either (`cross_run`).
+/// card drifts between a study's runs (one resumed after a pause, or on another node, may find
+/// its card faster or slower), so solos of another run are no reference. A cohort whose card
+/// has no baseline of its workload gets no ratio, and a `cross_card` warning names the cards and
+/// the spread between the baselines' cards, because H200s differ by 10 to 14 % from one card to
+/// the next; one whose card has baselines of other runs only gets none either (`cross_run`).
 pub fn compare_in_runs(
     cohorts: &[CohortSummary],
     baselines: &[CohortSummary],

@@ -1,7 +1,7 @@
 //! A run's baseline block: every ratio divides by solos of the same card in the same run of the
 //! study, because a card drifts between runs (a study resumed after a pause, or on another
-//! node, may find its card 12 % faster). A fresh run's plan already brackets its cohorts with
-//! their baselines (first, between the rounds, last). A resumed run whose cohorts need a
+//! node, may find its card faster or slower). A fresh run's plan already brackets its cohorts
+//! with their baselines (first, between the rounds, last). A resumed run whose cohorts need a
 //! workload whose baselines ran in an earlier run re-runs those baselines in its own block, as
 //! the fresh schedule places them: the first before its first round, the last after its last,
 //! the others spread between ([`crate::plan`]'s `baseline_slots`), as many as the plan runs of
