@@ -146,6 +146,69 @@ fn study_quick_runs_on_the_cpu_renders_its_report_and_resumes() {
         8,
         "{again:?}"
     );
+    lost_cohort_runs_in_a_block_of_its_own_run(tmp.path(), &out);
+}
+
+/// A cohort of the complete quick study in `out` lost (its folder gone): the third run runs it
+/// in a block of its own run, with the trainer's solo re-run before and after it; the first
+/// run's solos stay in theirs.
+fn lost_cohort_runs_in_a_block_of_its_own_run(tmp: &Path, out: &Path) {
+    std::fs::remove_dir_all(out.join("cohorts/timeslice-train2-r2")).unwrap();
+    let o = study(
+        tmp,
+        &["quick", "--out", out.to_str().unwrap()],
+        &worker_bin(),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let idx = index(out);
+    let ran: Vec<(String, u64)> = idx["cohorts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["outcome"] == "complete")
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().to_owned(),
+                c["run"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            ("exclusive-train1-run3-r1".to_owned(), 3),
+            ("timeslice-train2-r2".to_owned(), 3),
+            ("exclusive-train1-run3-r2".to_owned(), 3),
+        ]
+    );
+    let comparison: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report/comparison.json")).unwrap())
+            .unwrap();
+    let blocks: Vec<(String, Option<u64>, usize)> = comparison["baseline_blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["workload"].as_str().unwrap().to_owned(),
+                b["run"].as_u64(),
+                b["experiments"].as_array().unwrap().len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        blocks,
+        [
+            ("train".to_owned(), Some(1), 2),
+            ("train".to_owned(), Some(3), 2),
+            ("infer".to_owned(), Some(1), 2),
+        ]
+    );
 }
 
 /// A fixed-rate serve cohort and a capacity search of at most two probes, on the CPU with tiny

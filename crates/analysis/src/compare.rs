@@ -148,17 +148,32 @@ pub fn check_figures(path: &Path, s: &CohortSummary) -> Result<(), AnalysisError
     Ok(())
 }
 
-/// Compares `cohorts` with each other and with the solo `baselines`.
-///
-/// Baselines are blocks: every solo run of a workload on one card (its repeats, and one set per
-/// card). Each ratio divides by the block of the cohort's own card, with a 95% interval that
-/// carries the block's run-to-run noise ([`crate::ratio`]); a cohort whose card has no baseline
-/// of its workload gets no ratio, and a `cross_card` warning names the cards and the spread
-/// between the baselines' cards, because H200s differ by 10 to 14 % from one card to the next.
+/// Compares `cohorts` with each other and with the solo `baselines`, all of one run: every
+/// card's solos are one block ([`compare_in_runs`] with no runs recorded).
 pub fn compare(
     cohorts: &[CohortSummary],
     baselines: &[CohortSummary],
 ) -> Result<Comparison, AnalysisError> {
+    compare_in_runs(cohorts, baselines, &BTreeMap::new())
+}
+
+/// Compares `cohorts` with each other and with the solo `baselines`; `runs` names the run of
+/// the study each cohort and baseline ran in, by experiment id (one absent: runs not recorded).
+///
+/// Baselines are blocks: every solo run of a workload on one card in one run of the study (its
+/// repeats; one set per card and run). Each ratio divides by the block of the cohort's own card
+/// and run, with a 95% interval that carries the block's run-to-run noise ([`crate::ratio`]): a
+/// card drifts between a study's runs (one resumed after a pause, or on another node, may find
+/// its card faster or slower), so solos of another run are no reference. A cohort whose card
+/// has no baseline of its workload gets no ratio, and a `cross_card` warning names the cards and
+/// the spread between the baselines' cards, because H200s differ by 10 to 14 % from one card to
+/// the next; one whose card has baselines of other runs only gets none either (`cross_run`).
+pub fn compare_in_runs(
+    cohorts: &[CohortSummary],
+    baselines: &[CohortSummary],
+    runs: &BTreeMap<String, u32>,
+) -> Result<Comparison, AnalysisError> {
+    let run_of = |c: &CohortSummary| runs.get(&c.experiment).copied();
     if cohorts.is_empty() {
         return Err(AnalysisError::Compare(
             "nothing to compare: give summary.json files or cohort folders".into(),
@@ -168,28 +183,7 @@ pub fn compare(
     let mut blocks: Blocks<'_> = BTreeMap::new();
     let mut first: BTreeMap<Workload, Baseline> = BTreeMap::new();
     for b in baselines {
-        let [worker] = b.workers.as_slice() else {
-            return Err(AnalysisError::Compare(format!(
-                "baseline `{}` has {} workers; a baseline is a solo cohort of one worker",
-                b.experiment,
-                b.workers.len()
-            )));
-        };
-        // Every ratio divides by the baseline: a rate of 0, below 0, or too small to divide
-        // by is no baseline.
-        if !(worker.samples_per_s.is_finite() && worker.samples_per_s >= MIN_BASELINE_PER_S) {
-            return Err(AnalysisError::Compare(format!(
-                "baseline `{}`: workers[0].samples_per_s must be a finite rate of at least \
-                 {MIN_BASELINE_PER_S} samples/s, got {}",
-                b.experiment, worker.samples_per_s
-            )));
-        }
-        if !(worker.latency_ms.p99.is_finite() && worker.latency_ms.p99 > 0.0) {
-            return Err(AnalysisError::Compare(format!(
-                "baseline `{}`: workers[0].latency_ms.p99 must be a positive number of ms, got {}",
-                b.experiment, worker.latency_ms.p99
-            )));
-        }
+        let worker = baseline_worker(b)?;
         if blocks
             .values()
             .flatten()
@@ -200,7 +194,7 @@ pub fn compare(
                 b.experiment
             )));
         }
-        let key = (worker.workload, worker.gpu_uuid.clone());
+        let key = (worker.workload, worker.gpu_uuid.clone(), run_of(b));
         if let Some(other) = blocks.get(&key).and_then(|v| v.first()) {
             let diffs = b.config.differences(&other.config);
             if !diffs.is_empty() || other.workers[0].model != worker.model {
@@ -240,7 +234,7 @@ pub fn compare(
 
     let out_cohorts = cohorts
         .iter()
-        .map(|c| compare_cohort(c, &blocks, &mut warnings))
+        .map(|c| compare_cohort(c, run_of(c), &blocks, &mut warnings))
         .collect();
 
     Ok(Comparison {
@@ -248,27 +242,57 @@ pub fn compare(
         baselines: first,
         baseline_blocks: blocks
             .iter()
-            .map(|((workload, card), b)| BaselineBlock {
+            .map(|((workload, card, run), b)| BaselineBlock {
                 workload: *workload,
                 card: card.clone(),
+                run: *run,
                 experiments: b.runs.iter().map(|r| r.experiment.clone()).collect(),
                 samples_per_s: b.rates_estimate,
                 p99_ms: b.p99_estimate,
             })
             .collect(),
         cohorts: out_cohorts,
-        repeats: repeats(cohorts, &blocks),
+        repeats: repeats(cohorts, &run_of, &blocks),
         warnings,
         caveats: CAVEATS.iter().map(|c| (*c).to_owned()).collect(),
         decision: None,
     })
 }
 
-/// A baseline block's key: the workload and the card (`None` without a GPU identity).
-type BlockKey = (Workload, Option<String>);
+/// The one worker of baseline `b`, whose rate and p99 every ratio divides by; `Err` when `b` is
+/// no solo or its figures are nothing to divide by.
+fn baseline_worker(b: &CohortSummary) -> Result<&WorkerSummary, AnalysisError> {
+    let [worker] = b.workers.as_slice() else {
+        return Err(AnalysisError::Compare(format!(
+            "baseline `{}` has {} workers; a baseline is a solo cohort of one worker",
+            b.experiment,
+            b.workers.len()
+        )));
+    };
+    // Every ratio divides by the baseline: a rate of 0, below 0, or too small to divide
+    // by is no baseline.
+    if !(worker.samples_per_s.is_finite() && worker.samples_per_s >= MIN_BASELINE_PER_S) {
+        return Err(AnalysisError::Compare(format!(
+            "baseline `{}`: workers[0].samples_per_s must be a finite rate of at least \
+             {MIN_BASELINE_PER_S} samples/s, got {}",
+            b.experiment, worker.samples_per_s
+        )));
+    }
+    if !(worker.latency_ms.p99.is_finite() && worker.latency_ms.p99 > 0.0) {
+        return Err(AnalysisError::Compare(format!(
+            "baseline `{}`: workers[0].latency_ms.p99 must be a positive number of ms, got {}",
+            b.experiment, worker.latency_ms.p99
+        )));
+    }
+    Ok(worker)
+}
+
+/// A baseline block's key: the workload, the card (`None` without a GPU identity) and the run of
+/// the study (`None` where runs were not recorded).
+type BlockKey = (Workload, Option<String>, Option<u32>);
 type Blocks<'a> = BTreeMap<BlockKey, Vec<&'a CohortSummary>>;
 
-/// The solo runs of one workload on one card.
+/// The solo runs of one workload on one card in one run of the study.
 struct Block<'a> {
     runs: Vec<&'a CohortSummary>,
     rates: Vec<f64>,
@@ -305,12 +329,18 @@ impl<'a> Block<'a> {
 }
 
 /// How far apart the baselines of `workload` are between cards: the fastest card's mean solo
-/// rate over the slowest's, minus one; `None` with fewer than two cards.
+/// rate over the slowest's, minus one (a card's rate: the mean of its runs' blocks); `None`
+/// with fewer than two cards.
 fn between_card_spread(blocks: &BTreeMap<BlockKey, Block<'_>>, workload: Workload) -> Option<f64> {
-    let means: Vec<f64> = blocks
-        .iter()
-        .filter(|((w, card), b)| *w == workload && card.is_some() && b.rate() > 0.0)
-        .map(|(_, b)| b.rate())
+    let mut by_card: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for ((w, card, _), b) in blocks {
+        if let (true, Some(card), true) = (*w == workload, card, b.rate() > 0.0) {
+            by_card.entry(card.as_str()).or_default().push(b.rate());
+        }
+    }
+    let means: Vec<f64> = by_card
+        .values()
+        .map(|v| v.iter().sum::<f64>() / v.len() as f64)
         .collect();
     let (lo, hi) = means.iter().fold((f64::INFINITY, 0.0_f64), |(lo, hi), m| {
         (lo.min(*m), hi.max(*m))
@@ -326,6 +356,7 @@ pub fn short_card(card: &str) -> &str {
 
 fn compare_cohort(
     c: &CohortSummary,
+    run: Option<u32>,
     blocks: &BTreeMap<BlockKey, Block<'_>>,
     warnings: &mut Vec<SummaryWarning>,
 ) -> CohortComparison {
@@ -341,12 +372,12 @@ fn compare_cohort(
         cards.dedup();
         let own: Vec<Option<&Block<'_>>> = cards
             .iter()
-            .map(|card| blocks.get(&(*workload, card.clone())))
+            .map(|card| blocks.get(&(*workload, card.clone(), run)))
             .collect();
-        block_warnings(c, g, *workload, &cards, &own, blocks, warnings);
+        block_warnings(c, g, (*workload, run), &cards, &own, blocks, warnings);
         let block_of = |w: &WorkerSummary| {
             blocks
-                .get(&(*workload, w.gpu_uuid.clone()))
+                .get(&(*workload, w.gpu_uuid.clone(), run))
                 .filter(|b| b.rate() > 0.0)
         };
         let per_worker = members
@@ -409,6 +440,7 @@ fn compare_cohort(
         execution: c.config.execution,
         workload_mix: c.workload_mix.clone(),
         cards: c.colocation.physical_gpus.clone(),
+        run,
         common_s: c.common_interval.seconds,
         groups,
         gpm: device_gpm(c),
@@ -417,18 +449,29 @@ fn compare_cohort(
 }
 
 /// What a reader must know about a group's baselines: none at all, none on its own card
-/// (`cross_card`, with the spread between the cards that have them), or one of another
-/// configuration.
+/// (`cross_card`, with the spread between the cards that have them), none of its own run on
+/// its card (`cross_run`), or one of another configuration.
 fn block_warnings(
     c: &CohortSummary,
     g: &GroupSummary,
-    workload: Workload,
+    (workload, run): (Workload, Option<u32>),
     cards: &[Option<String>],
     own: &[Option<&Block<'_>>],
     blocks: &BTreeMap<BlockKey, Block<'_>>,
     warnings: &mut Vec<SummaryWarning>,
 ) {
-    let of_workload = || blocks.iter().filter(|((w, _), _)| *w == workload);
+    let of_workload = || blocks.iter().filter(|((w, _, _), _)| *w == workload);
+    // Cards with baselines of this workload, but none of this cohort's run.
+    let other_runs: Vec<(&Option<String>, Option<u32>)> = cards
+        .iter()
+        .zip(own)
+        .filter(|(_, b)| b.is_none())
+        .filter_map(|(card, _)| {
+            of_workload()
+                .find(|((_, k, _), _)| k == card)
+                .map(|((_, _, r), _)| (card, *r))
+        })
+        .collect();
     if of_workload().next().is_none() {
         warnings.push(warn(
             "no_baseline",
@@ -437,9 +480,21 @@ fn block_warnings(
                 c.experiment
             ),
         ));
+    } else if let Some((card, theirs)) = other_runs.first() {
+        warnings.push(warn(
+            "cross_run",
+            format!(
+                "cohort `{}` ran in {} on {}; that card's {workload} baselines ran in {} only: \
+                 no ratio against solo across runs, between which a card drifts",
+                c.experiment,
+                run_words(run),
+                card_words(card.as_deref()),
+                run_words(*theirs)
+            ),
+        ));
     } else if own.iter().any(Option::is_none) {
         let theirs: Vec<String> = of_workload()
-            .map(|((_, card), _)| card_words(card.as_deref()))
+            .map(|((_, card, _), _)| card_words(card.as_deref()))
             .collect();
         let ours: Vec<String> = cards.iter().map(|k| card_words(k.as_deref())).collect();
         let spread = between_card_spread(blocks, workload)
@@ -488,6 +543,11 @@ fn block_warnings(
             ));
         }
     }
+}
+
+/// A run of the study as a sentence names it: `run 2`, or "a run not recorded".
+fn run_words(run: Option<u32>) -> String {
+    run.map_or_else(|| "a run not recorded".to_owned(), |r| format!("run {r}"))
 }
 
 /// A card as a sentence names it: its short UUID, or "no GPU identity".
@@ -559,7 +619,11 @@ fn group_models(c: &CohortSummary) -> BTreeMap<Workload, String> {
         .collect()
 }
 
-fn repeats(cohorts: &[CohortSummary], blocks: &BTreeMap<BlockKey, Block<'_>>) -> Vec<RepeatGroup> {
+fn repeats(
+    cohorts: &[CohortSummary],
+    run_of: &dyn Fn(&CohortSummary) -> Option<u32>,
+    blocks: &BTreeMap<BlockKey, Block<'_>>,
+) -> Vec<RepeatGroup> {
     let mut shapes: Vec<Vec<&CohortSummary>> = Vec::new();
     for c in cohorts {
         match shapes.iter_mut().find(|s| same_shape(s[0], c)) {
@@ -602,7 +666,7 @@ fn repeats(cohorts: &[CohortSummary], blocks: &BTreeMap<BlockKey, Block<'_>>) ->
                             per_worker_samples_per_s: p,
                             p99_ms: l,
                             cohorts: points,
-                            vs_solo: card_ratios(&members, *workload, blocks),
+                            vs_solo: card_ratios(&members, *workload, run_of, blocks),
                         },
                     );
                 }
@@ -622,14 +686,15 @@ fn repeats(cohorts: &[CohortSummary], blocks: &BTreeMap<BlockKey, Block<'_>>) ->
         .collect()
 }
 
-/// A repeated shape's group against solo, card by card: its cohorts on one card (a cohort on
-/// one card only) over that card's baseline runs.
+/// A repeated shape's group against solo, block by block: its cohorts on one card in one run (a
+/// cohort on one card only) over that card's baseline runs of the same run of the study.
 fn card_ratios(
     members: &[&CohortSummary],
     workload: Workload,
+    run_of: &dyn Fn(&CohortSummary) -> Option<u32>,
     blocks: &BTreeMap<BlockKey, Block<'_>>,
 ) -> Vec<CardRatio> {
-    let mut by_card: BTreeMap<Option<String>, Vec<&CohortSummary>> = BTreeMap::new();
+    let mut by_card: BTreeMap<(Option<String>, Option<u32>), Vec<&CohortSummary>> = BTreeMap::new();
     for c in members {
         let mut cards = c
             .workers
@@ -638,13 +703,13 @@ fn card_ratios(
             .map(|w| w.gpu_uuid.clone());
         let Some(card) = cards.next() else { continue };
         if cards.all(|k| k == card) {
-            by_card.entry(card).or_default().push(c);
+            by_card.entry((card, run_of(c))).or_default().push(c);
         }
     }
     by_card
         .into_iter()
-        .filter_map(|(card, cs)| {
-            let block = blocks.get(&(workload, card.clone()))?;
+        .filter_map(|((card, run), cs)| {
+            let block = blocks.get(&(workload, card.clone(), run))?;
             let groups: Vec<&GroupSummary> =
                 cs.iter().filter_map(|c| c.groups.get(&workload)).collect();
             let aggregate: Vec<f64> = groups.iter().map(|g| g.aggregate_samples_per_s).collect();
@@ -656,7 +721,73 @@ fn card_ratios(
                 aggregate_vs_solo: crate::ratio::ratio_of_means(&aggregate, &block.rates)?,
                 per_worker_vs_solo: crate::ratio::ratio_of_means(&per_worker, &block.rates)?,
                 card,
+                run,
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> CohortSummary {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures")
+            .join(name);
+        summarize_dirs(&[dir], &Options::default()).unwrap()
+    }
+
+    /// `s` as experiment `name` on `card`.
+    fn on(mut s: CohortSummary, name: &str, card: &str) -> CohortSummary {
+        name.clone_into(&mut s.experiment);
+        for w in &mut s.workers {
+            w.gpu_uuid = Some(card.to_owned());
+        }
+        s.colocation.physical_gpus = vec![card.to_owned()];
+        s
+    }
+
+    /// Without runs recorded every card's solos are one block, as before runs were numbered;
+    /// with them, a cohort whose card has solos of another run only gets no ratio and a
+    /// `cross_run` warning, and one of the solos' run gets its ratio.
+    #[test]
+    fn a_cohort_divides_by_the_solos_of_its_own_run_only() {
+        let solo = on(fixture("solo-train"), "solo-1", "GPU-a");
+        let pair = on(fixture("repeat-a"), "pair-2", "GPU-a");
+        let cohorts = [solo.clone(), pair.clone()];
+        let plain = compare(&cohorts, std::slice::from_ref(&solo)).unwrap();
+        let unrecorded =
+            compare_in_runs(&cohorts, std::slice::from_ref(&solo), &BTreeMap::new()).unwrap();
+        assert_eq!(plain, unrecorded);
+        let aggregate = |c: &Comparison| c.cohorts[1].groups[&Workload::Train].aggregate_vs_solo;
+        assert!((aggregate(&plain).unwrap() - 4.0).abs() < 1e-9);
+
+        let runs: BTreeMap<String, u32> = [("solo-1".to_owned(), 1), ("pair-2".to_owned(), 2)]
+            .into_iter()
+            .collect();
+        let split = compare_in_runs(&cohorts, std::slice::from_ref(&solo), &runs).unwrap();
+        assert_eq!(aggregate(&split), None);
+        assert_eq!(split.cohorts[1].run, Some(2));
+        let w = split
+            .warnings
+            .iter()
+            .find(|w| w.kind == "cross_run")
+            .unwrap();
+        assert!(
+            w.message
+                .contains("ran in run 2 on GPU-a; that card's train baselines ran in run 1"),
+            "{}",
+            w.message
+        );
+        assert!(!split.warnings.iter().any(|w| w.kind == "cross_card"));
+
+        let same: BTreeMap<String, u32> = [("solo-1".to_owned(), 2), ("pair-2".to_owned(), 2)]
+            .into_iter()
+            .collect();
+        let one_run = compare_in_runs(&cohorts, std::slice::from_ref(&solo), &same).unwrap();
+        assert!((aggregate(&one_run).unwrap() - 4.0).abs() < 1e-9);
+        assert_eq!(one_run.baseline_blocks[0].run, Some(2));
+    }
 }

@@ -44,6 +44,9 @@ pub struct Search {
     /// The probes' `summary.json`s, matched to `report.probes` by experiment id (a probe
     /// without one is skipped).
     pub probes: Vec<CohortSummary>,
+    /// The run of the study that ran the search (1-based), where recorded: its probes' trainers
+    /// divide by the solos of their card in that run.
+    pub run: Option<u32>,
 }
 
 /// The policy and share in a user's words: `a whole GPU each`, `time-slicing`, `MPS, 4
@@ -180,19 +183,32 @@ fn mix_words(mix: &BTreeMap<Workload, u32>) -> String {
     parts.join(",")
 }
 
-/// The solo trainers of one card: their samples/s and samples per joule.
+/// The solos of a study with the run each ran in, by experiment id (none where runs were not
+/// recorded): the baseline blocks a search's trainers divide by.
+#[derive(Debug, Clone, Copy)]
+pub struct Solos<'a> {
+    /// The exclusive solo runs.
+    pub summaries: &'a [CohortSummary],
+    /// Their runs of the study, by experiment id.
+    pub runs: &'a BTreeMap<String, u32>,
+}
+
+/// The solo trainers of one card in one run of the study (its block): their samples/s and
+/// samples per joule.
 fn solo_block<'a>(
-    solos: &'a [CohortSummary],
+    solos: Solos<'a>,
     card: Option<&'a str>,
+    run: Option<u32>,
 ) -> impl Iterator<Item = &'a CohortSummary> + 'a {
-    solos.iter().filter(move |s| {
+    solos.summaries.iter().filter(move |s| {
         matches!(s.workers.as_slice(), [w] if w.workload == Workload::Train
             && w.gpu_uuid.as_deref() == card)
+            && solos.runs.get(&s.experiment).copied() == run
     })
 }
 
 /// One point from a search of the mix: `None` when no probe has a summary.
-fn point(search: &Search, solos: &[CohortSummary], tenants: u32) -> Option<FrontierPoint> {
+fn point(search: &Search, solos: Solos<'_>, tenants: u32) -> Option<FrontierPoint> {
     let r = &search.report;
     let summary_of = |experiment: &str| search.probes.iter().find(|s| s.experiment == experiment);
     let passing = r
@@ -215,10 +231,10 @@ fn point(search: &Search, solos: &[CohortSummary], tenants: u32) -> Option<Front
         .iter()
         .find(|w| w.workload == Workload::Train)
         .and_then(|w| w.gpu_uuid.as_deref());
-    let solo_rates: Vec<f64> = solo_block(solos, card)
+    let solo_rates: Vec<f64> = solo_block(solos, card, search.run)
         .map(|s| s.workers[0].samples_per_s)
         .collect();
-    let solo_j: Vec<f64> = solo_block(solos, card)
+    let solo_j: Vec<f64> = solo_block(solos, card, search.run)
         .filter_map(|s| s.groups.get(&Workload::Train)?.samples_per_device_joule)
         .collect();
     let share = summary.share.or_else(|| {
@@ -277,7 +293,7 @@ pub struct Frontier {
 /// The [`Frontier`] of the study's searches against its exclusive solo trainers (`solos`);
 /// `None` without a search beside trainers.
 #[must_use]
-pub fn frontier_points(searches: &[Search], solos: &[CohortSummary]) -> Option<Frontier> {
+pub fn frontier_points(searches: &[Search], solos: Solos<'_>) -> Option<Frontier> {
     let beside = |r: &CapacityReport| {
         r.workload_mix.contains_key(&Workload::Train)
             && (r.workload_mix.contains_key(&Workload::Serve)
@@ -324,7 +340,7 @@ pub fn frontier_points(searches: &[Search], solos: &[CohortSummary]) -> Option<F
 /// The decision table for the study's mix, from its capacity searches and its exclusive solo
 /// trainers (`solos`); `None` when the study has no search beside trainers.
 #[must_use]
-pub fn decision(searches: &[Search], solos: &[CohortSummary]) -> Option<DecisionTable> {
+pub fn decision(searches: &[Search], solos: Solos<'_>) -> Option<DecisionTable> {
     let Frontier { mix, points, alone } = frontier_points(searches, solos)?;
     let tenants: u32 = mix.values().sum();
     let trainers = mix.get(&Workload::Train).copied().unwrap_or(0);

@@ -63,7 +63,8 @@ mod summarize;
 pub use coload_cohort_schema::{CohortSummary, Comparison};
 pub use colocation::plural;
 pub use compare::{
-    CompareInput, MIN_BASELINE_PER_S, check_figures, compare, load_compare_input, short_card,
+    CompareInput, MIN_BASELINE_PER_S, check_figures, compare, compare_in_runs, load_compare_input,
+    short_card,
 };
 pub use error::{AnalysisError, CohortProblem, IntervalCut};
 pub use inputs::{discover, parse_worker_report};

@@ -638,13 +638,30 @@ fn a_dra_study_runs_every_policy_on_one_node_claim_by_claim() {
     assert_eq!(c.study(&plan).unwrap(), 0);
     assert_eq!(c.events(), events);
     // A cohort whose summary went missing runs again (its collected Job was deleted), with a
-    // claim of its own created before its Job and deleted after it.
+    // claim of its own created before its Job and deleted after it; its run re-runs the
+    // trainer's solo before and after it, so that it divides by solos of its own run (its
+    // baseline block), each cohort with a claim of its own.
     std::fs::remove_file(c.path("out/cohorts/mps-train2-r1/summary.json")).unwrap();
     assert_eq!(c.study(&plan).unwrap(), 0);
     let again = c.events();
     assert_eq!(&again[..events.len()], &events[..]);
-    assert_claim_per_cohort(&again[events.len()..], 1);
-    assert_eq!(c.jobs_created(), 4);
+    assert_claim_per_cohort(&again[events.len()..], 3);
+    assert_eq!(c.jobs_created(), 6);
+    let ran: Vec<(String, Option<u32>)> = c
+        .index()
+        .cohorts
+        .into_iter()
+        .filter(|e| e.outcome == Outcome::Complete)
+        .map(|e| (e.name, e.run))
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            ("exclusive-train1-run3-r1".to_owned(), Some(3)),
+            ("mps-train2-r1".to_owned(), Some(3)),
+            ("exclusive-train1-run3-r2".to_owned(), Some(3)),
+        ]
+    );
 }
 
 #[test]

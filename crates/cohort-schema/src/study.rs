@@ -44,6 +44,17 @@ pub struct Run {
 }
 
 impl Index {
+    /// The run each cohort with a summary ran in, by experiment id (cohorts of indexes written
+    /// before runs were numbered have none): what a comparison's baseline blocks are keyed by,
+    /// with the card.
+    #[must_use]
+    pub fn run_of_experiments(&self) -> std::collections::BTreeMap<String, u32> {
+        self.cohorts
+            .iter()
+            .filter_map(|e| Some((e.experiment.clone()?, e.run?)))
+            .collect()
+    }
+
     /// The study's wall time: every run's, added.
     #[must_use]
     pub fn wall_s(&self) -> f64 {
@@ -83,6 +94,12 @@ pub struct Entry {
     pub in_windows_s: Option<f64>,
     /// Its experiment id, where it completed.
     pub experiment: Option<String>,
+    /// The run of the study that ran it (1-based: its place in [`Index::runs`]), where it ran
+    /// in a run that numbered its cohorts; kept when a later run finds it complete. A ratio
+    /// divides by the baselines of its own block: the same card in the same run. Absent from
+    /// indexes written before runs were numbered (each card then counts as one run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
     /// Folders of its failed runs (`cohorts/<name>.failed-<k>`), relative to the study.
     pub failed_dirs: Vec<String>,
     /// A capacity cohort's answer in words, where its search ended (`capacity 848.5 requests/s

@@ -580,6 +580,10 @@ pub struct BaselineBlock {
     pub workload: Workload,
     /// The physical GPU (a MIG instance's parent); `null` without a GPU identity.
     pub card: Option<String>,
+    /// The run of the study its solos ran in (1-based); absent where runs were not recorded
+    /// (every solo of the card then counts as one run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
     /// The solo cohorts, in the order given.
     pub experiments: Vec<String>,
     /// The solo worker's samples/s over those runs.
@@ -653,6 +657,10 @@ pub struct CohortComparison {
     /// exclusive cohorts across cards); empty without a GPU identity and in older documents.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cards: Vec<String>,
+    /// The run of the study it ran in (1-based), where recorded: with its card, the baseline
+    /// block its ratios divide by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
     /// The common interval's length, seconds.
     pub common_s: f64,
     /// Per workload present.
@@ -783,6 +791,9 @@ pub struct RepeatStats {
 pub struct CardRatio {
     /// The physical GPU; `null` without a GPU identity.
     pub card: Option<String>,
+    /// The run of the study on that card (1-based); absent where runs were not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
     /// Aggregate samples/s of the group over the solo worker's samples/s.
     pub aggregate_vs_solo: RatioInterval,
     /// Mean per-worker samples/s of the group over the solo worker's samples/s.

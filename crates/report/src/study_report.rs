@@ -476,6 +476,7 @@ fn searches(out: &Path, index: &Index) -> Vec<coload_analysis::frontier::Search>
             policy: e.policy.clone(),
             report,
             probes,
+            run: e.run,
         });
     }
     found
@@ -827,6 +828,52 @@ pub fn wall_time(index: &Index) -> Option<String> {
     ))
 }
 
+/// The provenance's `cards and runs` row: how many cards and runs of the study its compared
+/// cohorts used, the two things a baseline block is (each ratio divides by the solos of its own
+/// card in its own run). Cohorts of an index written before runs were numbered count the
+/// study's runs and say that each card's solos were taken as one block. `None` without a
+/// compared cohort.
+fn blocks(summaries: &[(CohortSummary, &Entry)], index: &Index) -> Option<(String, String)> {
+    if summaries.is_empty() {
+        return None;
+    }
+    let mut cards: Vec<&str> = summaries
+        .iter()
+        .flat_map(|(s, _)| s.colocation.physical_gpus.iter().map(String::as_str))
+        .collect();
+    cards.sort_unstable();
+    cards.dedup();
+    let card_words = if cards.is_empty() {
+        "no card (CPU workers)".to_owned()
+    } else {
+        plural(cards.len(), "card", "cards")
+    };
+    let mut runs: Vec<u32> = summaries.iter().filter_map(|(_, e)| e.run).collect();
+    runs.sort_unstable();
+    runs.dedup();
+    let unnumbered = summaries.iter().any(|(_, e)| e.run.is_none());
+    Some((
+        "cards and runs".to_owned(),
+        if unnumbered && index.runs.is_empty() {
+            format!(
+                "{card_words}; the study's index predates runs, so each card's solos are one \
+                 baseline block"
+            )
+        } else if unnumbered {
+            format!(
+                "{card_words}, {} of the study; its cohorts predate run numbers, so each card's \
+                 solos are one baseline block",
+                plural(index.runs.len(), "run", "runs")
+            )
+        } else {
+            format!(
+                "{card_words}, {}: each ratio divides by the solos of its own card in its own run",
+                plural(runs.len(), "run", "runs")
+            )
+        },
+    ))
+}
+
 /// The policies the plan named that this node did not offer, each with the first reason given;
 /// MIG also when the workers' records say MIG mode was off and the plan had no MIG policy.
 fn not_measured(
@@ -946,14 +993,16 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
     if summaries.is_empty() && capacity.is_empty() {
         return Err(warnings);
     }
-    // Every complete solo the plan marks as a baseline: `compare` divides each cohort by the
-    // runs on its own card.
+    // Every complete solo the plan marks as a baseline: `compare_in_runs` divides each cohort
+    // by the runs on its own card in its own run of the study (its block).
     let baselines: Vec<CohortSummary> = summaries
         .iter()
         .filter(|(s, e)| e.baseline && s.workers.len() == 1)
         .map(|(s, _)| s.clone())
         .collect();
     let cohorts: Vec<CohortSummary> = summaries.iter().map(|(s, _)| s.clone()).collect();
+    // The run of the study each cohort ran in: with its card, its baseline block.
+    let runs = index.run_of_experiments();
     let comparison = if cohorts.is_empty() {
         // Only capacity searches: the report is their charts and table.
         coload_cohort_schema::Comparison {
@@ -967,7 +1016,7 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
             decision: None,
         }
     } else {
-        match coload_analysis::compare(&cohorts, &baselines) {
+        match coload_analysis::compare_in_runs(&cohorts, &baselines, &runs) {
             Ok(c) => c,
             Err(e) => {
                 warnings.push(format!("no comparison: {e}"));
@@ -976,7 +1025,13 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
         }
     };
     let mut comparison = comparison;
-    comparison.decision = coload_analysis::frontier::decision(&searches(out, index), &baselines);
+    comparison.decision = coload_analysis::frontier::decision(
+        &searches(out, index),
+        coload_analysis::frontier::Solos {
+            summaries: &baselines,
+            runs: &runs,
+        },
+    );
     let counts = |o: Outcome| index.cohorts.iter().filter(|e| e.outcome == o).count();
     let workers = worker_records(out, index);
     let probes = probe_summaries(out, index);
@@ -1022,6 +1077,7 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
         .into_iter()
         .chain(wall_time(index).map(|w| ("wall time".to_owned(), w)))
         .chain(provenance(&summaries, &probes, &workers))
+        .chain(blocks(&summaries, index))
         .collect(),
         not_measured: not_measured(index, &workers),
         policies: summaries

@@ -406,7 +406,8 @@ fn own_solo(c: &Comparison, k: &CohortComparison, workload: Workload) -> Option<
     own_block(c, k, workload).map(|b| (b.samples_per_s.mean, b.p99_ms.mean))
 }
 
-/// The baseline block of `workload` on the one card `k` ran on.
+/// The baseline block of `workload` on the one card `k` ran on, in the run of the study it ran
+/// in.
 fn own_block<'c>(
     c: &'c Comparison,
     k: &CohortComparison,
@@ -419,7 +420,7 @@ fn own_block<'c>(
     };
     c.baseline_blocks
         .iter()
-        .find(|b| b.workload == workload && b.card.as_deref() == card)
+        .find(|b| b.workload == workload && b.card.as_deref() == card && b.run == k.run)
 }
 
 struct PerCohort<'c> {

@@ -42,6 +42,7 @@ fn entry(name: &str, policy: &str, mode: &str, outcome: Outcome, reason: &str) -
         duration_s: None,
         in_windows_s: None,
         experiment: None,
+        run: None,
         failed_dirs: Vec::new(),
         capacity: None,
         isolation: None,
@@ -73,6 +74,9 @@ fn the_article_study_reads_with_its_provenance_and_every_need() {
         "<dt>protocol</dt><dd>20 s window, 20 warmup batches, 5 s start lead</dd>",
         "<dt>dates</dt><dd>2026-12-01 00:45 to 00:58 UTC",
         "<dt>GPUs</dt><dd>2 physical GPUs (GPU-694b5e84…, GPU-dd673790…), 140 GiB each",
+        // The round-3 index predates runs in the index and run numbers on its cohorts.
+        "<dt>cards and runs</dt><dd>2 cards; the study",
+        "index predates runs, so each card",
         "mps-plugin: device-plugin replicas 7: 14 % of the threads",
         "<dt>coload</dt><dd>this report: 0.1.0 (git ",
         "driver, CUDA version and hosts not kept with these data (summaries only)",
@@ -674,4 +678,42 @@ fn energy_is_set_beside_the_solo_of_the_same_card_only() {
         sentence.contains("; solo on a whole GPU of the same card 9.02."),
         "{sentence}"
     );
+}
+
+/// A capacity search's trainers divide by the solos of their card in the search's own run of
+/// the study: the frontier study's searches marked as run 2 with their solos of run 1 get no
+/// ratio against solo; with the solos in run 2 too, the ratios are the study's own.
+#[test]
+fn a_search_divides_by_the_solos_of_its_own_run() {
+    let (tmp, mut index) = frontier_study("frontier-serve");
+    let about = About {
+        title: "t".into(),
+        description: "t".into(),
+        node: index.node.clone(),
+    };
+    let train_ratios = |index: &Index| -> Vec<Option<f64>> {
+        let c = coload_report::study_report::assemble(tmp.path(), &about, index)
+            .unwrap()
+            .comparison;
+        c.decision
+            .unwrap()
+            .points
+            .iter()
+            .map(|p| p.train_vs_solo.map(|r| r.ratio))
+            .collect()
+    };
+    let recorded = train_ratios(&index);
+    assert!(recorded.iter().any(Option::is_some), "{recorded:?}");
+    for e in &mut index.cohorts {
+        e.run = Some(if e.baseline { 1 } else { 2 });
+    }
+    assert!(
+        train_ratios(&index).iter().all(Option::is_none),
+        "{:?}",
+        train_ratios(&index)
+    );
+    for e in &mut index.cohorts {
+        e.run = Some(2);
+    }
+    assert_eq!(train_ratios(&index), recorded);
 }

@@ -18,6 +18,7 @@
 //! (bench-cohort's folder plus `cohort.log`), `cohorts/<name>.failed-<k>/` for failed runs,
 //! `report/` (`comparison.json`, `comparison.md`, `report.html`).
 
+mod block;
 mod estimate;
 mod folder;
 pub mod frontier;

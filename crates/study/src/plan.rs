@@ -266,6 +266,7 @@ impl Job {
             duration_s: None,
             in_windows_s: None,
             experiment: None,
+            run: None,
             failed_dirs: Vec::new(),
             capacity: None,
             isolation: None,
@@ -905,7 +906,7 @@ fn expand(
 /// runs before round `k + 1`, slot `rounds` after the last. The first run opens the study, the
 /// last (with two or more) closes it, the rest are spread evenly between, rounded to the nearer
 /// slot.
-fn baseline_slots(repeats: u32, rounds: u32) -> Vec<u32> {
+pub(crate) fn baseline_slots(repeats: u32, rounds: u32) -> Vec<u32> {
     match repeats {
         0 => Vec::new(),
         1 => vec![0],

@@ -1,7 +1,8 @@
 //! Repeats that stop when the verdict is settled: before a repeat of a shape whose plan line
 //! asks for a `precision`, its complete repeats so far are compared with the study's baseline
-//! runs on their card (the one comparison rule, `coload_analysis::compare`), and the repeat is
-//! not run when every group's aggregate against solo is settled by
+//! runs on their card in their run (the one comparison rule,
+//! `coload_analysis::compare_in_runs`), and the repeat is not run when every group's aggregate
+//! against solo is settled by
 //! [`coload_analysis::ratio::stop_rule`]: its 95 % interval narrower than the precision, or
 //! clear of every threshold the verdict uses. A study thus reaches the same words in fewer
 //! cohorts; `repeats` stays the most a shape runs.
@@ -103,7 +104,8 @@ fn standing(
         .filter(|e| e.baseline && e.outcome.has_summary())
         .filter_map(|e| summary(&e.name))
         .collect();
-    let comparison = coload_analysis::compare(&shape, &baselines).ok()?;
+    let comparison =
+        coload_analysis::compare_in_runs(&shape, &baselines, &index.run_of_experiments()).ok()?;
     let [group] = comparison.repeats.as_slice() else {
         return None;
     };

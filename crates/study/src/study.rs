@@ -233,6 +233,9 @@ struct Item {
     entry: Entry,
     /// To run in this run.
     queued: bool,
+    /// Started by the run before this one and picked up by the launcher (a cluster's Job still
+    /// there), not run again: it belongs to that run's block.
+    picked_up: bool,
 }
 
 fn relative(out: &Path, p: &Path) -> String {
@@ -367,17 +370,36 @@ pub fn run_with<L: Launcher>(
     };
     folder::check_plan(out, plan)?;
     let cohorts_dir = out.join("cohorts");
+    // What earlier runs recorded: their wall times, the times of the cohorts they completed and
+    // the run each ran in.
+    let earlier = previous_index(out, &plan.name, console);
+    // This run's number: its place in the index's runs, recorded on every cohort it runs.
+    let this_run = earlier.as_ref().map_or(1, |e| {
+        u32::try_from(e.runs.len()).unwrap_or(u32::MAX - 1) + 1
+    });
 
     // What the node offers and what earlier runs left.
+    let in_plan: std::collections::HashSet<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
     let mut items: Vec<Item> = Vec::new();
-    for job in jobs {
+    for job in with_earlier_reruns(&jobs, &in_plan, earlier.as_ref()) {
         let mut e = job.entry();
         let mut queued = false;
+        let mut picked_up = false;
+        let rerun = !in_plan.contains(job.name.as_str());
         match node.place(&job, &lanes) {
             Err(why) => {
                 e.outcome = Outcome::NotOffered;
                 e.reason = Some(why);
             }
+            // An earlier run's re-run of a baseline belongs to that run's block: kept where
+            // complete, never run again in another run.
+            Ok(_) if rerun => match resume::inspect(&cohorts_dir, &job)? {
+                Found::Complete { experiment } => {
+                    e.outcome = Outcome::AlreadyComplete;
+                    e.experiment = Some(experiment);
+                }
+                _ => continue,
+            },
             Ok(_) => match resume::inspect(&cohorts_dir, &job)? {
                 Found::Complete { experiment } => {
                     e.outcome = Outcome::AlreadyComplete;
@@ -418,9 +440,9 @@ pub fn run_with<L: Launcher>(
                                 path: cohorts_dir.join(&job.name),
                                 source,
                             })?;
-                        let then = launcher
-                            .resumes(&job)
-                            .unwrap_or_else(|| "run again".to_owned());
+                        let resumes = launcher.resumes(&job);
+                        picked_up = resumes.is_some();
+                        let then = resumes.unwrap_or_else(|| "run again".to_owned());
                         console.progress(&format!(
                             "{}: an earlier run left it unfinished; kept as {} and {then}",
                             job.name,
@@ -436,15 +458,37 @@ pub fn run_with<L: Launcher>(
             job,
             entry: e,
             queued,
+            picked_up,
         });
     }
 
-    // What earlier runs recorded: their wall times, and the times of the cohorts they completed.
-    let earlier = previous_index(out, &plan.name, console);
     if let Some(earlier) = &earlier {
         for i in &mut items {
             carry_times(&mut i.entry, earlier);
         }
+    }
+    // The baselines this run's block needs that earlier runs measured in theirs.
+    let planned: Vec<crate::block::Planned<'_>> = items
+        .iter()
+        .map(|i| crate::block::Planned {
+            job: &i.job,
+            // A cohort picked up from the run before ran in that run's block.
+            queued: i.queued && !i.picked_up,
+            complete_earlier: i.entry.outcome == Outcome::AlreadyComplete,
+        })
+        .collect();
+    let reruns = crate::block::reruns(&planned, this_run);
+    for (at, job) in reruns.into_iter().rev() {
+        let entry = job.entry();
+        items.insert(
+            at,
+            Item {
+                job,
+                entry,
+                queued: true,
+                picked_up: false,
+            },
+        );
     }
 
     let estimator = Estimator::new(cpu);
@@ -518,6 +562,12 @@ pub fn run_with<L: Launcher>(
         interrupted,
         write_error: None,
         any_ended: false,
+        run: this_run,
+        picked_up: items
+            .iter()
+            .filter(|i| i.picked_up)
+            .map(|i| i.job.name.clone())
+            .collect(),
     };
     events.progress.line(&format!(
         "{} to run ({} already complete, {} failed earlier, {} not offered); expected about {}",
@@ -679,6 +729,51 @@ fn previous_index(out: &Path, plan: &str, console: &dyn Console) -> Option<Index
     }
 }
 
+/// The plan's `jobs` with the re-runs of baselines that earlier runs added to their blocks
+/// (`block`), each where the earlier index lists it (before the plan's cohort that followed it
+/// there): each is found again from its folder.
+fn with_earlier_reruns(
+    jobs: &[Job],
+    in_plan: &std::collections::HashSet<&str>,
+    earlier: Option<&Index>,
+) -> Vec<Job> {
+    let Some(earlier) = earlier else {
+        return jobs.to_vec();
+    };
+    let in_plan = |name: &str| in_plan.contains(name);
+    // (the plan's cohort it came before, or none: last; the re-run)
+    let mut reruns: Vec<(Option<&str>, Job)> = Vec::new();
+    for (k, e) in earlier.cohorts.iter().enumerate() {
+        if in_plan(&e.name) {
+            continue;
+        }
+        if let Some((job, _)) = crate::block::parse_rerun(&e.name, jobs) {
+            let next = earlier.cohorts[k + 1..]
+                .iter()
+                .map(|o| o.name.as_str())
+                .find(|n| in_plan(n));
+            reruns.push((next, job));
+        }
+    }
+    let mut out = Vec::with_capacity(jobs.len() + reruns.len());
+    for j in jobs {
+        out.extend(
+            reruns
+                .iter()
+                .filter(|(next, _)| *next == Some(j.name.as_str()))
+                .map(|(_, r)| r.clone()),
+        );
+        out.push(j.clone());
+    }
+    out.extend(
+        reruns
+            .iter()
+            .filter(|(next, _)| next.is_none())
+            .map(|(_, r)| r.clone()),
+    );
+    out
+}
+
 /// Keeps the times an earlier run recorded for a cohort this run does not run again (complete
 /// or failed earlier), so that the study's index adds up to its whole wall time. Only from the
 /// same completed run: a cohort whose experiment differs from the earlier entry's keeps none.
@@ -694,6 +789,7 @@ fn carry_times(e: &mut Entry, earlier: &Index) {
     }
     e.duration_s = old.duration_s;
     e.in_windows_s = old.in_windows_s;
+    e.run = old.run;
     if e.lanes.is_none() {
         e.lanes.clone_from(&old.lanes);
     }
@@ -746,9 +842,20 @@ fn dry_run(items: &[Item], node: &dyn Offer, lanes: &[u32], est: &Estimator) -> 
         );
     }
     let queue: Vec<&Job> = items.iter().filter(|i| i.queued).map(|i| &i.job).collect();
+    // The windows the estimate counts: a run given another --window-s than its dry run takes
+    // another time (quick's twelve cohorts about a minute less with 5 s windows than with its
+    // own 10 s).
+    let mut windows: Vec<f64> = queue.iter().map(|j| j.spec.flags.window_s.get()).collect();
+    windows.sort_by(f64::total_cmp);
+    windows.dedup();
+    let windows = windows
+        .iter()
+        .map(|w| format!("{w}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let _ = writeln!(
         out,
-        "{} cohorts to run, expected about {} on {} lane(s) ({})",
+        "{} cohorts to run, expected about {} on {} lane(s) with windows of {windows} s ({})",
         queue.len(),
         minutes(expected_wall_s(&queue, node, lanes, est)),
         lanes.len().max(1),
@@ -785,6 +892,10 @@ struct StudyEvents<'a> {
     write_error: Option<StudyError>,
     /// A cohort of this run has ended: the next carries no cold start.
     any_ended: bool,
+    /// This run's number (1-based), recorded on every cohort it runs.
+    run: u32,
+    /// Cohorts the run before started and this one picks up: recorded with that run.
+    picked_up: std::collections::BTreeSet<String>,
 }
 
 impl Events for StudyEvents<'_> {
@@ -811,6 +922,11 @@ impl Events for StudyEvents<'_> {
             return;
         };
         e.lanes = Some(placement.label());
+        e.run = if self.picked_up.contains(&job.name) {
+            self.run.checked_sub(1).filter(|r| *r > 0)
+        } else {
+            Some(self.run)
+        };
         e.duration_s = Some(elapsed.as_secs_f64());
         e.in_windows_s = None;
         e.reason = None;

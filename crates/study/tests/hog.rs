@@ -251,7 +251,8 @@ fn a_resumed_dry_run_estimates_with_the_setup_earlier_runs_measured() {
     let out = tmp.path().join("study");
     let fresh = dry_run(&out, &plan);
     assert!(
-        fresh.contains("setup outside each window: 3 s a cohort")
+        fresh.contains("on 1 lane(s) with windows of 10 s (")
+            && fresh.contains("setup outside each window: 3 s a cohort")
             && fresh.contains("no cohort of this node measured yet"),
         "{fresh}"
     );
