@@ -43,6 +43,12 @@ else
   . "$root/scripts/gpu/use-dist.sh"
 fi
 py="$root/scripts/perf/pytorch_decode.py"
+# Results are never overwritten: bench-cohort refuses a cohort folder that exists, and the
+# PyTorch side would write over its JSON, so a run that finds an earlier one stops here.
+if [[ -n "$(ls -A "$out" 2>/dev/null)" ]]; then
+  echo "error: $out is not empty: give a fresh OUT (an earlier run's results are kept)" >&2
+  exit 2
+fi
 mkdir -p "$out/coload" "$out/pytorch"
 began=$SECONDS
 left() { (( SECONDS - began < budget - ${1:-0} )); }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CI check: docs/results.md is what `bench-summarize results-page` renders from docs/results/data/**
+# CI check: docs/results.md (and the decode tables of docs/performance.md) is what `bench-summarize results-page` renders from docs/results/data/**
 # and its template (crates/report/src/results_page/results.md.tmpl), with the study reports' own
 # rules. Renders it in memory and fails (exit 1, naming the first differing line) when the
 # committed page differs: a figure edited by hand, or data changed without rendering the page
@@ -9,4 +9,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
-exec cargo run --locked -q -p bench-summarize -- results-page --check "$@"
+cargo run --locked -q -p bench-summarize -- results-page --check "$@"
+# The decode tables of docs/performance.md, each from its run's folder.
+python3 scripts/perf/decode_table.py docs/results/data/2026-12-02-decode-1553 --check
+python3 scripts/perf/decode_table.py docs/results/data/2026-12-02-decode-1544-b8 \
+    --block decode-compare-b8 --check
+python3 scripts/perf/decode_table.py docs/results/data/2026-12-02-decode \
+    --block decode-compare-before --check
