@@ -193,3 +193,34 @@ fn the_page_before_its_archive_fits_about_four_screens() {
         "the answers lead and the rounds are folded"
     );
 }
+
+#[test]
+fn rows_divide_by_the_solos_of_their_own_run_only() {
+    // A block is a card in one run: give the decision rows' solos run 1 and every other cohort
+    // run 2 (the same card), and no row may divide by those solos any more.
+    let tmp = tempfile::tempdir().unwrap();
+    let data = data_with_copy_of(tmp.path(), "2026-12-02-frontier");
+    let path = data.join("2026-12-02-frontier/decision-rows/index.json");
+    let mut index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for e in index["cohorts"].as_array_mut().unwrap() {
+        let run = if e["baseline"].as_bool().unwrap() {
+            1
+        } else {
+            2
+        };
+        e["run"] = serde_json::json!(run);
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&index).unwrap()).unwrap();
+
+    let row = |page: &str| {
+        page.lines()
+            .find(|l| l.starts_with("| time-slicing |") && l.contains("samples/J"))
+            .map(str::to_owned)
+            .unwrap()
+    };
+    let committed = render(&repo().join("docs/results/data")).unwrap();
+    assert!(row(&committed).contains("x ["), "{}", row(&committed));
+    let split = row(&render(&data).unwrap());
+    assert!(!split.contains("x ["), "{split}");
+}

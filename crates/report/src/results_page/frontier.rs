@@ -81,11 +81,12 @@ struct Solo {
     per_joule: Vec<f64>,
 }
 
-fn solo_on(c: &Comparison, workload: Workload, uuid: &str) -> Option<Solo> {
+fn solo_on(c: &Comparison, workload: Workload, uuid: &str, run: Option<u32>) -> Option<Solo> {
+    // A block is a card in one run of the study (where runs were recorded).
     let block = c
         .baseline_blocks
         .iter()
-        .find(|b| b.workload == workload && b.card.as_deref() == Some(uuid))?;
+        .find(|b| b.workload == workload && b.card.as_deref() == Some(uuid) && b.run == run)?;
     let groups: Vec<_> = c
         .cohorts
         .iter()
@@ -283,6 +284,18 @@ fn cells<'a>(
 }
 
 /// The one card of `cohorts`, where they share one.
+/// The one run of the study every cohort of `cohorts` ran in (`Some(None)` where runs were
+/// not recorded), or `None` for cohorts of several runs.
+fn one_run(cohorts: &[&coload_cohort_schema::CohortComparison]) -> Option<Option<u32>> {
+    let mut runs: Vec<Option<u32>> = cohorts.iter().map(|k| k.run).collect();
+    runs.sort_unstable();
+    runs.dedup();
+    match runs.as_slice() {
+        [one] => Some(*one),
+        _ => None,
+    }
+}
+
 fn one_card(cohorts: &[&coload_cohort_schema::CohortComparison]) -> Option<String> {
     let mut cards: Vec<&String> = cohorts.iter().flat_map(|k| k.cards.iter()).collect();
     cards.sort();
@@ -308,7 +321,8 @@ fn against_solo(
         .filter_map(&pick)
         .collect();
     let r = one_card(cohorts)
-        .and_then(|u| solo_on(study.comparison(), group, &u))
+        .zip(one_run(cohorts))
+        .and_then(|(u, run)| solo_on(study.comparison(), group, &u, run))
         .and_then(|solo| ratio_of_means(&values, of_solo(&solo)));
     (values, r)
 }
@@ -446,7 +460,7 @@ fn solo_words(study: &Study, full: bool) -> String {
         let Some(uuid) = b.card.as_deref() else {
             continue;
         };
-        let Some(solo) = solo_on(c, b.workload, uuid) else {
+        let Some(solo) = solo_on(c, b.workload, uuid, b.run) else {
             continue;
         };
         let ci = |e: &coload_cohort_schema::Estimate, unit: &str| match (e.ci95_low, e.ci95_high) {
