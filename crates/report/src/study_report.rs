@@ -1063,12 +1063,18 @@ pub fn assemble(out: &Path, about: &About, index: &Index) -> Result<Assembled, V
             (
                 "cohorts".to_owned(),
                 format!(
-                    "{} planned: {} complete, {} failed, {} not offered by this node, {} not run \
-                     yet (each with its outcome at the end of the page)",
+                    "{} planned: {} complete, {} failed, {} not offered by this node, {}{} not \
+                     run yet (each with its outcome at the end of the page)",
                     index.cohorts.len(),
                     counts(Outcome::Complete) + counts(Outcome::AlreadyComplete),
                     counts(Outcome::Failed) + counts(Outcome::FailedEarlier),
                     counts(Outcome::NotOffered),
+                    // Repeats a precision made unnecessary are planned, never run, and not
+                    // missing: they get their own count.
+                    match counts(Outcome::Settled) {
+                        0 => String::new(),
+                        n => format!("{n} not needed (their shape settled), "),
+                    },
                     counts(Outcome::NotRun) + counts(Outcome::Interrupted)
                 ),
             ),

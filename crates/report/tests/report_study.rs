@@ -717,3 +717,34 @@ fn a_search_divides_by_the_solos_of_its_own_run() {
     }
     assert_eq!(train_ratios(&index), recorded);
 }
+
+/// Repeats that a precision made unnecessary are counted as such in the report's provenance,
+/// not left out of the planned total: the H200 study run to a precision skipped eight.
+#[test]
+fn repeats_not_needed_are_counted_in_the_provenance() {
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join("docs/results/data/2026-12-02-precision/precision");
+    let index: Index = coload_cohort_schema::read_document(&dir.join("index.json")).unwrap();
+    let settled = index
+        .cohorts
+        .iter()
+        .filter(|e| e.outcome == Outcome::Settled)
+        .count();
+    assert!(settled > 0);
+    let about = About {
+        title: "t".into(),
+        description: "t".into(),
+        node: index.node.clone(),
+    };
+    let assembled = coload_report::study_report::assemble(&dir, &about, &index).unwrap();
+    let (_, cohorts) = assembled
+        .context
+        .provenance
+        .iter()
+        .find(|(k, _)| k == "cohorts")
+        .unwrap();
+    assert!(
+        cohorts.contains(&format!("{settled} not needed (their shape settled)")),
+        "{cohorts}"
+    );
+}

@@ -386,10 +386,24 @@ pub fn run_with<L: Launcher>(
         let mut queued = false;
         let mut picked_up = false;
         let rerun = !in_plan.contains(job.name.as_str());
+        // A repeat an earlier run found unnecessary stays so while a precision is still asked:
+        // the repeats that settled its shape are unchanged.
+        let settled_earlier = earlier
+            .as_ref()
+            .filter(|_| job.precision.is_some())
+            .and_then(|i| {
+                i.cohorts
+                    .iter()
+                    .find(|c| c.name == job.name && c.outcome == Outcome::Settled)
+            });
         match node.place(&job, &lanes) {
             Err(why) => {
                 e.outcome = Outcome::NotOffered;
                 e.reason = Some(why);
+            }
+            Ok(_) if settled_earlier.is_some() => {
+                e.outcome = Outcome::Settled;
+                e.reason = settled_earlier.and_then(|c| c.reason.clone());
             }
             // An earlier run's re-run of a baseline belongs to that run's block: kept where
             // complete, never run again in another run.

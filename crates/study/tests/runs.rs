@@ -270,3 +270,65 @@ fn a_resumed_run_divides_by_its_own_runs_solos_on_the_same_card() {
     );
     check_within_run_ratios(&comparison(&out, &third));
 }
+
+/// A study repeated to a precision and run again with nothing left: the repeats its first run
+/// found unnecessary stay so (the repeats that settled their shape are unchanged), and the new
+/// run starts nothing, not even its own block's solos.
+#[test]
+fn repeats_found_unnecessary_stay_so_when_the_study_runs_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("study");
+    let text = PLAN.replace("repeats = 2\n", "repeats = 3\n");
+    let plan = Plan::parse("plan.toml", &text).unwrap();
+    let go = || {
+        let args = Cli::parse_from([
+            "study",
+            "plan.toml",
+            "--out",
+            out.to_str().unwrap(),
+            "--no-progress-bar",
+            "--precision",
+            "0.05",
+            "--max-repeats",
+            "4",
+        ])
+        .study;
+        let plan = plan.with_precision(0.05, Some(4)).unwrap();
+        let stop = AtomicBool::new(false);
+        let started = AtomicU32::new(0);
+        let target = Target {
+            offer: &OneGpu,
+            lanes: vec![0],
+            cpu: false,
+            describe: "one stand-in GPU".into(),
+            launcher: StandIn {
+                factor: 1.0,
+                started,
+                stop_after: u32::MAX,
+                stop: &stop,
+            },
+        };
+        coload_study::run_with(&args, &plan, target, &QuietConsole, &stop).unwrap();
+        let index: Index =
+            serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+        index
+    };
+    let first = go();
+    let settled = |i: &Index| -> Vec<String> {
+        i.cohorts
+            .iter()
+            .filter(|e| e.outcome == Outcome::Settled)
+            .map(|e| e.name.clone())
+            .collect()
+    };
+    // Identical repeats: the shape is settled after two, its third and fourth not needed.
+    assert_eq!(
+        settled(&first),
+        ["timeslice-train2-r3", "timeslice-train2-r4"]
+    );
+    let second = go();
+    assert_eq!(settled(&second), settled(&first));
+    assert_eq!(second.runs.len(), 2);
+    assert_eq!(second.runs[1].cohorts_run, 0, "{:?}", runs_of(&second));
+    assert_eq!(second.cohorts.len(), first.cohorts.len());
+}

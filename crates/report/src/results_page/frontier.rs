@@ -284,14 +284,17 @@ fn cells<'a>(
 }
 
 /// The one card of `cohorts`, where they share one.
-/// The one run of the study every cohort of `cohorts` ran in (`Some(None)` where runs were
-/// not recorded), or `None` for cohorts of several runs.
-fn one_run(cohorts: &[&coload_cohort_schema::CohortComparison]) -> Option<Option<u32>> {
-    let mut runs: Vec<Option<u32>> = cohorts.iter().map(|k| k.run).collect();
-    runs.sort_unstable();
-    runs.dedup();
-    match runs.as_slice() {
-        [one] => Some(*one),
+/// The one baseline block (card, run of the study) every cohort of `cohorts` ran in, or `None`
+/// for cohorts of several cards or runs (runs not recorded count as one).
+fn one_block(cohorts: &[&coload_cohort_schema::CohortComparison]) -> Option<(String, Option<u32>)> {
+    let mut blocks: Vec<(&String, Option<u32>)> = cohorts
+        .iter()
+        .flat_map(|k| k.cards.iter().map(|c| (c, k.run)))
+        .collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    match blocks.as_slice() {
+        [(card, run)] => Some(((*card).clone(), *run)),
         _ => None,
     }
 }
@@ -320,8 +323,7 @@ fn against_solo(
         .filter_map(|k| k.groups.get(&group))
         .filter_map(&pick)
         .collect();
-    let r = one_card(cohorts)
-        .zip(one_run(cohorts))
+    let r = one_block(cohorts)
         .and_then(|(u, run)| solo_on(study.comparison(), group, &u, run))
         .and_then(|solo| ratio_of_means(&values, of_solo(&solo)));
     (values, r)
