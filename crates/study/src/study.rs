@@ -386,7 +386,7 @@ pub fn run_with<L: Launcher>(
         let mut queued = false;
         let mut picked_up = false;
         let rerun = !in_plan.contains(job.name.as_str());
-        match node.place(&job, &lanes) {
+        match node.place(&job, &job.on_lanes(&lanes)) {
             Err(why) => {
                 e.outcome = Outcome::NotOffered;
                 e.reason = Some(why);
@@ -811,7 +811,9 @@ fn dry_run(items: &[Item], node: &dyn Offer, lanes: &[u32], est: &Estimator) -> 
     for i in items {
         let (state, place) = if i.queued {
             k += 1;
-            let p = node.place(&i.job, lanes).map(|p| placement_words(&p));
+            let p = node
+                .place(&i.job, &i.job.on_lanes(lanes))
+                .map(|p| placement_words(&p));
             ("to run".to_owned(), p.unwrap_or_default())
         } else {
             (
