@@ -625,6 +625,60 @@ policies = ["timeslice"]
     }
 
     #[test]
+    fn on_two_lanes_each_lane_runs_its_own_baselines() {
+        // The plan's baseline repeats as one pinned copy per lane (block::per_lane): each copy
+        // runs on its own lane, alone on the host, in the baseline's slot, lane 0's first.
+        let plan = r#"
+[[policy]]
+name = "exclusive"
+mode = "exclusive"
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+[[cohort]]
+workers = "train=1"
+policies = ["exclusive"]
+baseline = true
+repeats = 2
+[[cohort]]
+workers = "train=2"
+policies = ["timeslice"]
+repeats = 2
+"#;
+        let node = two_gpus();
+        let jobs = crate::block::per_lane(
+            Plan::parse("t", plan).unwrap().jobs(false),
+            &node,
+            &[0, 1],
+            false,
+        );
+        let log = schedule_jobs(&jobs, &node, &[0, 1], |j| {
+            if j.name == "timeslice-train2-r1" {
+                3
+            } else {
+                1
+            }
+        });
+        assert_eq!(
+            log,
+            [
+                "start exclusive-train1-lane0-r1 on 0",
+                "end exclusive-train1-lane0-r1",
+                "start exclusive-train1-lane1-r1 on 1",
+                "end exclusive-train1-lane1-r1",
+                "start timeslice-train2-r1 on 0",
+                "start timeslice-train2-r2 on 1",
+                "end timeslice-train2-r2",
+                "end timeslice-train2-r1",
+                "start exclusive-train1-lane0-r2 on 0",
+                "end exclusive-train1-lane0-r2",
+                "start exclusive-train1-lane1-r2 on 1",
+                "end exclusive-train1-lane1-r2",
+            ]
+        );
+    }
+
+    #[test]
     fn a_time_budget_leaves_the_rest_for_the_next_run() {
         let plan = Plan::parse("t", PLAN).unwrap();
         let jobs = plan.jobs(false);

@@ -360,7 +360,8 @@ pub fn run_with<L: Launcher>(
         .out
         .as_deref()
         .ok_or_else(|| StudyError::Usage("--out is required to run a study".into()))?;
-    let jobs = args.jobs(plan, cpu);
+    // With several lanes, a baseline copy for each card its workload's cohorts may land on.
+    let jobs = crate::block::per_lane(args.jobs(plan, cpu), node, &lanes, cpu);
     // One study at a time in a folder, held until this run and every process it started end;
     // and one plan per folder, checked before anything in it is set aside.
     let _lock = if args.dry_run {
