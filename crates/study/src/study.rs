@@ -360,8 +360,7 @@ pub fn run_with<L: Launcher>(
         .out
         .as_deref()
         .ok_or_else(|| StudyError::Usage("--out is required to run a study".into()))?;
-    // With several lanes, a baseline copy for each card its workload's cohorts may land on.
-    let jobs = crate::block::per_lane(args.jobs(plan, cpu), node, &lanes, cpu);
+    let jobs = args.jobs(plan, cpu);
     // One study at a time in a folder, held until this run and every process it started end;
     // and one plan per folder, checked before anything in it is set aside.
     let _lock = if args.dry_run {
@@ -378,6 +377,29 @@ pub fn run_with<L: Launcher>(
     let this_run = earlier.as_ref().map_or(1, |e| {
         u32::try_from(e.runs.len()).unwrap_or(u32::MAX - 1) + 1
     });
+    // With several lanes, a baseline copy for each card its workload's cohorts may land on;
+    // except in a study whose earlier runs ran the plan's baselines under their own names (one
+    // begun on one lane, or before baselines ran per lane): it keeps them, so its index and
+    // its blocks stay as they were.
+    let unsplit = earlier.as_ref().is_some_and(|e| {
+        e.cohorts.iter().any(|c| {
+            c.baseline
+                && matches!(
+                    c.outcome,
+                    Outcome::Complete
+                        | Outcome::AlreadyComplete
+                        | Outcome::Failed
+                        | Outcome::FailedEarlier
+                        | Outcome::Interrupted
+                )
+                && jobs.iter().any(|j| j.baseline && j.name == c.name)
+        })
+    });
+    let jobs = if unsplit {
+        jobs
+    } else {
+        crate::block::per_lane(jobs, node, &lanes, cpu)
+    };
 
     // What the node offers and what earlier runs left.
     let in_plan: std::collections::HashSet<&str> = jobs.iter().map(|j| j.name.as_str()).collect();

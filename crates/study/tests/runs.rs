@@ -146,6 +146,11 @@ const PLAN: &str = "[flags]\nwindow_s = 10\n\
 /// One run of the study in `out` with rates times `factor`, stopped after `stop_after`
 /// cohorts started.
 fn run(out: &Path, factor: f64, stop_after: u32) -> Index {
+    run_on(out, factor, stop_after, &OneGpu, vec![0])
+}
+
+/// [`run`] on `lanes` of `offer`, card 1 (where there is one) 20 % faster than card 0.
+fn run_on(out: &Path, factor: f64, stop_after: u32, offer: &dyn Offer, lanes: Vec<u32>) -> Index {
     let plan = Plan::parse("plan.toml", PLAN).unwrap();
     let args = Cli::parse_from([
         "study",
@@ -157,13 +162,13 @@ fn run(out: &Path, factor: f64, stop_after: u32) -> Index {
     .study;
     let stop = AtomicBool::new(false);
     let target = Target {
-        offer: &OneGpu,
-        lanes: vec![0],
+        offer,
+        lanes,
         cpu: false,
-        describe: "one stand-in GPU".into(),
+        describe: "stand-in GPUs".into(),
         launcher: StandIn {
             factor,
-            lane_factor: [1.0, 1.0],
+            lane_factor: [1.0, 1.2],
             started: AtomicU32::new(0),
             stop_after,
             stop: &stop,
@@ -308,32 +313,7 @@ fn a_resumed_run_divides_by_its_own_runs_solos_on_the_same_card() {
 fn on_two_lanes_every_ratio_divides_by_its_own_cards_solos() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("study");
-    let plan = Plan::parse("plan.toml", PLAN).unwrap();
-    let args = Cli::parse_from([
-        "study",
-        "plan.toml",
-        "--out",
-        out.to_str().unwrap(),
-        "--no-progress-bar",
-    ])
-    .study;
-    let stop = AtomicBool::new(false);
-    let target = Target {
-        offer: &TwoGpus,
-        lanes: vec![0, 1],
-        cpu: false,
-        describe: "two stand-in GPUs".into(),
-        launcher: StandIn {
-            factor: 1.0,
-            lane_factor: [1.0, 1.2],
-            started: AtomicU32::new(0),
-            stop_after: u32::MAX,
-            stop: &stop,
-        },
-    };
-    coload_study::run_with(&args, &plan, target, &QuietConsole, &stop).unwrap();
-    let index: Index =
-        serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+    let index = run_on(&out, 1.0, u32::MAX, &TwoGpus, vec![0, 1]);
     let c = comparison(&out, &index);
     let pairs: Vec<_> = c
         .cohorts
@@ -372,5 +352,43 @@ fn on_two_lanes_every_ratio_divides_by_its_own_cards_solos() {
             ("exclusive-train1-lane0-r2", Outcome::Complete, Some("0")),
             ("exclusive-train1-lane1-r2", Outcome::Complete, Some("1")),
         ]
+    );
+}
+
+/// A study begun on one lane, its solos run under the plan's names, keeps those names when it
+/// is resumed on two: its index and its blocks stay as they were (no lane copies).
+#[test]
+fn a_study_begun_on_one_lane_keeps_its_baselines_names_on_two() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("study");
+    run(&out, 1.0, 3);
+    let second = run_on(&out, 1.0, u32::MAX, &TwoGpus, vec![0, 1]);
+    let names: Vec<&str> = second.cohorts.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "exclusive-train1-r1",
+            "timeslice-train2-r1",
+            "timeslice-train2-r2",
+            "exclusive-train1-run2-r1",
+            "timeslice-train2-r3",
+            "timeslice-train2-r4",
+            "exclusive-train1-r2",
+            "exclusive-train1-run2-r2",
+        ]
+    );
+    // A fresh study on two lanes runs the copies.
+    let fresh = run_on(
+        &tmp.path().join("fresh"),
+        1.0,
+        u32::MAX,
+        &TwoGpus,
+        vec![0, 1],
+    );
+    assert!(
+        fresh
+            .cohorts
+            .iter()
+            .any(|e| e.name == "exclusive-train1-lane1-r1")
     );
 }
