@@ -595,8 +595,15 @@ fn a_dry_run_plans_the_article_for_a_two_gpu_node() {
         text.contains("exclusive-train2-r1  train=2  gpus 0,1 (one per worker)  to run"),
         "{text}"
     );
-    // 39 cohorts and the two baselines twice more (the middle and the end of the study).
-    assert!(text.contains("43 cohorts to run"), "{text}");
+    // Each baseline repeat once per GPU, pinned: every card that runs cohorts of a workload
+    // runs its solos too.
+    assert!(
+        text.contains("exclusive-train1-lane1-r1  train=1  gpu 1  to run"),
+        "{text}"
+    );
+    // 39 cohorts and the two baselines twice more (the middle and the end of the study), each
+    // of the two baselines' three repeats on both GPUs: 43 + 6.
+    assert!(text.contains("49 cohorts to run"), "{text}");
     assert!(!tmp.path().join("s").exists(), "a dry run writes nothing");
 }
 

@@ -11,11 +11,22 @@
 //! first re-run of `exclusive-train1` in run 2), with the plan's baseline spec; a later run
 //! finds it complete by that name and keeps it in its index, so the run that measured it keeps
 //! its block.
+//!
+//! A block is also one card: a study on several lanes (GPUs of this node) places its cohorts
+//! on whichever lane is free, so each card that may run a workload's cohorts runs that
+//! workload's baseline too ([`per_lane`]). Each of the plan's baseline repeats becomes one job
+//! per such lane, pinned to it (`Job::lane`) and named `<shape>-lane<l>-r<j>`
+//! (`exclusive-train1-lane1-r2`: the second repeat of `exclusive-train1` on lane 1); the copies
+//! take the repeat's slot one after the other, lane by lane, each alone on the host. A study
+//! on one lane, or whose workload can run on one lane only, keeps the plan's names. A resumed
+//! run re-runs a lane's copy as above, pinned to the same lane
+//! (`exclusive-train1-lane1-run2-r1`).
 
 use std::collections::BTreeSet;
 
 use coload_cohort_schema::Workload;
 
+use crate::node::Offer;
 use crate::plan::{Job, baseline_slots};
 use crate::settle::shape_of;
 
@@ -59,6 +70,50 @@ pub(crate) fn parse_rerun(name: &str, jobs: &[Job]) -> Option<(Job, u32)> {
     let base = jobs.iter().find(|j| j.baseline && plan_shape(j) == shape)?;
     let job = rerun(base, run, k);
     (job.name == name).then_some((job, run))
+}
+
+/// `jobs` with each baseline repeat as one copy per lane that may run its workload's cohorts,
+/// pinned there, in its place, lane by lane (see the module's text). A baseline stays as it is
+/// on a CPU node, on one lane, or where fewer than two lanes both take the baseline and may
+/// take a cohort of its workload. A cohort may take a lane where it fits alone, and any lane
+/// where it needs several (which ones it gets depends on what is free).
+pub(crate) fn per_lane(jobs: Vec<Job>, node: &dyn Offer, lanes: &[u32], cpu: bool) -> Vec<Job> {
+    if cpu || lanes.len() < 2 {
+        return jobs;
+    }
+    let fits = |job: &Job, lane: u32| node.place(job, &[lane]).is_ok();
+    let may_take = |job: &Job, lane: u32| {
+        fits(job, lane) || node.place(job, lanes).is_ok_and(|p| p.gpus.len() > 1)
+    };
+    let mut out = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        let workload = workload_of(job).filter(|_| job.baseline && job.lane.is_none());
+        let Some(workload) = workload else {
+            out.push(job.clone());
+            continue;
+        };
+        let cohorts: Vec<&Job> = jobs
+            .iter()
+            .filter(|c| !c.baseline && c.mix.workloads().contains(&workload))
+            .collect();
+        let on: Vec<u32> = lanes
+            .iter()
+            .copied()
+            .filter(|&l| fits(job, l) && cohorts.iter().any(|c| may_take(c, l)))
+            .collect();
+        if on.len() < 2 {
+            out.push(job.clone());
+            continue;
+        }
+        let shape = shape_of(&job.name, job.repeat);
+        for lane in on {
+            let mut copy = job.clone();
+            copy.name = format!("{shape}-lane{lane}-r{}", job.repeat);
+            copy.lane = Some(lane);
+            out.push(copy);
+        }
+    }
+    out
 }
 
 /// The one workload of a baseline (a solo).
@@ -224,6 +279,58 @@ repeats = 4
             .filter(|n| *n != "exclusive-train1-r3")
             .collect();
         assert_eq!(order(&jobs, &all_but_last, 2), ["exclusive-train1-r3"]);
+    }
+
+    fn two_gpus() -> crate::node::Node {
+        crate::node::Node::from_listing(
+            "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)\n",
+            None,
+            true,
+        )
+        .unwrap()
+    }
+
+    /// On two lanes each of the trainer's solos runs once per lane, pinned, in its slot; the
+    /// inference solo, whose workload no cohort holds, stays as the plan has it. On one lane
+    /// (or the CPU) nothing changes.
+    #[test]
+    fn two_lanes_run_each_baseline_on_each_lane() {
+        let jobs = Plan::parse("t", PLAN).unwrap().jobs(false);
+        let node = two_gpus();
+        let split = per_lane(jobs.clone(), &node, &[0, 1], false);
+        let named: Vec<(&str, Option<u32>)> =
+            split.iter().map(|j| (j.name.as_str(), j.lane)).collect();
+        assert_eq!(
+            named,
+            [
+                ("exclusive-train1-lane0-r1", Some(0)),
+                ("exclusive-train1-lane1-r1", Some(1)),
+                ("exclusive-infer1-r1", None),
+                ("timeslice-train2-r1", None),
+                ("timeslice-train2-r2", None),
+                ("exclusive-train1-lane0-r2", Some(0)),
+                ("exclusive-train1-lane1-r2", Some(1)),
+                ("timeslice-train2-r3", None),
+                ("timeslice-train2-r4", None),
+                ("exclusive-train1-lane0-r3", Some(0)),
+                ("exclusive-train1-lane1-r3", Some(1)),
+                ("exclusive-infer1-r2", None),
+            ]
+        );
+        assert!(split.iter().filter(|j| j.lane.is_some()).all(|j| j.baseline
+            && j.spec == jobs[0].spec
+            && j.repeat == j.name.rsplit_once("-r").unwrap().1.parse::<u32>().unwrap()));
+        assert_eq!(per_lane(jobs.clone(), &node, &[1], false), jobs);
+        assert_eq!(per_lane(jobs.clone(), &node, &[0, 1], true), jobs);
+        // A lane's copy re-run by a resumed run keeps its lane and is found again by its name.
+        let copy = &split[1];
+        let again = rerun(copy, 2, 1);
+        assert_eq!(
+            (again.name.as_str(), again.lane),
+            ("exclusive-train1-lane1-run2-r1", Some(1))
+        );
+        let (found, run) = parse_rerun(&again.name, &split).unwrap();
+        assert_eq!((found, run), (again, 2));
     }
 
     #[test]

@@ -251,7 +251,7 @@ pub(crate) fn expected_wall_s(
     let mut host_free = 0.0f64;
     let mut shares = BTreeSet::new();
     for (i, job) in queue.iter().enumerate() {
-        let p = node.place(job, lanes).ok();
+        let p = node.place(job, &job.on_lanes(lanes)).ok();
         let k = p.as_ref().map_or(1, |p| p.gpus.len().max(1)).min(n);
         let host = p.as_ref().is_some_and(|p| p.host_exclusive);
         let mut order: Vec<usize> = (0..n).collect();

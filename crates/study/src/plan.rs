@@ -247,9 +247,22 @@ pub struct Job {
     pub spec: CohortSpec,
     /// The plan line of the cohort, for messages.
     pub line: usize,
+    /// The one lane it must run on, where it is pinned: a baseline's copy for one card of a
+    /// study on several lanes (`block::per_lane`); `None`: any free lane where it fits.
+    pub lane: Option<u32>,
 }
 
 impl Job {
+    /// The lanes of `free` it may take: all of them, or only its pinned lane where that is
+    /// among them.
+    #[must_use]
+    pub fn on_lanes(&self, free: &[u32]) -> Vec<u32> {
+        match self.lane {
+            Some(lane) => free.iter().copied().filter(|l| *l == lane).collect(),
+            None => free.to_vec(),
+        }
+    }
+
     /// Its entry in the study's index before anything ran: not run yet.
     pub(crate) fn entry(&self) -> coload_cohort_schema::study::Entry {
         coload_cohort_schema::study::Entry {
@@ -897,6 +910,7 @@ fn expand(
             precision: s.precision,
             spec,
             line: s.line,
+            lane: None,
         });
     }
     Ok(out)

@@ -15,6 +15,9 @@
 //! 4. A time budget, when given: a cohort that would not end within it is not started, nor is
 //!    anything after it; they are left for the next run of the study.
 //!
+//! A job pinned to a lane (a baseline's copy for one card, `Job::lane`) is offered that lane
+//! only: while it is busy the job waits as rule 1 says, and nothing behind it passes it.
+//!
 //! The processes are behind [`Launcher`], so the rules are tested without workers; what a lane
 //! is and where a cohort fits is behind [`Offer`], so the same rules run a study on this node's
 //! GPUs or on the nodes of a cluster (`coload-cluster`, where each node is a lane).
@@ -155,8 +158,19 @@ pub(crate) fn run<L: Launcher>(
                     } else {
                         node.place(job, &[])
                     }
+                } else if job.on_lanes(lanes).is_empty() {
+                    // Pinned to a lane the study does not run on: it never fits here.
+                    let index = pending.remove(i);
+                    let why = format!(
+                        "pinned to lane {} and the study runs on lanes {lanes:?}",
+                        job.lane.unwrap_or_default()
+                    );
+                    results.push((index, RunResult::NotRun(why), None));
+                    continue;
                 } else {
-                    node.place(job, &free)
+                    // A pinned job is offered its own lane only: while that is busy it waits
+                    // like a cohort short of lanes (rule 1).
+                    node.place(job, &job.on_lanes(&free))
                 };
                 let placement = match placed {
                     Ok(p) => p,
@@ -419,7 +433,15 @@ policies = ["mps", "exclusive", "timeslice"]
         ticks: fn(&Job) -> u32,
     ) -> Vec<String> {
         let plan = Plan::parse("t", text).unwrap();
-        let jobs = plan.jobs(node.is_cpu());
+        schedule_jobs(&plan.jobs(node.is_cpu()), node, lanes, ticks)
+    }
+
+    fn schedule_jobs(
+        jobs: &[Job],
+        node: &Node,
+        lanes: &[u32],
+        ticks: fn(&Job) -> u32,
+    ) -> Vec<String> {
         let queue: Vec<&Job> = jobs.iter().collect();
         let log = Rc::new(RefCell::new(Vec::new()));
         let mut launcher = FakeLauncher {
@@ -545,6 +567,113 @@ repeats = 2
                 "end timeslice-train2-r2",
                 "start exclusive-train1-r3 on 0",
                 "end exclusive-train1-r3",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pinned_job_runs_on_its_lane_only_and_waits_for_it_in_order() {
+        let plan = r#"
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+[[cohort]]
+workers = "train=1"
+policies = ["timeslice"]
+[[cohort]]
+workers = "train=4"
+policies = ["timeslice"]
+[[cohort]]
+workers = "train=2"
+policies = ["timeslice"]
+[[cohort]]
+workers = "train=3"
+policies = ["timeslice"]
+"#;
+        let mut jobs = Plan::parse("t", plan).unwrap().jobs(false);
+        // train1 pinned to lane 1 takes it although lane 0 is free; train2 pinned to lane 0
+        // waits for the long train4 there, and train3 behind it does not pass it although
+        // lane 1 is free again.
+        jobs[0].lane = Some(1);
+        jobs[2].lane = Some(0);
+        let log = schedule_jobs(&jobs, &two_gpus(), &[0, 1], |j| {
+            if j.name == "timeslice-train4-r1" {
+                3
+            } else {
+                1
+            }
+        });
+        assert_eq!(
+            log,
+            [
+                "start timeslice-train1-r1 on 1",
+                "start timeslice-train4-r1 on 0",
+                "end timeslice-train1-r1",
+                "end timeslice-train4-r1",
+                "start timeslice-train2-r1 on 0",
+                "start timeslice-train3-r1 on 1",
+                "end timeslice-train2-r1",
+                "end timeslice-train3-r1",
+            ]
+        );
+        // Pinned to a lane the study does not run on: never started, the rest runs.
+        let mut off = Plan::parse("t", plan).unwrap().jobs(false);
+        off[1].lane = Some(1);
+        let log = schedule_jobs(&off, &two_gpus(), &[0], |_| 1);
+        assert!(log.iter().all(|l| !l.contains("train4")), "{log:?}");
+        assert_eq!(log.len(), 6);
+    }
+
+    #[test]
+    fn on_two_lanes_each_lane_runs_its_own_baselines() {
+        // The plan's baseline repeats as one pinned copy per lane (block::per_lane): each copy
+        // runs on its own lane, alone on the host, in the baseline's slot, lane 0's first.
+        let plan = r#"
+[[policy]]
+name = "exclusive"
+mode = "exclusive"
+[[policy]]
+name = "timeslice"
+mode = "timeslice"
+[[cohort]]
+workers = "train=1"
+policies = ["exclusive"]
+baseline = true
+repeats = 2
+[[cohort]]
+workers = "train=2"
+policies = ["timeslice"]
+repeats = 2
+"#;
+        let node = two_gpus();
+        let jobs = crate::block::per_lane(
+            Plan::parse("t", plan).unwrap().jobs(false),
+            &node,
+            &[0, 1],
+            false,
+        );
+        let log = schedule_jobs(&jobs, &node, &[0, 1], |j| {
+            if j.name == "timeslice-train2-r1" {
+                3
+            } else {
+                1
+            }
+        });
+        assert_eq!(
+            log,
+            [
+                "start exclusive-train1-lane0-r1 on 0",
+                "end exclusive-train1-lane0-r1",
+                "start exclusive-train1-lane1-r1 on 1",
+                "end exclusive-train1-lane1-r1",
+                "start timeslice-train2-r1 on 0",
+                "start timeslice-train2-r2 on 1",
+                "end timeslice-train2-r2",
+                "end timeslice-train2-r1",
+                "start exclusive-train1-lane0-r2 on 0",
+                "end exclusive-train1-lane0-r2",
+                "start exclusive-train1-lane1-r2 on 1",
+                "end exclusive-train1-lane1-r2",
             ]
         );
     }

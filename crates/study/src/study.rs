@@ -377,6 +377,29 @@ pub fn run_with<L: Launcher>(
     let this_run = earlier.as_ref().map_or(1, |e| {
         u32::try_from(e.runs.len()).unwrap_or(u32::MAX - 1) + 1
     });
+    // With several lanes, a baseline copy for each card its workload's cohorts may land on;
+    // except in a study whose earlier runs ran the plan's baselines under their own names (one
+    // begun on one lane, or before baselines ran per lane): it keeps them, so its index and
+    // its blocks stay as they were.
+    let unsplit = earlier.as_ref().is_some_and(|e| {
+        e.cohorts.iter().any(|c| {
+            c.baseline
+                && matches!(
+                    c.outcome,
+                    Outcome::Complete
+                        | Outcome::AlreadyComplete
+                        | Outcome::Failed
+                        | Outcome::FailedEarlier
+                        | Outcome::Interrupted
+                )
+                && jobs.iter().any(|j| j.baseline && j.name == c.name)
+        })
+    });
+    let jobs = if unsplit {
+        jobs
+    } else {
+        crate::block::per_lane(jobs, node, &lanes, cpu)
+    };
 
     // What the node offers and what earlier runs left.
     let in_plan: std::collections::HashSet<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
@@ -396,7 +419,7 @@ pub fn run_with<L: Launcher>(
                     .iter()
                     .find(|c| c.name == job.name && c.outcome == Outcome::Settled)
             });
-        match node.place(&job, &lanes) {
+        match node.place(&job, &job.on_lanes(&lanes)) {
             Err(why) => {
                 e.outcome = Outcome::NotOffered;
                 e.reason = Some(why);
@@ -825,7 +848,9 @@ fn dry_run(items: &[Item], node: &dyn Offer, lanes: &[u32], est: &Estimator) -> 
     for i in items {
         let (state, place) = if i.queued {
             k += 1;
-            let p = node.place(&i.job, lanes).map(|p| placement_words(&p));
+            let p = node
+                .place(&i.job, &i.job.on_lanes(lanes))
+                .map(|p| placement_words(&p));
             ("to run".to_owned(), p.unwrap_or_default())
         } else {
             (

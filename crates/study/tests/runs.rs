@@ -24,8 +24,6 @@ struct Cli {
     study: StudyArgs,
 }
 
-const CARD: &str = "GPU-aaaaaaaa-0000";
-
 /// One GPU that takes every cohort.
 struct OneGpu;
 
@@ -65,10 +63,37 @@ fn fixture(name: &str) -> CohortSummary {
     coload_analysis::summarize_dirs(&[dir], &coload_analysis::Options::default()).unwrap()
 }
 
-/// Writes each cohort's summary on [`CARD`] with every rate times `factor`, and stops the study
-/// (`stop`) once `stop_after` cohorts have started.
+/// Two GPUs: a cohort takes the first free one it is offered.
+struct TwoGpus;
+
+impl Offer for TwoGpus {
+    fn is_cpu(&self) -> bool {
+        false
+    }
+
+    fn place(&self, _job: &Job, free: &[u32]) -> Result<Placement, String> {
+        let lane = *free.iter().find(|l| **l < 2).ok_or("busy")?;
+        Ok(Placement {
+            gpus: vec![lane],
+            visible: Some(lane.to_string()),
+            per_worker: Vec::new(),
+            host_exclusive: false,
+            mig_profile: None,
+        })
+    }
+}
+
+/// The card of lane `lane`.
+fn card(lane: u32) -> String {
+    format!("GPU-aaaaaaaa-000{lane}")
+}
+
+/// Writes each cohort's summary on its lane's card ([`card`]) with every rate times `factor`
+/// and its lane's `lane_factor`, and stops the study (`stop`) once `stop_after` cohorts have
+/// started.
 struct StandIn<'a> {
     factor: f64,
+    lane_factor: [f64; 2],
     started: AtomicU32,
     stop_after: u32,
     stop: &'a AtomicBool,
@@ -77,14 +102,17 @@ struct StandIn<'a> {
 impl Launcher for StandIn<'_> {
     type Run = Done;
 
-    fn start(&mut self, job: &Job, _at: &Placement, dir: &Path) -> std::io::Result<Done> {
+    fn start(&mut self, job: &Job, at: &Placement, dir: &Path) -> std::io::Result<Done> {
         std::fs::create_dir_all(dir)?;
+        let lane = at.gpus[0];
+        let card = card(lane);
+        let run_factor = self.factor * self.lane_factor[lane as usize];
         // The solo at 32 samples/s times the run's factor; the pair (aggregate 4 times the
         // fixture's solo) at 1.5 times it.
         let (mut s, factor) = if job.baseline {
-            (fixture("solo-train"), self.factor)
+            (fixture("solo-train"), run_factor)
         } else {
-            (fixture("repeat-a"), self.factor * 1.5 / 4.0)
+            (fixture("repeat-a"), run_factor * 1.5 / 4.0)
         };
         s.experiment.clone_from(&job.name);
         s.mode = job.mode;
@@ -94,13 +122,13 @@ impl Launcher for StandIn<'_> {
         s.common_interval.seconds /= factor;
         for w in &mut s.workers {
             w.samples_per_s *= factor;
-            w.gpu_uuid = Some(CARD.to_owned());
+            w.gpu_uuid = Some(card.clone());
         }
         for g in s.groups.values_mut() {
             g.aggregate_samples_per_s *= factor;
             g.per_worker_samples_per_s.mean *= factor;
         }
-        s.colocation.physical_gpus = vec![CARD.to_owned()];
+        s.colocation.physical_gpus = vec![card];
         std::fs::write(dir.join("summary.json"), serde_json::to_vec(&s)?)?;
         if self.started.fetch_add(1, Ordering::SeqCst) + 1 >= self.stop_after {
             self.stop.store(true, Ordering::SeqCst);
@@ -118,6 +146,11 @@ const PLAN: &str = "[flags]\nwindow_s = 10\n\
 /// One run of the study in `out` with rates times `factor`, stopped after `stop_after`
 /// cohorts started.
 fn run(out: &Path, factor: f64, stop_after: u32) -> Index {
+    run_on(out, factor, stop_after, &OneGpu, vec![0])
+}
+
+/// [`run`] on `lanes` of `offer`, card 1 (where there is one) 20 % faster than card 0.
+fn run_on(out: &Path, factor: f64, stop_after: u32, offer: &dyn Offer, lanes: Vec<u32>) -> Index {
     let plan = Plan::parse("plan.toml", PLAN).unwrap();
     let args = Cli::parse_from([
         "study",
@@ -129,12 +162,13 @@ fn run(out: &Path, factor: f64, stop_after: u32) -> Index {
     .study;
     let stop = AtomicBool::new(false);
     let target = Target {
-        offer: &OneGpu,
-        lanes: vec![0],
+        offer,
+        lanes,
         cpu: false,
-        describe: "one stand-in GPU".into(),
+        describe: "stand-in GPUs".into(),
         launcher: StandIn {
             factor,
+            lane_factor: [1.0, 1.2],
             started: AtomicU32::new(0),
             stop_after,
             stop: &stop,
@@ -303,6 +337,7 @@ fn repeats_found_unnecessary_stay_so_when_the_study_runs_again() {
             describe: "one stand-in GPU".into(),
             launcher: StandIn {
                 factor: 1.0,
+                lane_factor: [1.0, 1.0],
                 started,
                 stop_after: u32::MAX,
                 stop: &stop,
@@ -331,4 +366,92 @@ fn repeats_found_unnecessary_stay_so_when_the_study_runs_again() {
     assert_eq!(second.runs.len(), 2);
     assert_eq!(second.runs[1].cohorts_run, 0, "{:?}", runs_of(&second));
     assert_eq!(second.cohorts.len(), first.cohorts.len());
+}
+
+/// A study on two lanes: the pairs land on both cards (card 1 runs 20 % faster), and each
+/// card runs the trainer's solos of its own, pinned, in the baseline's slots (first and last),
+/// so every pair divides by the solos of its own card: the 1.5 planted, never a cross-card
+/// ratio or none.
+#[test]
+fn on_two_lanes_every_ratio_divides_by_its_own_cards_solos() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("study");
+    let index = run_on(&out, 1.0, u32::MAX, &TwoGpus, vec![0, 1]);
+    let c = comparison(&out, &index);
+    let pairs: Vec<_> = c
+        .cohorts
+        .iter()
+        .filter(|k| k.experiment.starts_with("timeslice"))
+        .collect();
+    assert_eq!(pairs.len(), 4);
+    for k in pairs {
+        let ratio = k.groups[&Workload::Train].aggregate_vs_solo;
+        assert!(
+            ratio.is_some_and(|r| (r - 1.5).abs() < 1e-9),
+            "{}: {ratio:?} where its own card's solos give 1.5",
+            k.experiment
+        );
+    }
+    assert!(
+        c.warnings.iter().all(|w| w.kind != "cross_card"),
+        "{:?}",
+        c.warnings
+    );
+    // Each lane's solos pinned to it, in the baseline's slots.
+    let placed: Vec<(&str, Outcome, Option<&str>)> = index
+        .cohorts
+        .iter()
+        .map(|e| (e.name.as_str(), e.outcome, e.lanes.as_deref()))
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            ("exclusive-train1-lane0-r1", Outcome::Complete, Some("0")),
+            ("exclusive-train1-lane1-r1", Outcome::Complete, Some("1")),
+            ("timeslice-train2-r1", Outcome::Complete, Some("0")),
+            ("timeslice-train2-r2", Outcome::Complete, Some("1")),
+            ("timeslice-train2-r3", Outcome::Complete, Some("0")),
+            ("timeslice-train2-r4", Outcome::Complete, Some("1")),
+            ("exclusive-train1-lane0-r2", Outcome::Complete, Some("0")),
+            ("exclusive-train1-lane1-r2", Outcome::Complete, Some("1")),
+        ]
+    );
+}
+
+/// A study begun on one lane, its solos run under the plan's names, keeps those names when it
+/// is resumed on two: its index and its blocks stay as they were (no lane copies).
+#[test]
+fn a_study_begun_on_one_lane_keeps_its_baselines_names_on_two() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("study");
+    run(&out, 1.0, 3);
+    let second = run_on(&out, 1.0, u32::MAX, &TwoGpus, vec![0, 1]);
+    let names: Vec<&str> = second.cohorts.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "exclusive-train1-r1",
+            "timeslice-train2-r1",
+            "timeslice-train2-r2",
+            "exclusive-train1-run2-r1",
+            "timeslice-train2-r3",
+            "timeslice-train2-r4",
+            "exclusive-train1-r2",
+            "exclusive-train1-run2-r2",
+        ]
+    );
+    // A fresh study on two lanes runs the copies.
+    let fresh = run_on(
+        &tmp.path().join("fresh"),
+        1.0,
+        u32::MAX,
+        &TwoGpus,
+        vec![0, 1],
+    );
+    assert!(
+        fresh
+            .cohorts
+            .iter()
+            .any(|e| e.name == "exclusive-train1-lane1-r1")
+    );
 }
