@@ -892,11 +892,28 @@ fn dry_run(items: &[Item], node: &dyn Offer, lanes: &[u32], est: &Estimator) -> 
         .map(|w| format!("{w}"))
         .collect::<Vec<_>>()
         .join(", ");
+    // Repeats asked to a precision stop once their shape is settled, never before the second:
+    // the study takes between the queue without them and the whole queue.
+    let fewest: Vec<&Job> = queue
+        .iter()
+        .filter(|j| j.precision.is_none() || j.repeat <= coload_analysis::ratio::MIN_REPEATS)
+        .copied()
+        .collect();
+    let expected = if fewest.len() < queue.len() {
+        format!(
+            "{} if every shape repeated to a precision settles after its second repeat, at most \
+             {}",
+            minutes(expected_wall_s(&fewest, node, lanes, est)),
+            minutes(expected_wall_s(&queue, node, lanes, est))
+        )
+    } else {
+        minutes(expected_wall_s(&queue, node, lanes, est))
+    };
     let _ = writeln!(
         out,
-        "{} cohorts to run, expected about {} on {} lane(s) with windows of {windows} s ({})",
+        "{} cohorts to run, expected about {expected} on {} lane(s) with windows of {windows} s \
+         ({})",
         queue.len(),
-        minutes(expected_wall_s(&queue, node, lanes, est)),
         lanes.len().max(1),
         est.describe()
     );

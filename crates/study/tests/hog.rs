@@ -272,3 +272,45 @@ fn a_resumed_dry_run_estimates_with_the_setup_earlier_runs_measured() {
         "{resumed}"
     );
 }
+
+/// Repeats asked to a precision may stop after the second: the dry run gives the time with
+/// every such shape settled that early and the time with every repeat run, the fewest first.
+#[test]
+fn a_dry_run_to_a_precision_gives_the_fewest_and_the_most_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plan = Plan::parse(
+        "plan.toml",
+        "[flags]\nwindow_s = 10\n[[policy]]\nname = \"exclusive\"\nmode = \"exclusive\"\n\
+         [[policy]]\nname = \"timeslice\"\nmode = \"timeslice\"\n\
+         [[cohort]]\nworkers = \"train=1\"\npolicies = [\"exclusive\"]\nbaseline = true\n\
+         repeats = 3\n[[cohort]]\nworkers = \"train=7\"\npolicies = [\"timeslice\"]\n\
+         repeats = 6\n",
+    )
+    .unwrap();
+    let fixed = dry_run(&tmp.path().join("a"), &plan);
+    assert!(
+        !fixed.contains("settles after its second repeat"),
+        "{fixed}"
+    );
+    let precise = dry_run(
+        &tmp.path().join("b"),
+        &plan.with_precision(0.05, Some(6)).unwrap(),
+    );
+    let seconds = |text: &str, after: &str| -> f64 {
+        let rest = &text[text.find(after).unwrap() + after.len()..];
+        let open = rest.find('(').unwrap();
+        let close = rest.find(" s)").unwrap();
+        rest[open + 1..close].parse().unwrap()
+    };
+    let (fewest, most) = (
+        seconds(&precise, "expected about "),
+        seconds(&precise, "settles after its second repeat, at most "),
+    );
+    // Five cohorts at the fewest (three solos, two repeats), nine at the most (three solos, six
+    // repeats): the most is the fixed plan's whole queue.
+    assert!(fewest < most, "{precise}");
+    assert!(
+        (most - seconds(&fixed, "expected about ")).abs() < 1.0,
+        "{precise}\n{fixed}"
+    );
+}
