@@ -113,8 +113,24 @@ def fmt(x, digits=0):
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
+def attempted(data):
+    """Names of the configurations the run set out to measure: those with a log on either side,
+    and those the script's own log (run.log or decode-compare.log) says it skipped for its
+    budget. A run narrowed with MODELS or BATCHES never set out to measure the rest, so they are
+    not listed as not run."""
+    names = {p.stem for side in ("coload", "pytorch") for p in (data / side).glob("*.log")}
+    for log in ("run.log", "decode-compare.log"):
+        path = data / log
+        if path.exists():
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if line.startswith("skipped (budget): "):
+                    names.add(line.split()[-1])
+    return names
+
+
 def block(data, name="decode-compare"):
     begin, end = markers(name)
+    asked = attempted(data)
     bandwidth_doc = read_json(data / "bandwidth.json")
     bandwidth = bandwidth_doc["bandwidth_bytes_per_s"]
     rows, cards, libtorch, torch, skipped = [], set(), set(), set(), []
@@ -126,7 +142,7 @@ def block(data, name="decode-compare"):
                 for repeat in (1, 2):
                     name = f"{model}-b{b}-{impl}-r{repeat}"
                     c, p = coload_run(data, name), pytorch_run(data, name)
-                    if c is None or p is None:
+                    if (c is None or p is None) and name in asked:
                         skipped.append(name)
                     if c is not None:
                         ours.append(c)
