@@ -62,6 +62,13 @@ impl Index {
     }
 }
 
+/// A cohort's folder name without its repeat (`timeslice-train2` of `timeslice-train2-r3`):
+/// the shape its repeats share, as the study names them.
+#[must_use]
+pub fn shape_of(name: &str, repeat: u32) -> &str {
+    name.strip_suffix(&format!("-r{repeat}")).unwrap_or(name)
+}
+
 /// One cohort of the plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {

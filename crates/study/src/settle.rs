@@ -137,10 +137,7 @@ fn standing(
     (!reasons.is_empty()).then_some(Standing { done, reasons })
 }
 
-/// A cohort's folder name without its repeat (`timeslice-train2` of `timeslice-train2-r3`).
-pub(crate) fn shape_of(name: &str, repeat: u32) -> &str {
-    name.strip_suffix(&format!("-r{repeat}")).unwrap_or(name)
-}
+pub(crate) use coload_cohort_schema::study::shape_of;
 
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "tests")]

@@ -16,35 +16,11 @@ use std::sync::atomic::AtomicBool;
 use clap::Parser;
 use coload_cohort_schema::study::{Index, Outcome};
 use coload_launch::QuietConsole;
-use coload_study::{Ended, Job, Launcher, Offer, Placement, Plan, Running, StudyArgs, Target};
+use coload_study::{Ended, Job, Launcher, Placement, Plan, Running, Target};
 
-#[derive(Debug, Parser)]
-struct Cli {
-    #[command(flatten)]
-    study: StudyArgs,
-}
+mod support;
 
-/// One GPU that takes every cohort.
-struct OneGpu;
-
-impl Offer for OneGpu {
-    fn is_cpu(&self) -> bool {
-        false
-    }
-
-    fn place(&self, _job: &Job, free: &[u32]) -> Result<Placement, String> {
-        if !free.contains(&0) {
-            return Err("busy".into());
-        }
-        Ok(Placement {
-            gpus: vec![0],
-            visible: Some("0".into()),
-            per_worker: Vec::new(),
-            host_exclusive: false,
-            mig_profile: None,
-        })
-    }
-}
+use support::{Cli, OneGpu};
 
 struct Done(i32);
 

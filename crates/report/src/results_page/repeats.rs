@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use coload_analysis::ratio::{ALONE_TOLERANCE, RatioWords, ratio_words};
-use coload_cohort_schema::study::Outcome;
+use coload_cohort_schema::study::{Outcome, shape_of};
 use coload_cohort_schema::{RatioInterval, RepeatGroup, Workload};
 
 use super::frontier::ratio_ci;
@@ -60,14 +60,9 @@ fn is_baseline(study: &Study, g: &RepeatGroup) -> bool {
     })
 }
 
-/// Why the shape of `label`'s last cohort stopped, as the study's index says it: the reason
-/// of its settled repeats, or of its last repeat that ran.
+/// How the shape of `g` ended, from its entries' outcomes in the study's index: settled after
+/// the repeats it ran (the rest marked not needed), or every repeat planned run.
 fn why_stopped(study: &Study, g: &RepeatGroup) -> String {
-    let shape_of = |name: &str, repeat: u32| {
-        name.strip_suffix(&format!("-r{repeat}"))
-            .unwrap_or(name)
-            .to_owned()
-    };
     let Some(first) = study.index.cohorts.iter().find(|e| {
         e.experiment
             .as_ref()
@@ -82,13 +77,11 @@ fn why_stopped(study: &Study, g: &RepeatGroup) -> String {
         .iter()
         .filter(|e| shape_of(&e.name, e.repeat) == shape)
         .collect();
+    let ran = entries.iter().filter(|e| e.outcome.has_summary()).count();
     if entries.iter().any(|e| e.outcome == Outcome::Settled) {
-        return "settled: clear of every threshold of the verdict".to_owned();
-    }
-    match entries.last().and_then(|e| e.reason.as_deref()) {
-        Some(r) if r.contains("most repeats") => "ran its most repeats, still open".to_owned(),
-        Some(r) if r.contains("within the precision") => "within the precision asked".to_owned(),
-        _ => "its planned repeats".to_owned(),
+        format!("settled after {ran} of {} repeats", entries.len())
+    } else {
+        format!("every repeat planned ({})", entries.len())
     }
 }
 
