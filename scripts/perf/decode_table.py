@@ -11,7 +11,8 @@ The block sits between the `<!-- BEGIN decode-compare -->` and `<!-- END decode-
 lines of docs/performance.md (`--block NAME`: between `<!-- BEGIN NAME -->` and
 `<!-- END NAME -->`, one block per run's folder); nothing in it is typed by hand. Per preset, batch and execution:
 tokens/s of each repeat on each side (coload's summary.json `decode.tokens_per_s`, PyTorch's
-`tokens_per_s`), the ratio of their means, the TPOT p50 (the median decode step, ms) of each
+`tokens_per_s`), the ratio of their means with its 95 % interval (the analysis crate's rule,
+through its `ratio_interval` example: none with one run on each side), the TPOT p50 (the median decode step, ms) of each
 side (mean over the repeats), and the weight-and-cache read floor of one decode step.
 
 The floor is the bytes one decode step must read from device memory, over the card's measured
@@ -93,6 +94,21 @@ def rust_read_bytes(model, batch, prompt, output):
     return int(out.stdout.strip())
 
 
+@functools.lru_cache(maxsize=None)
+def ratio_interval(ours, theirs):
+    """The ratio of the two sides' mean tokens/s with its 95 % interval, by the analysis
+    crate's one rule (`coload_analysis::ratio::ratio_of_means`), asked of its example program:
+    (ratio, low, high), an end None where the repeats cannot give it."""
+    out = subprocess.run(
+        ["cargo", "run", "-q", "-p", "coload-analysis", "--example", "ratio_interval", "--",
+         ",".join(repr(v) for v in ours), ",".join(repr(v) for v in theirs)],
+        cwd=ROOT, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise DataError(f"ratio_interval: {out.stderr.strip()}")
+    ratio, low, high = out.stdout.split()
+    return float(ratio), None if low == "-" else float(low), None if high == "-" else float(high)
+
+
 def floor_ms(report, bandwidth):
     """The weight-and-cache read floor of one decode step, ms (see the module doc).
 
@@ -156,13 +172,15 @@ def block(data, name="decode-compare"):
                         dates.append(p[2].get("date_utc"))
                 if not ours or not theirs:
                     continue
-                ratio = statistics.mean(o[0] for o in ours) / statistics.mean(t[0] for t in theirs)
+                ratio, low, high = ratio_interval(tuple(o[0] for o in ours),
+                                                  tuple(t[0] for t in theirs))
+                ci = "" if low is None else f" [{low:.2f} to {high:.2f}]"
                 floor = floor_ms(ours[0][2], bandwidth)
                 tpot_ours = statistics.mean(o[1] for o in ours)
                 rows.append(
                     f"| {model} | {b} | {impl} | "
                     f"{' / '.join(fmt(o[0]) for o in ours)} | "
-                    f"{' / '.join(fmt(t[0]) for t in theirs)} | **{ratio:.2f}** | "
+                    f"{' / '.join(fmt(t[0]) for t in theirs)} | **{ratio:.2f}**{ci} | "
                     f"{tpot_ours:.3f} | {statistics.mean(t[1] for t in theirs):.3f} | "
                     f"{floor:.3f} | {tpot_ours / floor:.1f} |"
                 )
@@ -182,7 +200,7 @@ def block(data, name="decode-compare"):
         f"measured copy bandwidth {bandwidth / 1e12:.2f} TB/s.",
         "",
         "| preset | batch | execution | coload tokens/s (r1 / r2) | PyTorch tokens/s (r1 / r2) "
-        "| coload / PyTorch | coload TPOT p50 ms | PyTorch TPOT p50 ms | read floor ms "
+        "| coload / PyTorch [95 %] | coload TPOT p50 ms | PyTorch TPOT p50 ms | read floor ms "
         "| coload TPOT / floor |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         *rows,
