@@ -15,6 +15,15 @@
 //! Files: `coload-<model>-b<B>-<eager|graph>.json` (the summary) and `...trace.json` (open in
 //! Perfetto or chrome://tracing). Without CUDA (a CPU-only libtorch, `--device cpu`) it profiles
 //! eager on the CPU and counts CPU operators, nested ones included, and says so.
+//!
+//! `--attention sdpa|flash-eager|flash` picks the kernel decode attends through (default: the
+//! model's, `LlmModel::decode_attention`). `--compare-attention ROUNDS` instead times eager
+//! decode through `sdpa` and through `flash-eager` in this one process, no profiler: both steps
+//! built and warmed up, then ROUNDS rounds, each timing `--cycles` (default 4) whole cycles of
+//! each (prefill included, as the worker's tokens/s counts them), the order alternating from
+//! round to round; it prints tokens/s per round and writes
+//! `coload-<model>-b<B>-eager-attention.json`. One process holds both sides, so the spread that
+//! separates eager runs of different processes does not enter the comparison.
 
 #![expect(
     clippy::print_stdout,
@@ -30,11 +39,13 @@ use std::str::FromStr;
 use coload_cohort_schema::{DeviceChoice, Execution};
 use coload_timing::Step;
 use coload_workload::profile::{Counted, ProfileSummary};
-use coload_workload::{DecodeOptions, DecodeStep, LlmPreset};
+use coload_workload::{DecodeAttention, DecodeOptions, DecodeStep, LlmPreset};
 
 const USAGE: &str = "usage: decode_profile --model MODEL --batch-size B --steps N --out DIR \
                      [--device auto|cpu|cuda:N] [--execution both|eager|cuda-graph] \
-                     [--prompt-tokens P] [--output-tokens G] [--warmup-iterations W] [--top K]";
+                     [--prompt-tokens P] [--output-tokens G] [--warmup-iterations W] [--top K] \
+                     [--attention sdpa|flash-eager|flash] [--compare-attention ROUNDS] \
+                     [--cycles C]";
 
 struct Args {
     model: LlmPreset,
@@ -47,6 +58,9 @@ struct Args {
     output: u32,
     warmup: Option<u32>,
     top: usize,
+    attention: Option<DecodeAttention>,
+    compare_rounds: Option<u32>,
+    cycles: u32,
 }
 
 fn number<T: FromStr>(flag: &str, text: &str) -> Result<T, String>
@@ -70,6 +84,9 @@ fn parse(args: &[String]) -> Result<Args, String> {
         output: 128,
         warmup: None,
         top: 15,
+        attention: None,
+        compare_rounds: None,
+        cycles: 4,
     };
     let mut execution = "both".to_owned();
     let mut it = args.iter();
@@ -90,6 +107,9 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--output-tokens" => parsed.output = number(flag, value)?,
             "--warmup-iterations" => parsed.warmup = Some(number(flag, value)?),
             "--top" => parsed.top = number(flag, value)?,
+            "--attention" => parsed.attention = Some(DecodeAttention::from_str(value)?),
+            "--compare-attention" => parsed.compare_rounds = Some(number(flag, value)?),
+            "--cycles" => parsed.cycles = number(flag, value)?,
             other => return Err(format!("unknown flag `{other}`\n{USAGE}")),
         }
     }
@@ -184,6 +204,7 @@ fn profile(args: &Args, execution: Execution) -> Result<(), String> {
         precision: None,
         seed: 0,
         execution,
+        attention: args.attention,
     };
     let name = format!("coload-{}-b{}-{}", args.model, args.batch, short(execution));
     let fail = |e: &dyn std::fmt::Display| format!("{name}: {e}");
@@ -203,7 +224,8 @@ fn profile(args: &Args, execution: Execution) -> Result<(), String> {
     let summary = profile
         .summary(args.steps, args.top)
         .map_err(|e| fail(&e))?;
-    println!("== {name} ({execution})");
+    let attention = step.model().decode_attention();
+    println!("== {name} ({execution}, decode attention: {attention})");
     print!("{summary}");
     let path = args.out.join(format!("{name}.json"));
     write(&path, &summary_json(args, execution, &summary, wall_ms))?;
@@ -215,10 +237,82 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// Eager decode through `sdpa` against `flash-eager` in this one process (see the module doc).
+fn compare_attention(args: &Args, rounds: u32) -> Result<(), String> {
+    let sides = [DecodeAttention::Sdpa, DecodeAttention::FlashEager];
+    let name = format!("coload-{}-b{}-eager-attention", args.model, args.batch);
+    let fail = |e: &dyn std::fmt::Display| format!("{name}: {e}");
+    let mut steps = Vec::new();
+    for attention in sides {
+        let options = DecodeOptions {
+            model: args.model,
+            device: args.device,
+            batch_size: args.batch,
+            prompt_tokens: args.prompt,
+            generate_tokens: args.output,
+            precision: None,
+            seed: 0,
+            execution: Execution::Eager,
+            attention: Some(attention),
+        };
+        let mut step = DecodeStep::new(&options).map_err(|e| fail(&e))?;
+        for _ in 0..args.warmup.unwrap_or(2 * args.output) {
+            step.step().map_err(|e| fail(&e))?;
+        }
+        steps.push(step);
+    }
+    let iterations = args.cycles * args.output;
+    let tokens = f64::from(args.cycles) * f64::from(args.output) * f64::from(args.batch);
+    let mut rates = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let step = &mut steps[i];
+            step.restart();
+            // Reading the tokens waits for the device: the clock starts and stops on an idle card.
+            step.tokens().map_err(|e| fail(&e))?;
+            let began = std::time::Instant::now();
+            for _ in 0..iterations {
+                step.step().map_err(|e| fail(&e))?;
+            }
+            step.tokens().map_err(|e| fail(&e))?;
+            rates[i].push(tokens / began.elapsed().as_secs_f64());
+        }
+        println!(
+            "round {round}: sdpa {:.0} tokens/s, flash-eager {:.0} tokens/s",
+            rates[0][round as usize], rates[1][round as usize]
+        );
+    }
+    let list = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let json = format!(
+        "{{\"model\": {}, \"batch_size\": {}, \"prompt_tokens\": {}, \"output_tokens\": {}, \
+         \"cycles_per_round\": {}, \"tokens_per_s\": {{\"sdpa\": [{}], \"flash-eager\": [{}]}}}}\n",
+        json_string(args.model.as_str()),
+        args.batch,
+        args.prompt,
+        args.output,
+        args.cycles,
+        list(&rates[0]),
+        list(&rates[1])
+    );
+    let path = args.out.join(format!("{name}.json"));
+    write(&path, &json)?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
 fn run(args: &[String]) -> Result<(), String> {
     let args = parse(args)?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| format!("cannot create {}: {e}", args.out.display()))?;
+    if let Some(rounds) = args.compare_rounds {
+        return compare_attention(&args, rounds);
+    }
     let cuda = match args.device {
         DeviceChoice::Cpu => false,
         DeviceChoice::Cuda(_) => true,

@@ -72,8 +72,8 @@ pub use coload_cohort_schema::{DeviceChoice, MemoryFormat};
 pub use error::{LlmError, ModelFileProblem, WorkloadError};
 pub use hog::{DEFAULT_HOLD_INTERVAL, DEFAULT_MIN_STEP_BYTES, DEFAULT_STEP_BYTES, Hog, HogOptions};
 pub use llm::{
-    DecodeOptions, DecodeStep, LlmArchitecture, LlmConfig, LlmModel, LlmPlacement, LlmPreset,
-    LlmServeOptions, LlmServeStep, PROMPT_SHIFTS, decode_buckets, warmup_batches,
+    DecodeAttention, DecodeOptions, DecodeStep, LlmArchitecture, LlmConfig, LlmModel, LlmPlacement,
+    LlmPreset, LlmServeOptions, LlmServeStep, PROMPT_SHIFTS, decode_buckets, warmup_batches,
 };
 pub use models::{MIN_IMAGE_SIZE, ZooModel};
 pub use options::{ModelSource, NUM_CLASSES, TorchScriptSpec, WorkloadOptions, parse_input_shape};

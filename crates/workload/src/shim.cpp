@@ -7,6 +7,8 @@
 //   `zero_grad(set_to_none=True)`.
 // - Device synchronize, the caching allocator's peak, and the library versions.
 // - The channels-last memory format (tch has no memory-format argument).
+// - FlashAttention's variable-length forward (`at::_flash_attention_forward`, which tch does not
+//   expose: it returns five tensors), for decode attention over each sequence's own keys.
 // - libtorch's Kineto profiler (what `torch.profiler.profile` drives from Python): start it, stop
 //   it, save its chrome trace and hand each event to a Rust callback.
 // - Whole-step CUDA graphs (when built against a libtorch with CUDA): warm up on a side stream,
@@ -21,6 +23,7 @@
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/ops/_flash_attention_forward.h>
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_mul.h>
 #include <c10/core/GradMode.h>
@@ -465,6 +468,35 @@ int coload_is_channels_last(void *tensor) {
   } catch (...) {
     return -1;
   }
+}
+
+// ---- Decode attention --------------------------------------------------------------------------
+//
+// One query position per sequence attending over that sequence's first `used_k[i]` keys, through
+// FlashAttention's variable-length forward (the kernel `flash_attn_varlen_func` calls in the
+// flash-attn package): queries `[b, heads, d]`, keys and values `[rows, kv_heads, d]` with any
+// row and head strides (sequence i's keys start at row `cu_k[i]`), `cu_q` = 0..b. With fewer KV
+// heads than query heads the kernel folds each KV head's query group into its query length and
+// splits the keys across thread blocks (split-KV), so a decode step fills the card. Reads only
+// each sequence's keys up to its length, where a masked attention reads the whole cache. Writes
+// a new `[b, heads, d]` tensor to `*out`. CPU has no such kernel: the call fails there (so does a
+// card older than Ampere, or fp32), and the caller keeps scaled_dot_product_attention.
+int coload_flash_decode(void *query, void *keys, void *values, void *cu_q, void *cu_k,
+                        void *used_k, int64_t max_k, void **out, char *err, size_t err_len) {
+  *out = nullptr;
+  return guarded(err, err_len, [&] {
+    const auto &q = *static_cast<at::Tensor *>(query);
+    const auto &k = *static_cast<at::Tensor *>(keys);
+    const auto &v = *static_cast<at::Tensor *>(values);
+    const std::optional<at::Tensor> cq(*static_cast<at::Tensor *>(cu_q));
+    const std::optional<at::Tensor> ck(*static_cast<at::Tensor *>(cu_k));
+    const std::optional<at::Tensor> used(*static_cast<at::Tensor *>(used_k));
+    auto result = at::_flash_attention_forward(q, k, v, cq, ck, /*max_q=*/1, max_k,
+                                               /*dropout_p=*/0.0, /*is_causal=*/false,
+                                               /*return_debug_mask=*/false, std::nullopt,
+                                               std::nullopt, std::nullopt, used, std::nullopt);
+    *out = new at::Tensor(std::move(std::get<0>(result)));
+  });
 }
 
 // ---- Profiler ----------------------------------------------------------------------------------

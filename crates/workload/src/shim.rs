@@ -111,6 +111,18 @@ unsafe extern "C" {
         err_len: usize,
     ) -> c_int;
     fn coload_is_channels_last(tensor: *mut c_void) -> c_int;
+    fn coload_flash_decode(
+        query: *mut c_void,
+        keys: *mut c_void,
+        values: *mut c_void,
+        cu_q: *mut c_void,
+        cu_k: *mut c_void,
+        used_k: *mut c_void,
+        max_k: i64,
+        out: *mut *mut c_void,
+        err: *mut c_char,
+        err_len: usize,
+    ) -> c_int;
     fn coload_profiler_start(
         cuda: c_int,
         cuda_on: *mut c_int,
@@ -266,6 +278,51 @@ pub(crate) fn is_channels_last(tensor: &tch::Tensor) -> bool {
     // its sizes and strides (the pointer is mutable in the C signature alone) and catches
     // everything.
     unsafe { coload_is_channels_last(tensor.as_ptr().cast_mut().cast::<c_void>()) == 1 }
+}
+
+/// Decode attention through FlashAttention's variable-length forward (see `shim.cpp`): `query`
+/// `[b, heads, d]`, `keys` and `values` `[rows, kv_heads, d]` (any row and head strides, the
+/// last contiguous), `cu_q` (int32, `0..=b`), `cu_k` (int32, `b + 1`: sequence `i`'s first key
+/// row), `used_k` (int32, `b`: keys each sequence attends over), `max_k` at least every
+/// `used_k`. Returns `[b, heads, d]`. Fails on the CPU, in fp32 and on cards before Ampere.
+pub(crate) fn flash_decode(
+    query: &tch::Tensor,
+    keys: &tch::Tensor,
+    values: &tch::Tensor,
+    cu_q: &tch::Tensor,
+    cu_k: &tch::Tensor,
+    used_k: &tch::Tensor,
+    max_k: i64,
+) -> Result<tch::Tensor, WorkloadError> {
+    let ptr = |t: &tch::Tensor| t.as_ptr().cast_mut().cast::<c_void>();
+    let mut out: *mut c_void = std::ptr::null_mut();
+    let mut err = ErrBuf::new();
+    // SAFETY: every tensor is borrowed, so its C tensor lives through the call, which only reads
+    // them (the pointers are mutable in the C signature alone) and catches everything; on
+    // success `out` holds a `torch::Tensor*` the shim allocated with `new`, which tch's `Tensor`
+    // takes over (and deletes on drop, as it does every tensor its own C API returns).
+    let rc = unsafe {
+        coload_flash_decode(
+            ptr(query),
+            ptr(keys),
+            ptr(values),
+            ptr(cu_q),
+            ptr(cu_k),
+            ptr(used_k),
+            max_k,
+            &raw mut out,
+            err.ptr(),
+            ERR_LEN,
+        )
+    };
+    err.check(rc)?;
+    if out.is_null() {
+        return Err(WorkloadError::Libtorch(
+            "flash decode attention returned no tensor".into(),
+        ));
+    }
+    // SAFETY: see above: a live `torch::Tensor*` that nothing else owns.
+    Ok(unsafe { tch::Tensor::from_ptr(out.cast()) })
 }
 
 /// The foreach SGD optimizer held by the shim.

@@ -54,6 +54,7 @@ fn window_allocations(model: LlmPreset) -> (usize, usize) {
         precision: None,
         seed: 0,
         execution: Execution::Eager,
+        attention: None,
     };
     let mut inner = DecodeStep::new(&options).unwrap();
     for _ in 0..8 {

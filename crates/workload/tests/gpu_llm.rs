@@ -15,6 +15,10 @@
 //!   eagerly (bf16: the same kernels at the same shapes).
 //!
 //! - the profiler records a decode step's kernels on the device, a graph replay's included.
+//! - in bf16 on the card, GPT-2's eager decode attends through FlashAttention's variable-length
+//!   kernel by default, and it computes what `scaled_dot_product_attention` under the position mask
+//!   computes: sequences of different lengths in one step (eager), and a graph replay through
+//!   flash against eager SDPA.
 //!
 //! Run with `--nocapture` to see the figures.
 #![cfg(feature = "gpu")]
@@ -28,8 +32,8 @@ use coload_timing::{
     run_llm_serve,
 };
 use coload_workload::{
-    DecodeOptions, DecodeStep, DeviceChoice, LlmConfig, LlmModel, LlmPlacement, LlmPreset,
-    LlmServeOptions, LlmServeStep,
+    DecodeAttention, DecodeOptions, DecodeStep, DeviceChoice, LlmConfig, LlmModel, LlmPlacement,
+    LlmPreset, LlmServeOptions, LlmServeStep,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -50,6 +54,7 @@ fn options(
         precision,
         seed: 21,
         execution,
+        attention: None,
     }
 }
 
@@ -101,6 +106,90 @@ fn bf16_is_the_default_on_cuda_and_decodes_finite_logits() {
     assert!(bool::try_from(logits.to_kind(Kind::Float).isfinite().all()).unwrap());
     assert_eq!(step.info().device_kind, DeviceKind::Cuda);
     assert!(step.peak_memory().unwrap().peak_device_bytes >= step.model().cache_bytes());
+}
+
+/// Worst gap between two logits tensors, relative to the largest logit of `expected`.
+fn relative_gap(got: &Tensor, expected: &Tensor) -> f64 {
+    let (got, expected) = (got.to_kind(Kind::Float), expected.to_kind(Kind::Float));
+    (&got - &expected).abs().max().double_value(&[]) / expected.abs().max().double_value(&[])
+}
+
+#[test]
+fn flash_decode_attends_as_masked_sdpa_does_over_sequences_of_different_lengths() {
+    for preset in [LlmPreset::Gpt2Tiny, LlmPreset::LlamaTiny] {
+        let placement = LlmPlacement::new(Device::Cuda(0), Some(Precision::Bf16));
+        let mut flash = LlmModel::new(&preset.config(), placement, 3, 5).unwrap();
+        let mut sdpa = LlmModel::new(&preset.config(), placement, 3, 5).unwrap();
+        // GPT-2 (as many KV heads as query heads) decodes eagerly through flash by default; the
+        // grouped-head Llama through SDPA, and through flash when asked.
+        let default = if preset == LlmPreset::Gpt2Tiny {
+            DecodeAttention::FlashEager
+        } else {
+            DecodeAttention::Sdpa
+        };
+        assert_eq!(flash.decode_attention(), default, "{preset}");
+        flash
+            .set_decode_attention(DecodeAttention::FlashEager)
+            .unwrap();
+        sdpa.set_decode_attention(DecodeAttention::Sdpa).unwrap();
+        // Three sequences of 4, 11 and 7 tokens: every step is masked on the SDPA side.
+        let vocab = i64::from(preset.config().vocab);
+        let opts = (Kind::Int64, Device::Cuda(0));
+        let mut worst: f64 = 0.0;
+        for (slot, p) in [(0_i64, 4_i64), (1, 11), (2, 7)] {
+            let prompt = Tensor::randint(vocab, [1, p], opts);
+            let a = flash.prefill_slots(slot, &prompt).unwrap();
+            let b = sdpa.prefill_slots(slot, &prompt).unwrap();
+            worst = worst.max(relative_gap(&a, &b));
+        }
+        for _ in 0..6 {
+            let fed = Tensor::randint(vocab, [3, 1], opts);
+            let a = flash.decode_step(&fed).unwrap();
+            let b = sdpa.decode_step(&fed).unwrap();
+            worst = worst.max(relative_gap(&a, &b));
+        }
+        assert_eq!(flash.lengths(), [10, 17, 13]);
+        println!("{preset}: flash decode within {worst:e} of masked SDPA's logits (bf16)");
+        // bf16 logits of unit scale: one rounding step of the largest is 2^-8 of it.
+        assert!(
+            worst < 2e-2,
+            "{preset}: flash is {worst:e} of the logits from SDPA"
+        );
+    }
+}
+
+#[test]
+fn a_replayed_flash_decode_computes_what_eager_sdpa_computes_in_bf16() {
+    for preset in [LlmPreset::Gpt2Tiny, LlmPreset::LlamaTiny] {
+        let o = DecodeOptions {
+            attention: Some(DecodeAttention::Flash),
+            ..options(preset, Execution::CudaGraph, Some(Precision::Bf16), 4, 6, 8)
+        };
+        let mut graph = DecodeStep::new(&o).unwrap();
+        assert_eq!(graph.model().decode_attention(), DecodeAttention::Flash);
+        let placement = LlmPlacement::new(Device::Cuda(0), Some(Precision::Bf16));
+        let mut eager = LlmModel::new(&preset.config(), placement, 4, o.seed).unwrap();
+        eager.set_decode_attention(DecodeAttention::Sdpa).unwrap();
+        let mut worst: f64 = 0.0;
+        for _cycle in 0..2 {
+            graph.step().unwrap();
+            let _ = eager.prefill(graph.prompt()).unwrap();
+            for _ in 1..8 {
+                let fed = Tensor::from_slice(&graph.tokens().unwrap())
+                    .view([4, 1])
+                    .to_device(Device::Cuda(0));
+                graph.step().unwrap();
+                let replayed = graph.graph_logits().unwrap().unwrap();
+                let expected = eager.decode_step(&fed).unwrap().to_device(Device::Cpu);
+                worst = worst.max(relative_gap(&replayed, &expected));
+            }
+        }
+        println!("{preset}: replayed flash decode within {worst:e} of eager SDPA (bf16)");
+        assert!(
+            worst < 2e-2,
+            "{preset}: replay is {worst:e} of the logits from eager SDPA"
+        );
+    }
 }
 
 #[test]

@@ -31,8 +31,8 @@ use coload_timing::{
     run_llm_serve, run_window,
 };
 use coload_workload::{
-    DecodeOptions, DecodeStep, LlmArchitecture, LlmConfig, LlmError, LlmModel, LlmPlacement,
-    LlmPreset, LlmServeStep,
+    DecodeAttention, DecodeOptions, DecodeStep, LlmArchitecture, LlmConfig, LlmError, LlmModel,
+    LlmPlacement, LlmPreset, LlmServeStep,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -396,6 +396,7 @@ fn decode_options(batch: u32, prompt: u32, generate: u32) -> DecodeOptions {
         precision: None,
         seed: 9,
         execution: Execution::Eager,
+        attention: None,
     }
 }
 
@@ -916,4 +917,31 @@ fn the_serve_step_serves_a_window_on_the_real_clock() {
         assert!(r.tpot_ns().unwrap() > 0.0);
     }
     assert!(out.tokens_in_window >= 4 * out.requests_completed);
+}
+
+#[test]
+fn a_cpu_model_attends_through_sdpa_and_refuses_flash() {
+    let placement = LlmPlacement::new(Device::Cpu, None);
+    let mut model = LlmModel::new(&LlmPreset::LlamaTiny.config(), placement, 2, 0).unwrap();
+    assert_eq!(model.decode_attention(), DecodeAttention::Sdpa);
+    for flash in [DecodeAttention::FlashEager, DecodeAttention::Flash] {
+        let err = model.set_decode_attention(flash).unwrap_err().to_string();
+        assert!(
+            err.contains("FlashAttention") && err.contains("sdpa"),
+            "{err}"
+        );
+        assert_eq!(model.decode_attention(), DecodeAttention::Sdpa);
+    }
+    model.set_decode_attention(DecodeAttention::Sdpa).unwrap();
+    // The names round-trip, and a decode step built asking for flash on the CPU says why not.
+    for a in DecodeAttention::ALL {
+        assert_eq!(a.as_str().parse::<DecodeAttention>().unwrap(), a);
+    }
+    assert!("flash-attn".parse::<DecodeAttention>().is_err());
+    let options = DecodeOptions {
+        attention: Some(DecodeAttention::Flash),
+        ..decode_options(2, 4, 3)
+    };
+    let err = DecodeStep::new(&options).unwrap_err().to_string();
+    assert!(err.contains("FlashAttention"), "{err}");
 }

@@ -18,6 +18,7 @@ fn step(model: LlmPreset, generate: u32) -> DecodeStep {
         precision: None,
         seed: 0,
         execution: Execution::Eager,
+        attention: None,
     })
     .unwrap()
 }

@@ -32,6 +32,7 @@ pub(super) fn build(args: &WorkerArgs) -> Result<DecodeStep, WorkloadError> {
         precision: f.precision,
         seed: f.seed,
         execution: args.execution(),
+        attention: None,
     };
     DecodeStep::new(&options).map_err(llm_failure)
 }

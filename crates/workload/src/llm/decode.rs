@@ -25,7 +25,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::error::{LlmError, WorkloadError};
 use crate::llm::config::LlmPreset;
-use crate::llm::model::{LlmModel, LlmPlacement, at_least_one};
+use crate::llm::model::{DecodeAttention, LlmModel, LlmPlacement, at_least_one};
 use crate::shim::{self, CapturePhase};
 use crate::step::{
     GRAPH_WARMUP_STEPS, WorkloadInfo, check_execution, cuda_version_text, cudnn_version_text,
@@ -51,6 +51,9 @@ pub struct DecodeOptions {
     pub seed: u64,
     /// Eager, or each decode iteration one CUDA-graph replay.
     pub execution: Execution,
+    /// Which kernel decode attends through; `None`: the model's default
+    /// ([`LlmModel::decode_attention`]).
+    pub attention: Option<DecodeAttention>,
 }
 
 impl Default for DecodeOptions {
@@ -66,6 +69,7 @@ impl Default for DecodeOptions {
             precision: None,
             seed: 0,
             execution: Execution::Eager,
+            attention: None,
         }
     }
 }
@@ -116,7 +120,10 @@ impl DecodeStep {
         };
         let placement = LlmPlacement::new(device, options.precision);
         let batch = i64::from(options.batch_size);
-        let model = LlmModel::new(&config, placement, batch, options.seed)?;
+        let mut model = LlmModel::new(&config, placement, batch, options.seed)?;
+        if let Some(attention) = options.attention {
+            model.set_decode_attention(attention)?;
+        }
         let prompt = {
             let _build = crate::step::BUILD_LOCK
                 .lock()

@@ -20,5 +20,5 @@ mod serve;
 
 pub use config::{LlmArchitecture, LlmConfig, LlmPreset};
 pub use decode::{DecodeOptions, DecodeStep};
-pub use model::{LlmModel, LlmPlacement};
+pub use model::{DecodeAttention, LlmModel, LlmPlacement};
 pub use serve::{LlmServeOptions, LlmServeStep, PROMPT_SHIFTS, decode_buckets, warmup_batches};

@@ -32,6 +32,24 @@
 //! `decode` workload's) attends over exactly those and its new one, with no mask, as PyTorch's
 //! own decoders do in a closed loop.
 //!
+//! # Decode attention ([`DecodeAttention`])
+//!
+//! An eager decode step of a model with as many KV heads as query heads (GPT-2), where
+//! FlashAttention's kernel runs (bf16 on an Ampere or later CUDA card, tried once when the model
+//! is built), attends through its variable-length forward: each sequence's query over its own
+//! keys up to its position, read in place through the rows views (slot `s` starts at row
+//! `s * kv_heads * context`, its length on the device), with no mask and no narrowing. An eager
+//! step is bound by the host launching its kernels, and that is one dispatched call a layer
+//! where `scaled_dot_product_attention` first chooses its backend and cuDNN looks up its
+//! execution plan: on the H200, in one process, alternated, GPT-2 small's eager decode made more
+//! tokens a second through it at batch 8 and 32, the ratio's interval above 1
+//! (docs/performance.md, "Decode attention"). With grouped KV heads (TinyLlama) the kernel
+//! regroups the queries and splits the keys (flash-decoding), and its split-KV and combining
+//! kernels and the regrouping copies ate the host's saving at batch 8 (a ratio below 1, not
+//! settled); a graph-captured step pays nothing on the host, and cuDNN's fused kernel took less
+//! device time than FlashAttention's for both models (the profiles there). So these attend as
+//! PyTorch's decoders do:
+//!
 //! Decode attention is the call PyTorch's decoders make: the query `[b, heads, 1, head_dim]`,
 //! keys and values `[b, kv_heads, attend, head_dim]`, `enable_gqa` when the model has fewer KV
 //! heads than query heads, and the mask. The mask is built once per step, in the model's kind,
@@ -43,7 +61,8 @@
 //!
 //! Exact rewrites that launch fewer kernels than the plain formulas (the difference is bf16
 //! rounding at most): the rotary embedding turns the queries and keys of the fused QKV
-//! projection together, in three kernels (`rotate`), and a Llama block's two residual adds are
+//! projection together, in three kernels for a prompt (`rotate`) and in one batched matrix
+//! product per layer for a decode step ([`Rope`]), and a Llama block's two residual adds are
 //! the output and down projections' own accumulation (`addmm_` into the residual stream, which
 //! is `[b, hidden]` in a decode step). GPT-2's projections carry a bias, so its residual adds
 //! stay separate.
@@ -140,6 +159,12 @@ struct KvCache {
     /// 0 and minus infinity, 0-dimensional in the model's kind (the additive mask's values).
     mask_open: Tensor,
     mask_closed: Tensor,
+    /// For the flash decode attention, int32 on the device: `0..=slots` (each sequence's one
+    /// query), `slot * kv_heads * context` for `0..=slots` (each slot's first row in
+    /// `keys_rows`), and each slot's attended length (its position + 1), written by each step.
+    cu_queries: Tensor,
+    cu_keys: Tensor,
+    used_keys: Tensor,
     /// The host's copy of `positions`.
     lengths: Vec<i64>,
 }
@@ -156,10 +181,11 @@ pub struct LlmModel {
     layers: Vec<Layer>,
     final_norm: Norm,
     head: Tensor,
-    /// Rotary tables `[context, head_dim]` (Llama): `cos`, and `sin` with the first half of
-    /// each row negated (see `rotate`).
-    rope: Option<(Tensor, Tensor)>,
+    /// Rotary tables (Llama): see [`Rope`].
+    rope: Option<Rope>,
     cache: KvCache,
+    /// Which kernel decode steps attend through ([`LlmModel::decode_attention`]).
+    attention: DecodeAttention,
 }
 
 /// Refuses a count below 1.
@@ -197,10 +223,11 @@ impl LlmModel {
         vs.set_kind(placement.kind());
         vs.freeze();
         let rope = match config.architecture {
-            LlmArchitecture::Llama => Some(rope_tables(config, placement)?),
+            LlmArchitecture::Llama => Some(Rope::new(config, placement)?),
             LlmArchitecture::Gpt2 => None,
         };
         let cache = KvCache::new(config, placement, slots)?;
+        let attention = default_attention(config, placement);
         Ok(LlmModel {
             config: config.clone(),
             placement,
@@ -213,7 +240,32 @@ impl LlmModel {
             head,
             rope,
             cache,
+            attention,
         })
+    }
+
+    /// Which kernel decode steps attend through: [`DecodeAttention::FlashEager`] for a model
+    /// with as many KV heads as query heads where FlashAttention's kernel runs (bf16 on a CUDA
+    /// card of the Ampere generation or later, which the model tries once when it is built),
+    /// [`DecodeAttention::Sdpa`] elsewhere.
+    #[must_use]
+    pub fn decode_attention(&self) -> DecodeAttention {
+        self.attention
+    }
+
+    /// Sets which kernel decode steps attend through (all compute the same attention); refuses
+    /// a FlashAttention choice where the kernel does not run. Before capturing a CUDA graph: a
+    /// captured step keeps the kernels it was captured with.
+    pub fn set_decode_attention(&mut self, attention: DecodeAttention) -> Result<(), LlmError> {
+        if attention != DecodeAttention::Sdpa && !flash_decode_runs(&self.config, self.placement) {
+            return Err(LlmError::Config(format!(
+                "decode attention `{attention}`: FlashAttention's kernel does not run here (it \
+                 needs bf16 on a CUDA card of the Ampere generation or later, and a head width a \
+                 multiple of 8 up to 256); use `sdpa`"
+            )));
+        }
+        self.attention = attention;
+        Ok(())
     }
 
     /// The configuration.
@@ -348,7 +400,7 @@ impl LlmModel {
                 .iter()
                 .any(|&len| len != longest);
         let _no_grad = tch::no_grad_guard();
-        let logits = self.forward_decode(tokens, b, attend, masked)?;
+        let logits = self.forward_decode(tokens, b, attend, masked, false)?;
         self.advance(b)?;
         Ok(logits)
     }
@@ -360,7 +412,7 @@ impl LlmModel {
     /// ([`LlmModel::advance_host`]).
     pub(crate) fn decode_static(&mut self, tokens: &Tensor, b: i64) -> Result<Tensor, LlmError> {
         let _no_grad = tch::no_grad_guard();
-        let logits = self.forward_decode(tokens, b, i64::from(self.config.context), true)?;
+        let logits = self.forward_decode(tokens, b, i64::from(self.config.context), true, true)?;
         let _ = self.cache.positions.f_narrow(0, 0, b)?.f_add_scalar_(1)?;
         Ok(logits)
     }
@@ -562,10 +614,16 @@ impl LlmModel {
         p: i64,
     ) -> Result<(Tensor, Tensor, Tensor), LlmError> {
         match &self.rope {
-            Some((cos, sin)) => {
+            Some(rope) => {
                 let d = i64::from(self.config.head_dim());
-                let cos = cos.f_narrow(0, 0, p)?.f_view_([1, p, 1, d].as_slice())?;
-                let sin = sin.f_narrow(0, 0, p)?.f_view_([1, p, 1, d].as_slice())?;
+                let cos = rope
+                    .cos
+                    .f_narrow(0, 0, p)?
+                    .f_view_([1, p, 1, d].as_slice())?;
+                let sin = rope
+                    .signed_sin
+                    .f_narrow(0, 0, p)?
+                    .f_view_([1, p, 1, d].as_slice())?;
                 self.qkv(layer, h, b, p, Some((&cos, &sin)))
             }
             None => self.qkv(layer, h, b, p, None),
@@ -614,14 +672,15 @@ impl LlmModel {
 
     /// Q, K, V of one decode position (`h`: `[b, hidden]`): `[b, heads, 1, d]` (as attention
     /// takes it, with no transpose), and `[b, kv_heads, d]` twice (as the cache's rows take
-    /// them). With `rope` (`cos` and `sin`: `[b, 1, 1, d]`), the queries and keys are rotated
-    /// together, as in [`LlmModel::qkv`].
+    /// them). With `turns` (each sequence's rotation at its position, `[b, d, d]`: see
+    /// [`Rope`]), the queries and keys are rotated together, in one batched matrix product over
+    /// the `heads + kv_heads` heads the fused projection lays side by side.
     fn qkv_decode(
         &self,
         layer: &Layer,
         h: &Tensor,
         b: i64,
-        rope: Option<(&Tensor, &Tensor)>,
+        turns: Option<&Tensor>,
     ) -> Result<(Tensor, Tensor, Tensor), LlmError> {
         let c = &self.config;
         let d = i64::from(c.head_dim());
@@ -631,13 +690,16 @@ impl LlmModel {
         let v = qkv
             .f_narrow(1, hd + kv, kv)?
             .f_view_([b, kv_heads, d].as_slice())?;
-        let (q, k) = match rope {
-            Some((cos, sin)) => {
-                let shape = [b, heads + kv_heads, 1, d];
-                let qk = qkv.f_narrow(1, 0, hd + kv)?.f_view_(shape.as_slice())?;
-                let rotated = rotate(&qk, cos, sin, shape)?;
+        let (q, k) = match turns {
+            Some(turns) => {
+                let rotated = qkv
+                    .f_narrow(1, 0, hd + kv)?
+                    .f_view_([b, heads + kv_heads, d].as_slice())?
+                    .f_bmm(turns)?;
                 (
-                    rotated.f_narrow(1, 0, heads)?,
+                    rotated
+                        .f_narrow(1, 0, heads)?
+                        .f_view_([b, heads, 1, d].as_slice())?,
                     rotated
                         .f_narrow(1, heads, kv_heads)?
                         .f_view_([b, kv_heads, d].as_slice())?,
@@ -687,6 +749,7 @@ impl LlmModel {
         b: i64,
         attend: i64,
         masked: bool,
+        captured: bool,
     ) -> Result<Tensor, LlmError> {
         let c = &self.config;
         let d = i64::from(c.head_dim());
@@ -703,29 +766,57 @@ impl LlmModel {
         if let Some(pos) = &self.positions_embed {
             x = x.f_add(&pos.f_index_select(0, &positions)?)?;
         }
-        let rope = match &self.rope {
-            Some((cos, sin)) => Some((
-                cos.f_index_select(0, &positions)?
-                    .f_view_([b, 1, 1, d].as_slice())?,
-                sin.f_index_select(0, &positions)?
-                    .f_view_([b, 1, 1, d].as_slice())?,
-            )),
+        let turns = match &self.rope {
+            Some(rope) => Some(rope.turns.f_index_select(0, &positions)?),
             None => None,
         };
-        let mask = if masked {
+        let flash = match self.attention {
+            DecodeAttention::Sdpa => false,
+            DecodeAttention::FlashEager => !captured,
+            DecodeAttention::Flash => true,
+        };
+        let mask = if masked && !flash {
             Some(self.decode_mask(&positions, b, attend)?)
         } else {
             None
+        };
+        let (cu_queries, cu_keys, used_keys) = if flash {
+            let mut used = self.cache.used_keys.f_narrow(0, 0, b)?;
+            used.f_copy_(&positions)?;
+            let _ = used.f_add_scalar_(1)?;
+            (
+                self.cache.cu_queries.f_narrow(0, 0, b + 1)?,
+                self.cache.cu_keys.f_narrow(0, 0, b + 1)?,
+                used,
+            )
+        } else {
+            (Tensor::new(), Tensor::new(), Tensor::new())
         };
         let write_at = self.cache.slot_base.f_narrow(0, 0, b)?.f_add(&positions)?;
         let gqa = kv_heads != heads;
         let llama = c.architecture == LlmArchitecture::Llama;
         for (i, layer) in self.layers.iter().enumerate() {
             let h = self.norm(&layer.attn_norm, &x)?;
-            let rope = rope.as_ref().map(|(cos, sin)| (cos, sin));
-            let (q, k, v) = self.qkv_decode(layer, &h, b, rope)?;
+            let (q, k, v) = self.qkv_decode(layer, &h, b, turns.as_ref())?;
             let _ = self.cache.keys_rows[i].f_index_copy_(0, &write_at, &k)?;
             let _ = self.cache.values_rows[i].f_index_copy_(0, &write_at, &v)?;
+            if flash {
+                // Each sequence's keys and values up to its position, in place: the rows views
+                // give every slot's positions in every KV head (row stride `head_dim`, head
+                // stride `context * head_dim`), slot `s` from row `cu_keys[s]`.
+                let attn = crate::shim::flash_decode(
+                    &q.f_view_([b, heads, d].as_slice())?,
+                    &self.cache.keys_rows[i],
+                    &self.cache.values_rows[i],
+                    &cu_queries,
+                    &cu_keys,
+                    &used_keys,
+                    attend,
+                )?
+                .f_view_([b, hidden].as_slice())?;
+                self.residual_and_mlp(layer, &mut x, &attn, llama)?;
+                continue;
+            }
             // The whole cache as it is when the step covers it (every graph-captured step of a
             // full batch): two views fewer a layer for the host to make.
             let (keys_view, values_view);
@@ -753,19 +844,32 @@ impl LlmModel {
                 gqa,
             )?
             .f_reshape([b, hidden])?;
-            if llama {
-                // No bias: the residual add is the projection's own accumulation (x += attn
-                // out_w^T), one kernel instead of two.
-                let _ = x.f_addmm_(&attn, &layer.out_w.f_transpose(0, 1)?)?;
-                let act = self.mlp_activation(layer, &x)?;
-                let _ = x.f_addmm_(&act, &layer.down_w.f_transpose(0, 1)?)?;
-            } else {
-                x = x.f_add(&linear(&attn, &layer.out_w, layer.out_b.as_ref())?)?;
-                x = x.f_add(&self.mlp(layer, &x)?)?;
-            }
+            self.residual_and_mlp(layer, &mut x, &attn, llama)?;
         }
         let x = self.norm(&self.final_norm, &x)?;
         Ok(linear(&x, &self.head, None)?)
+    }
+
+    /// The rest of a decode layer after attention (`attn`: `[b, hidden]`): the output
+    /// projection and the MLP, each added to the residual stream `x`.
+    fn residual_and_mlp(
+        &self,
+        layer: &Layer,
+        x: &mut Tensor,
+        attn: &Tensor,
+        llama: bool,
+    ) -> Result<(), LlmError> {
+        if llama {
+            // No bias: the residual add is the projection's own accumulation (x += attn
+            // out_w^T), one kernel instead of two.
+            let _ = x.f_addmm_(attn, &layer.out_w.f_transpose(0, 1)?)?;
+            let act = self.mlp_activation(layer, x)?;
+            let _ = x.f_addmm_(&act, &layer.down_w.f_transpose(0, 1)?)?;
+        } else {
+            *x = x.f_add(&linear(attn, &layer.out_w, layer.out_b.as_ref())?)?;
+            *x = x.f_add(&self.mlp(layer, x)?)?;
+        }
+        Ok(())
     }
 
     /// The additive mask of a decode step over slots `0..b` at `positions`: key position `j`
@@ -848,6 +952,43 @@ fn rotate(
     let mut out = x.f_mul(cos)?;
     let _ = out.f_addcmul_(&swapped, signed_sin)?;
     Ok(out)
+}
+
+/// The rotary embedding's tables, one rule in two shapes.
+///
+/// `cos` and `signed_sin` (`[context, head_dim]`) rotate a prompt's positions elementwise
+/// (`rotate`). `turns` (`[context, head_dim, head_dim]`) holds the same rotation at each
+/// position as a matrix `M` with `x M = x * cos + swap_halves(x) * signed_sin`: `cos` on the
+/// diagonal and `signed_sin[i]` at row `partner(i)`, column `i` (`partner` swaps the halves), built
+/// from the two tables. A decode step gathers each sequence's matrix once and rotates a layer's
+/// queries and keys with one batched matrix product, where the elementwise form takes three
+/// kernels a layer; the products are the same, summed in fp32 and rounded once.
+#[derive(Debug)]
+struct Rope {
+    cos: Tensor,
+    signed_sin: Tensor,
+    turns: Tensor,
+}
+
+impl Rope {
+    fn new(config: &LlmConfig, placement: LlmPlacement) -> Result<Self, LlmError> {
+        let (cos, signed_sin) = rope_tables(config, placement)?;
+        let d = i64::from(config.head_dim());
+        let opts = (Kind::Float, placement.device);
+        // swap[j][i] = 1 where j = partner(i): the identity with its halves of rows swapped.
+        let swap = Tensor::f_eye(d, opts)?.f_roll([d / 2].as_slice(), [0_i64].as_slice())?;
+        let cos32 = cos.f_to_kind(Kind::Float)?;
+        let sin32 = signed_sin.f_to_kind(Kind::Float)?;
+        let turns = cos32
+            .f_diag_embed(0, -2, -1)?
+            .f_add(&swap.f_unsqueeze(0)?.f_mul(&sin32.f_unsqueeze(1)?)?)?
+            .f_to_kind(placement.kind())?;
+        Ok(Rope {
+            cos,
+            signed_sin,
+            turns,
+        })
+    }
 }
 
 /// `cos` and `sin` of `position * theta^(-2i/d)`, each frequency twice (`[context, d]`),
@@ -974,6 +1115,7 @@ impl KvCache {
             values.push(v);
         }
         let int = (Kind::Int64, placement.device);
+        let int32 = (Kind::Int, placement.device);
         Ok(KvCache {
             keys,
             values,
@@ -984,9 +1126,101 @@ impl KvCache {
             key_positions: Tensor::f_arange(context, int)?,
             mask_open: Tensor::f_zeros([], opts)?,
             mask_closed: Tensor::f_full([], f64::NEG_INFINITY, opts)?,
+            cu_queries: Tensor::f_arange(slots + 1, int32)?,
+            cu_keys: Tensor::f_arange(slots + 1, int32)?.f_mul_scalar(kv_heads * context)?,
+            used_keys: Tensor::f_zeros([slots], int32)?,
             lengths: vec![0; slots as usize],
         })
     }
+}
+
+/// Which kernel an LLM's decode steps attend through; all three compute the same attention
+/// (see the module's "Decode attention" for why the default is what it is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecodeAttention {
+    /// Every step through `scaled_dot_product_attention`, as PyTorch's decoders attend (under
+    /// the position mask where the step's sequences differ in length or it is graph-captured).
+    Sdpa,
+    /// Eager steps through FlashAttention's variable-length kernel over each sequence's own
+    /// keys, graph-captured steps through `scaled_dot_product_attention`.
+    FlashEager,
+    /// Every step through FlashAttention's variable-length kernel.
+    Flash,
+}
+
+impl DecodeAttention {
+    /// Every choice, in the order the command line lists them.
+    pub const ALL: [DecodeAttention; 3] = [
+        DecodeAttention::Sdpa,
+        DecodeAttention::FlashEager,
+        DecodeAttention::Flash,
+    ];
+
+    /// The choice's name: `sdpa`, `flash-eager` or `flash`.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecodeAttention::Sdpa => "sdpa",
+            DecodeAttention::FlashEager => "flash-eager",
+            DecodeAttention::Flash => "flash",
+        }
+    }
+}
+
+impl std::fmt::Display for DecodeAttention {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for DecodeAttention {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DecodeAttention::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| format!("unknown decode attention `{s}`: sdpa, flash-eager or flash"))
+    }
+}
+
+/// [`DecodeAttention::FlashEager`] for a model with as many KV heads as query heads where
+/// FlashAttention's kernel runs, [`DecodeAttention::Sdpa`] otherwise (see the module's "Decode
+/// attention").
+fn default_attention(config: &LlmConfig, placement: LlmPlacement) -> DecodeAttention {
+    if config.kv_heads == config.heads && flash_decode_runs(config, placement) {
+        DecodeAttention::FlashEager
+    } else {
+        DecodeAttention::Sdpa
+    }
+}
+
+/// Whether FlashAttention's variable-length decode attention runs for `config` on `placement`:
+/// bf16 on CUDA, a head width the kernel takes, and one call on tiny tensors on the device
+/// succeeding (libtorch has the kernel only for Ampere and later cards).
+fn flash_decode_runs(config: &LlmConfig, placement: LlmPlacement) -> bool {
+    let d = i64::from(config.head_dim());
+    if !placement.device.is_cuda()
+        || placement.precision != Precision::Bf16
+        || d % 8 != 0
+        || d > 256
+    {
+        return false;
+    }
+    let try_once = || -> Result<(), LlmError> {
+        let _no_grad = tch::no_grad_guard();
+        let (heads, kv_heads) = (i64::from(config.heads), i64::from(config.kv_heads));
+        let opts = (placement.kind(), placement.device);
+        let int32 = (Kind::Int, placement.device);
+        let q = Tensor::f_zeros([1, heads, d], opts)?;
+        let kv = Tensor::f_zeros([2, kv_heads, d], opts)?;
+        let cu_q = Tensor::f_arange(2, int32)?;
+        let cu_k = Tensor::f_arange(2, int32)?.f_mul_scalar(2)?;
+        let used = Tensor::f_full([1], 2, int32)?;
+        let _ = crate::shim::flash_decode(&q, &kv, &kv, &cu_q, &cu_k, &used, 2)?;
+        Ok(())
+    };
+    try_once().is_ok()
 }
 
 /// The positions a decode attends over when its longest sequence holds `longest`: that
