@@ -12,8 +12,15 @@
 #
 #   OUT=out/decode BIN=.gpu35/bin scripts/perf/decode-compare.sh [WINDOW_S] [BUDGET_S]
 #
-# MODELS and BATCHES (space-separated) narrow the comparison to some presets and batches (a
-# first look before the whole run); the defaults are both presets at batch 8, 1 and 32.
+# MODELS, BATCHES and EXECUTIONS (space-separated) narrow the comparison to some presets,
+# batches and executions (a first look before the whole run); the defaults are both presets at
+# batch 8, 1 and 32, graph and eager. CONFIGS lists configurations outright instead, each
+# `<model>:<batch>:<graph|eager>` (say, the graph rows and one preset's eager rows). REPEATS
+# (default 2) runs each configuration that many times, alternating which side goes first.
+#
+# PIN (a CPU list, as taskset takes it: `2-5`) runs both sides under `taskset -c $PIN`, so that
+# a host-bound eager step meets the same cores in every process; the folder's settings.txt
+# records it with the window and the repeats, and decode_table.py words it in the table.
 #
 # BIN: a folder with release bench-cohort and bench-worker (the host's torch/lib goes on
 # LD_LIBRARY_PATH); without it, the dist tarball (scripts/gpu/use-dist.sh). Writes under $OUT:
@@ -50,6 +57,16 @@ if [[ -n "$(ls -A "$out" 2>/dev/null)" ]]; then
   exit 2
 fi
 mkdir -p "$out/coload" "$out/pytorch"
+repeats=${REPEATS:-2}
+pin=()
+if [[ -n "${PIN:-}" ]]; then
+  pin=(taskset -c "$PIN")
+  if ! "${pin[@]}" true; then
+    echo "error: taskset -c $PIN does not run here" >&2
+    exit 2
+  fi
+fi
+printf 'window_s=%s\nrepeats=%s\npin=%s\n' "$window" "$repeats" "${PIN:-}" > "$out/settings.txt"
 began=$SECONDS
 left() { (( SECONDS - began < budget - ${1:-0} )); }
 # A run's timeout: at most $1 s, and never past the budget's end.
@@ -73,7 +90,7 @@ coload() { # model batch eager|graph repeat
   local name="$1-b$2-$3-r$4" execution=eager
   [[ $3 == graph ]] && execution=cuda-graph
   if ! left $((25 + reserve)); then echo "skipped (budget): coload $name"; return; fi
-  timeout 120 "$bin/bench-cohort" --worker-bin "$bin/bench-worker" --out "$out/coload/$name" \
+  timeout 120 "${pin[@]}" "$bin/bench-cohort" --worker-bin "$bin/bench-worker" --out "$out/coload/$name" \
     --mode exclusive --workers decode=1 --model "$1" --batch-size "$2" --execution "$execution" \
     --device cuda:0 --prompt-tokens 512 --output-tokens 128 --warmup-batches "$warmup" \
     --window-s "$window" --start-lead-s 1 --quiet > "$out/coload/$name.log" 2>&1
@@ -83,25 +100,40 @@ coload() { # model batch eager|graph repeat
 pytorch() { # model batch eager|graph repeat
   local name="$1-b$2-$3-r$4"
   if ! left $((25 + reserve)); then echo "skipped (budget): pytorch $name"; return; fi
-  timeout 120 python3 "$py" --impl "$3" --model "$1" --batch-size "$2" --prompt-tokens 512 \
+  timeout 120 "${pin[@]}" python3 "$py" --impl "$3" --model "$1" --batch-size "$2" --prompt-tokens 512 \
     --output-tokens 128 --warmup-iterations "$warmup" --window-s "$window" \
     > "$out/pytorch/$name.json" 2> "$out/pytorch/$name.log"
   echo "rc=$? pytorch $name ($((SECONDS - began)) s)"
 }
 
-for repeat in 1 2; do
+configs=()
+if [[ -n "${CONFIGS:-}" ]]; then
+  for c in $CONFIGS; do
+    if [[ ! $c =~ ^[a-z0-9.-]+:[0-9]+:(graph|eager)$ ]]; then
+      echo "error: CONFIGS entry '$c' is not <model>:<batch>:<graph|eager>" >&2
+      exit 2
+    fi
+    configs+=("$c")
+  done
+else
   for model in ${MODELS:-gpt2-small tinyllama-1.1b}; do
     for b in ${BATCHES:-8 1 32}; do
-      for impl in graph eager; do
-        if (( repeat == 1 )); then
-          coload "$model" "$b" "$impl" "$repeat"
-          pytorch "$model" "$b" "$impl" "$repeat"
-        else
-          pytorch "$model" "$b" "$impl" "$repeat"
-          coload "$model" "$b" "$impl" "$repeat"
-        fi
+      for impl in ${EXECUTIONS:-graph eager}; do
+        configs+=("$model:$b:$impl")
       done
     done
+  done
+fi
+for (( repeat = 1; repeat <= repeats; repeat++ )); do
+  for c in "${configs[@]}"; do
+    IFS=: read -r model b impl <<< "$c"
+    if (( repeat % 2 == 1 )); then
+      coload "$model" "$b" "$impl" "$repeat"
+      pytorch "$model" "$b" "$impl" "$repeat"
+    else
+      pytorch "$model" "$b" "$impl" "$repeat"
+      coload "$model" "$b" "$impl" "$repeat"
+    fi
   done
 done
 profile_pytorch() { # model eager|graph

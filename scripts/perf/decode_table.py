@@ -6,11 +6,17 @@ scripts/perf/decode-compare.sh (a folder under docs/results/data/).
     scripts/perf/decode_table.py DATA_DIR --write     # put it into docs/performance.md
     scripts/perf/decode_table.py DATA_DIR --check     # fail (exit 1, with the diff) if the page differs
     scripts/perf/decode_table.py DATA_DIR --block decode-compare-b8 --check   # another block
+    scripts/perf/decode_table.py ATTENTION_DIR --block decode-attention --check
+
+The block `decode-attention` is made from another kind of folder (2026-12-02-decode-attention/):
+coload's eager decode through `sdpa` against `flash-eager` in one process, alternated
+(`decode_profile --compare-attention`, ab/*.json), each ratio with its interval by the same rule,
+and the graph-captured step's device time per step through either kernel (profiles/<attention>/).
 
 The block sits between the `<!-- BEGIN decode-compare -->` and `<!-- END decode-compare -->`
 lines of docs/performance.md (`--block NAME`: between `<!-- BEGIN NAME -->` and
 `<!-- END NAME -->`, one block per run's folder); nothing in it is typed by hand. Per preset, batch and execution:
-tokens/s of each repeat on each side (coload's summary.json `decode.tokens_per_s`, PyTorch's
+tokens/s of each repeat on each side (r1, r2, ... as the run numbered them; REPEATS) (coload's summary.json `decode.tokens_per_s`, PyTorch's
 `tokens_per_s`), the ratio of their means with its 95 % interval (the analysis crate's rule,
 through its `ratio_interval` example: none with one run on each side), the TPOT p50 (the median decode step, ms) of each
 side (mean over the repeats), and the weight-and-cache read floor of one decode step.
@@ -144,6 +150,35 @@ def attempted(data):
     return names
 
 
+def repeats(data, base):
+    """The repeat numbers either side holds or set out to run for configuration `base`
+    (`<model>-b<B>-<impl>`): r1, r2 and any further ones (the script's REPEATS)."""
+    found = {1, 2}
+    for side in ("coload", "pytorch"):
+        for path in (data / side).glob(f"{base}-r*"):
+            tail = path.name[len(base) + 2:].split(".")[0]
+            if tail.isdigit():
+                found.add(int(tail))
+    return sorted(found)
+
+
+def settings_words(data):
+    """What settings.txt (written by decode-compare.sh since it took REPEATS and PIN) says of
+    the run, in words; empty for runs before it."""
+    path = data / "settings.txt"
+    if not path.exists():
+        return ""
+    values = dict(line.split("=", 1) for line in path.read_text(encoding="utf-8").splitlines()
+                  if "=" in line)
+    words = [f"{values.get('window_s', '?')} s windows",
+             f"up to {values.get('repeats', '?')} repeats a side, alternating which goes first"]
+    if values.get("pin"):
+        words.append(f"both sides pinned to CPUs {values['pin']} (taskset)")
+    else:
+        words.append("neither side pinned to CPUs")
+    return "; ".join(words) + "."
+
+
 def block(data, name="decode-compare"):
     begin, end = markers(name)
     asked = attempted(data)
@@ -155,7 +190,7 @@ def block(data, name="decode-compare"):
         for b in BATCHES:
             for impl in IMPLS:
                 ours, theirs = [], []
-                for repeat in (1, 2):
+                for repeat in repeats(data, f"{model}-b{b}-{impl}"):
                     name = f"{model}-b{b}-{impl}-r{repeat}"
                     c, p = coload_run(data, name), pytorch_run(data, name)
                     if (c is None or p is None) and name in asked:
@@ -197,9 +232,10 @@ def block(data, name="decode-compare"):
         f"one device call on one {name} ({uuid}), both sides recording it; "
         f"{run_dates[0]} to {run_dates[-1]} (UTC, as the PyTorch side records it); "
         f"libtorch {', '.join(sorted(libtorch))} (coload), PyTorch {', '.join(sorted(torch))}; "
-        f"measured copy bandwidth {bandwidth / 1e12:.2f} TB/s.",
+        f"measured copy bandwidth {bandwidth / 1e12:.2f} TB/s."
+        + (f" {settings_words(data)}" if settings_words(data) else ""),
         "",
-        "| preset | batch | execution | coload tokens/s (r1 / r2) | PyTorch tokens/s (r1 / r2) "
+        "| preset | batch | execution | coload tokens/s (each repeat) | PyTorch tokens/s (each repeat) "
         "| coload / PyTorch [95 %] | coload TPOT p50 ms | PyTorch TPOT p50 ms | read floor ms "
         "| coload TPOT / floor |",
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -209,6 +245,63 @@ def block(data, name="decode-compare"):
     if skipped:
         lines += [f"Not run (time budget or failure; see the logs): {', '.join(skipped)}.", ""]
     lines.append(end)
+    return "\n".join(lines)
+
+
+def card_of(data):
+    """(name, uuid) of the card.csv nvidia-smi wrote (its first data row)."""
+    lines = (data / "card.csv").read_text(encoding="utf-8").splitlines()
+    if len(lines) < 2:
+        raise DataError(f"{data}/card.csv names no card")
+    name, uuid = (f.strip() for f in lines[1].split(",")[:2])
+    return name, uuid
+
+
+def attention_block(data, name="decode-attention"):
+    """The eager A/B of the two decode attentions and the graph profiles through each."""
+    begin, end = markers(name)
+    card, uuid = card_of(data)
+    rows = []
+    for path in sorted((data / "ab").glob("*-eager-attention.json"),
+                       key=lambda p: (p.name.split("-b")[0], int(p.name.split("-b")[-1].split("-")[0]))):
+        doc = read_json(path)
+        sdpa, flash = doc["tokens_per_s"]["sdpa"], doc["tokens_per_s"]["flash-eager"]
+        ratio, low, high = ratio_interval(tuple(flash), tuple(sdpa))
+        rows.append(
+            f"| {doc['model']} | {doc['batch_size']} | {' / '.join(fmt(v) for v in sdpa)} | "
+            f"{' / '.join(fmt(v) for v in flash)} | **{ratio:.2f}** [{low:.2f} to {high:.2f}] |")
+    graph = []
+    models = sorted({p.name.split("coload-")[1].split("-b8")[0]
+                     for p in (data / "profiles").glob("*/coload-*-b8-graph.json")})
+    for model in models:
+        cells = []
+        for attention in ("flash-eager", "flash"):
+            prof = read_json(data / "profiles" / attention / f"coload-{model}-b8-graph.json")["profile"]
+            cells.append(f"{prof['device_us_per_step']:,.0f} µs, {prof['device_events_per_step']:.0f}")
+        graph.append(f"| {model} | 8 | {cells[0]} | {cells[1]} |")
+    lines = [
+        begin,
+        "",
+        f"Data: `{data.relative_to(ROOT) if ROOT in data.parents else data.name}/`, one device "
+        f"call on one {card} ({uuid}). Eager decode, both attentions in one process "
+        "(`decode_profile --compare-attention 6 --cycles 2`): tokens/s of each round, two whole "
+        "cycles each (prefill included), the order alternating from round to round:",
+        "",
+        "| preset | batch | through SDPA (each round) | through FlashAttention varlen (each round) "
+        "| flash / SDPA [95 %] |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        *rows,
+        "",
+        "The graph-captured step, 20 replays under the profiler (`decode_profile --execution "
+        "cuda-graph --attention flash-eager|flash`; a graph step under `flash-eager` attends "
+        "through SDPA): device time and device activities per step.",
+        "",
+        "| preset | batch | graph through SDPA | graph through FlashAttention varlen |",
+        "| --- | ---: | ---: | ---: |",
+        *graph,
+        "",
+        end,
+    ]
     return "\n".join(lines)
 
 
@@ -229,7 +322,10 @@ def main():
     mode.add_argument("--check", action="store_true")
     args = ap.parse_args()
     try:
-        new = block(args.data.resolve(), args.block)
+        if args.block == "decode-attention":
+            new = attention_block(args.data.resolve(), args.block)
+        else:
+            new = block(args.data.resolve(), args.block)
         if not (args.write or args.check):
             print(new)
             return 0
