@@ -11,7 +11,16 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 cargo run --locked -q -p bench-summarize -- results-page --check "$@"
 # The decode tables of docs/performance.md, each from its run's folder.
-python3 scripts/perf/decode_table.py docs/results/data/2026-12-02-decode-1553 --check
+data=docs/results/data
+python3 scripts/perf/decode_table.py $data/2026-12-02-decode-1928-gpt2 --check
+python3 scripts/perf/decode_table.py $data/2026-12-02-decode-1934-tinyllama-graph \
+    --block decode-compare-tinyllama-graph --check
+python3 scripts/perf/decode_table.py $data/2026-12-02-decode-1936-tinyllama-eager \
+    --block decode-compare-tinyllama-eager --check
+python3 scripts/perf/decode_table.py $data/2026-12-02-decode-attention \
+    --block decode-attention --check
+python3 scripts/perf/decode_table.py $data/2026-12-02-decode-1553 \
+    --block decode-compare-1553 --check
 python3 scripts/perf/decode_table.py docs/results/data/2026-12-02-decode-1544-b8 \
     --block decode-compare-b8 --check
 python3 scripts/perf/decode_table.py docs/results/data/2026-12-02-decode \

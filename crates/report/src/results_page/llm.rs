@@ -5,9 +5,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use coload_analysis::ratio::{ALONE_TOLERANCE, RatioWords, ratio_of_means, ratio_words};
 use coload_cohort_schema::study::{Index, Outcome};
-use coload_cohort_schema::{CohortSummary, DecodeSummary, LatencyMs};
+use coload_cohort_schema::{CohortSummary, DecodeSummary, LatencyMs, RatioInterval};
 
+use super::frontier::ratio_ci;
 use super::{PageError, Study, day, read, read_value, sorted_glob, table};
 use crate::number;
 use crate::svg::num;
@@ -158,90 +160,140 @@ fn share_verdict(rows: &[(&str, &str, DecodeSummary, DecodeSummary)]) -> String 
     }
 }
 
-/// A PyTorch reference run beside coload's eager decode of the same preset and batch.
-struct Pair {
+/// One preset, batch and execution of the newest same-run comparison against PyTorch
+/// (`scripts/perf/decode-compare.sh`): both sides' tokens/s over the repeats of one device call.
+struct SameRun {
     model: &'static str,
     batch: u32,
-    ours: DecodeSummary,
-    reference: serde_json::Value,
-    folder: PathBuf,
+    execution: &'static str,
+    folder: String,
+    card: String,
+    ours: Vec<f64>,
+    theirs: Vec<f64>,
 }
 
-/// Every preset and batch with both: the reference from the newest `*-llm-pytorch` folder of
-/// the data that has it (a rerun), else from the decode round's own `pytorch/`.
-fn pytorch_pairs(root: &Path) -> Result<Vec<Pair>, PageError> {
-    let data = root.parent().unwrap_or(root);
-    let mut reruns: Vec<PathBuf> = std::fs::read_dir(data)
+impl SameRun {
+    fn ratio(&self) -> Option<RatioInterval> {
+        ratio_of_means(&self.ours, &self.theirs)
+    }
+}
+
+/// The card a comparison's folder names in its `card.csv` (nvidia-smi's first data row).
+fn card_of(folder: &Path) -> Result<String, PageError> {
+    let path = folder.join("card.csv");
+    let text = std::fs::read_to_string(&path).map_err(|e| PageError::data(&path, e))?;
+    text.lines()
+        .nth(1)
+        .and_then(|row| row.split(',').nth(1))
+        .map(|uuid| coload_analysis::short_card(uuid.trim()).to_owned())
+        .ok_or_else(|| PageError::data(&path, "names no card"))
+}
+
+/// Each side's tokens/s over the repeats of configuration `name` (`<model>-b<B>-<execution>`)
+/// in one comparison's folder: coload's from each cohort's `summary.json`, PyTorch's from each
+/// reference's JSON (an empty file is a run that did not finish).
+fn same_run_sides(folder: &Path, name: &str) -> Result<(Vec<f64>, Vec<f64>), PageError> {
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for repeat in 1..=9 {
+        let run = format!("{name}-r{repeat}");
+        if let Some((_, d)) = decode_of(&folder.join("coload").join(&run))? {
+            ours.push(d.tokens_per_s);
+        }
+        let path = folder.join("pytorch").join(format!("{run}.json"));
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
+            let value = read_value(&path)?;
+            let rate = value["tokens_per_s"]
+                .as_f64()
+                .ok_or_else(|| PageError::data(&path, "no tokens_per_s"))?;
+            theirs.push(rate);
+        }
+    }
+    Ok((ours, theirs))
+}
+
+/// Every preset, batch and execution of the newest comparison folder (`*-decode*` with both
+/// sides' runs) that measured it: the two sides of each row ran in one device call on one card.
+fn same_run_cells(data: &Path) -> Result<Vec<SameRun>, PageError> {
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(data)
         .map_err(|e| PageError::data(data, e))?
         .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().ends_with("-llm-pytorch"))
         .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains("-decode"))
+                && p.join("coload").is_dir()
+                && p.join("pytorch").is_dir()
+        })
         .collect();
-    reruns.sort();
-    reruns.reverse();
-    reruns.push(root.to_owned());
+    // Folders are named `<date>-decode[-<time>-<what>]`: the newest sorts last.
+    folders.sort();
+    folders.reverse();
     let mut out = Vec::new();
     for model in PRESETS {
         for batch in BATCHES {
-            let Some((_, ours)) =
-                decode_of(&root.join("solo").join(format!("{model}-b{batch}-eager")))?
-            else {
-                continue;
-            };
-            let found = reruns.iter().find_map(|folder| {
-                let path = folder
-                    .join("pytorch")
-                    .join(format!("{model}-b{batch}.json"));
-                let size = std::fs::metadata(&path).map_or(0, |m| m.len());
-                (size > 0).then(|| (folder.clone(), path))
-            });
-            if let Some((folder, path)) = found {
-                out.push(Pair {
-                    model,
-                    batch,
-                    ours,
-                    reference: read_value(&path)?,
-                    folder,
-                });
+            for execution in ["graph", "eager"] {
+                let name = format!("{model}-b{batch}-{execution}");
+                for folder in &folders {
+                    let (ours, theirs) = same_run_sides(folder, &name)?;
+                    if ours.is_empty() || theirs.is_empty() {
+                        continue;
+                    }
+                    out.push(SameRun {
+                        model,
+                        batch,
+                        execution,
+                        folder: folder
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default(),
+                        card: card_of(folder)?,
+                        ours,
+                        theirs,
+                    });
+                    break;
+                }
             }
         }
     }
     Ok(out)
 }
 
-fn warmed_a_cycle(reference: &serde_json::Value) -> bool {
-    match (
-        reference["warmup_iterations"].as_f64(),
-        reference["output_tokens"].as_f64(),
-    ) {
-        (Some(warm), Some(out)) => warm >= out,
-        _ => false,
+/// The words a row's interval allows.
+fn against_pytorch(r: Option<&RatioInterval>) -> &'static str {
+    match r.map(|r| ratio_words(r, ALONE_TOLERANCE)) {
+        Some(RatioWords::Above) => "faster than PyTorch",
+        Some(RatioWords::Below) => "slower than PyTorch",
+        Some(RatioWords::AsFastAs) => "as fast as PyTorch",
+        Some(RatioWords::NotSettled) | None => "not told apart",
     }
 }
 
-fn pytorch_table(pairs: &[Pair]) -> String {
-    let rows = pairs
+fn runs(n: usize) -> String {
+    if n == 1 {
+        "1 run".to_owned()
+    } else {
+        format!("{n} runs")
+    }
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+fn pytorch_table(cells: &[SameRun]) -> String {
+    let rows = cells
         .iter()
-        .map(|p| {
-            let r = &p.reference;
-            let theirs = r["tokens_per_s"].as_f64();
+        .map(|c| {
+            let r = c.ratio();
             vec![
-                p.model.to_owned(),
-                p.batch.to_string(),
-                num(p.ours.tokens_per_s),
-                ms(theirs),
-                format!("{}x", div(Some(p.ours.tokens_per_s), theirs)),
-                format!("{} / {}", ms(p50(&p.ours)), ms(p99(&p.ours))),
-                format!(
-                    "{} / {}",
-                    ms(r["tpot_p50_ms"].as_f64()),
-                    ms(r["tpot_p99_ms"].as_f64())
-                ),
-                if warmed_a_cycle(r) {
-                    "yes".to_owned()
-                } else {
-                    "no (its first cycle is in the window)".to_owned()
-                },
+                c.model.to_owned(),
+                c.batch.to_string(),
+                c.execution.to_owned(),
+                format!("{} ({})", num(mean(&c.ours)), runs(c.ours.len())),
+                format!("{} ({})", num(mean(&c.theirs)), runs(c.theirs.len())),
+                ratio_ci(r.as_ref()),
+                against_pytorch(r.as_ref()).to_owned(),
+                format!("`{}/` ({})", c.folder, c.card),
             ]
         })
         .collect();
@@ -249,83 +301,48 @@ fn pytorch_table(pairs: &[Pair]) -> String {
         &[
             "preset",
             "batch",
-            "coload eager tokens/s",
-            "PyTorch eager tokens/s",
-            "coload ÷ PyTorch",
-            "coload TPOT p50 / p99 ms",
-            "PyTorch TPOT p50 / p99 ms",
-            "PyTorch warmed a whole cycle",
+            "execution",
+            "coload tokens/s (mean)",
+            "PyTorch tokens/s (mean)",
+            "coload ÷ PyTorch [95 %]",
+            "in words",
+            "data (card)",
         ],
         rows,
     )
 }
 
-/// What the side-by-side says: where the references come from, whether they warmed a whole
-/// cycle, and the range of coload's tokens/s against PyTorch's.
-fn pytorch_words(pairs: &[Pair]) -> String {
-    if pairs.is_empty() {
-        return "No PyTorch reference run is in the data yet.".to_owned();
+/// What the same-run rows say, per execution: where coload is faster, and where the interval
+/// does not tell the two apart.
+fn pytorch_words(cells: &[SameRun]) -> String {
+    if cells.is_empty() {
+        return "No same-run comparison against PyTorch is in the data yet.".to_owned();
     }
-    let folders: std::collections::BTreeSet<String> = pairs
-        .iter()
-        .map(|p| {
-            let name = p
-                .folder
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned());
-            format!("`docs/results/data/{}/pytorch/`", name.unwrap_or_default())
-        })
-        .collect();
-    let cold = pairs
-        .iter()
-        .filter(|p| !warmed_a_cycle(&p.reference))
-        .count();
-    let ratios: Vec<f64> = pairs
-        .iter()
-        .filter_map(|p| {
-            p.reference["tokens_per_s"]
-                .as_f64()
-                .map(|t| p.ours.tokens_per_s / t)
-        })
-        .collect();
-    let mut text = format!(
-        "The references: {}. ",
-        folders.into_iter().collect::<Vec<_>>().join(", ")
-    );
-    if cold > 0 {
-        let _ = write!(
-            text,
-            "Not yet a fair comparison of throughput: {cold} of {} PyTorch runs warmed fewer \
-             iterations than one cycle, so their window holds the first steps at each new KV \
-             length; their tokens/s include those steps, and the p50 columns compare like with \
-             like. `scripts/gpu/pytorch-decode.sh` runs them again with two whole cycles of \
-             warmup (the script's default).",
-            pairs.len()
-        );
-    } else {
-        let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let _ = write!(
-            text,
-            "Every PyTorch run warmed at least a whole cycle before its window: coload's eager \
-             worker makes {}x to {}x PyTorch eager's tokens/s ({}).",
-            ratio(lo),
-            ratio(hi),
-            if lo >= 1.0 {
-                "no slower at any batch"
-            } else {
-                "slower at some batch"
-            }
-        );
+    let mut parts = Vec::new();
+    for (execution, label) in [("graph", "Graph-captured"), ("eager", "Eager")] {
+        let rows: Vec<&SameRun> = cells.iter().filter(|c| c.execution == execution).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let mut by_words: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+        for c in &rows {
+            by_words
+                .entry(against_pytorch(c.ratio().as_ref()))
+                .or_default()
+                .push(format!("{} at batch {}", c.model, c.batch));
+        }
+        let said: Vec<String> = by_words
+            .iter()
+            .map(|(words, where_)| format!("{words}: {}", where_.join(", ")))
+            .collect();
+        parts.push(format!(
+            "{label} decode ({} of {} rows faster than PyTorch): {}.",
+            by_words.get("faster than PyTorch").map_or(0, Vec::len),
+            rows.len(),
+            said.join("; ")
+        ));
     }
-    let missing: Vec<&str> = PRESETS
-        .into_iter()
-        .filter(|m| !pairs.iter().any(|p| p.model == *m))
-        .collect();
-    if !missing.is_empty() {
-        let _ = write!(text, " Not run yet: {}.", missing.join(", "));
-    }
-    text
+    parts.join(" ")
 }
 
 fn protocol(root: &Path) -> Result<String, PageError> {
@@ -498,16 +515,88 @@ pub(crate) fn figures(
         .map(|p| read(&p))
         .collect::<Result<_, _>>()?;
     let share = share_rows(&root)?;
-    let pairs = pytorch_pairs(&root)?;
+    let same_run = same_run_cells(data)?;
     values.extend([
         ("llm_day", day(&summaries)),
         ("llm_protocol", protocol(&root)?),
         ("llm_solo_table", solo_table(&root)?),
         ("llm_share_table", share_table(&share)),
         ("llm_share_verdict", share_verdict(&share)),
-        ("llm_pytorch_table", pytorch_table(&pairs)),
-        ("llm_pytorch_words", pytorch_words(&pairs)),
+        ("llm_pytorch_table", pytorch_table(&same_run)),
+        ("llm_pytorch_words", pytorch_words(&same_run)),
         ("llm_study", llm_study(data)?),
     ]);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/data")
+    }
+
+    #[test]
+    fn each_row_against_pytorch_is_the_newest_run_that_measured_it_both_sides_from_one_folder() {
+        let cells = same_run_cells(&data()).unwrap();
+        // Every preset, batch and execution once.
+        assert_eq!(cells.len(), PRESETS.len() * BATCHES.len() * 2);
+        for c in &cells {
+            let folder = data().join(&c.folder);
+            // The newest folder holding both sides of the row: no later folder measured it.
+            let later: Vec<String> = std::fs::read_dir(data())
+                .unwrap()
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains("-decode") && n.as_str() > c.folder.as_str())
+                .collect();
+            let name = format!("{}-b{}-{}", c.model, c.batch, c.execution);
+            for l in later {
+                let (o, t) = same_run_sides(&data().join(&l), &name).unwrap();
+                assert!(
+                    o.is_empty() || t.is_empty(),
+                    "{name}: {l} is newer than {}",
+                    c.folder
+                );
+            }
+            // Both sides' values are that folder's, and its card the one it names.
+            assert_eq!(
+                same_run_sides(&folder, &name).unwrap(),
+                (c.ours.clone(), c.theirs.clone())
+            );
+            assert_eq!(c.card, card_of(&folder).unwrap());
+        }
+        let gpt2 = cells
+            .iter()
+            .find(|c| c.model == "gpt2-small" && c.batch == 8 && c.execution == "graph")
+            .unwrap();
+        assert_eq!(gpt2.folder, "2026-12-02-decode-1928-gpt2");
+        assert_eq!((gpt2.ours.len(), gpt2.theirs.len()), (3, 3));
+    }
+
+    #[test]
+    fn the_words_follow_each_rows_interval() {
+        let cell = |ours: Vec<f64>, theirs: Vec<f64>| SameRun {
+            model: "gpt2-small",
+            batch: 8,
+            execution: "graph",
+            folder: "f".into(),
+            card: "GPU-x".into(),
+            ours,
+            theirs,
+        };
+        let faster = cell(vec![110.0, 111.0, 109.0], vec![100.0, 101.0, 99.0]);
+        let tied = cell(vec![130.0, 90.0], vec![100.0, 101.0]);
+        assert_eq!(
+            against_pytorch(faster.ratio().as_ref()),
+            "faster than PyTorch"
+        );
+        assert_eq!(against_pytorch(tied.ratio().as_ref()), "not told apart");
+        let words = pytorch_words(&[faster, tied]);
+        assert!(
+            words.starts_with("Graph-captured decode (1 of 2 rows faster than PyTorch)"),
+            "{words}"
+        );
+    }
 }
