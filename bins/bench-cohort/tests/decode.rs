@@ -71,6 +71,8 @@ fn a_decode_cohort_on_the_cpu_records_phases_and_tokens() {
         // (136,960 - 64 x 64) x 4 = 531,456 bytes, and 2 sequences' keys and values over
         // 16 + 3 positions on average at 2 layers x 2 x 64 x 4 = 1,024 bytes each = 38,912.
         assert_eq!(llm.decode_read_bytes, Some(531_456 + 38_912));
+        // The CPU has no FlashAttention kernel: decode attends as PyTorch's decoders do.
+        assert_eq!(llm.decode_attention.as_deref(), Some("sdpa"));
         // The warmup: one batch asked for is one whole cycle of 6; judging one cycle against
         // the one before needs two, and it stops on a cycle's end, within 10 x 2 cycles.
         let warmup = report

@@ -862,6 +862,12 @@ pub struct LlmConfig {
     /// `serve-llm` and in records written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode_read_bytes: Option<u64>,
+    /// The kernel decode steps attend through (`coload_workload::DecodeAttention`): `sdpa`
+    /// (`scaled_dot_product_attention`, as PyTorch's decoders call it), `flash-eager` (eager
+    /// steps through FlashAttention's variable-length kernel, graph-captured ones through
+    /// SDPA) or `flash`. Absent in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_attention: Option<String>,
 }
 
 /// How a serve worker's requests arrive and are batched.

@@ -31,6 +31,7 @@ fn write_decode_worker(dir: &Path) {
         context_tokens: 64,
         kv_cache_bytes: Some(1 << 20),
         decode_read_bytes: Some(50_000_000),
+        decode_attention: None,
     });
     let mut lines = String::new();
     let mut t = START_NS;

@@ -312,8 +312,17 @@ fn pytorch_table(cells: &[SameRun]) -> String {
     )
 }
 
-/// What the same-run rows say, per execution: where coload is faster, and where the interval
-/// does not tell the two apart.
+/// `1`, `1 and 8`, `1, 8 and 32`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// What the same-run rows say, per execution: the words each row's interval allows, the presets
+/// and batches under each (`at every preset and batch` where one set of words holds them all).
 fn pytorch_words(cells: &[SameRun]) -> String {
     if cells.is_empty() {
         return "No same-run comparison against PyTorch is in the data yet.".to_owned();
@@ -324,23 +333,42 @@ fn pytorch_words(cells: &[SameRun]) -> String {
         if rows.is_empty() {
             continue;
         }
-        let mut by_words: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+        // Words in the order they first appear, each with its presets' batches in row order.
+        let mut by_words: Vec<(&'static str, Vec<(&'static str, Vec<String>)>)> = Vec::new();
         for c in &rows {
-            by_words
-                .entry(against_pytorch(c.ratio().as_ref()))
-                .or_default()
-                .push(format!("{} at batch {}", c.model, c.batch));
+            let words = against_pytorch(c.ratio().as_ref());
+            let at = match by_words.iter_mut().position(|(w, _)| *w == words) {
+                Some(i) => i,
+                None => {
+                    by_words.push((words, Vec::new()));
+                    by_words.len() - 1
+                }
+            };
+            let models = &mut by_words[at].1;
+            match models.iter_mut().find(|(m, _)| *m == c.model) {
+                Some((_, batches)) => batches.push(c.batch.to_string()),
+                None => models.push((c.model, vec![c.batch.to_string()])),
+            }
         }
-        let said: Vec<String> = by_words
-            .iter()
-            .map(|(words, where_)| format!("{words}: {}", where_.join(", ")))
-            .collect();
-        parts.push(format!(
-            "{label} decode ({} of {} rows faster than PyTorch): {}.",
-            by_words.get("faster than PyTorch").map_or(0, Vec::len),
-            rows.len(),
-            said.join("; ")
-        ));
+        let said = if let [(words, _)] = by_words.as_slice() {
+            format!(
+                "{words} at every preset and batch measured ({} rows)",
+                rows.len()
+            )
+        } else {
+            by_words
+                .iter()
+                .map(|(words, models)| {
+                    let at: Vec<String> = models
+                        .iter()
+                        .map(|(m, b)| format!("{m} at batch {}", and_list(b)))
+                        .collect();
+                    format!("{words}, {}", and_list(&at))
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        parts.push(format!("{label} decode: {said}."));
     }
     parts.join(" ")
 }
@@ -594,9 +622,10 @@ mod tests {
         );
         assert_eq!(against_pytorch(tied.ratio().as_ref()), "not told apart");
         let words = pytorch_words(&[faster, tied]);
-        assert!(
-            words.starts_with("Graph-captured decode (1 of 2 rows faster than PyTorch)"),
-            "{words}"
+        assert_eq!(
+            words,
+            "Graph-captured decode: faster than PyTorch, gpt2-small at batch 8; not told apart, \
+             gpt2-small at batch 8."
         );
     }
 }
