@@ -312,6 +312,9 @@ fn pytorch_table(cells: &[SameRun]) -> String {
     )
 }
 
+/// Presets in row order, each with its batches.
+type PresetBatches = Vec<(&'static str, Vec<String>)>;
+
 /// `1`, `1 and 8`, `1, 8 and 32`.
 fn and_list(items: &[String]) -> String {
     match items {
@@ -334,15 +337,14 @@ fn pytorch_words(cells: &[SameRun]) -> String {
             continue;
         }
         // Words in the order they first appear, each with its presets' batches in row order.
-        let mut by_words: Vec<(&'static str, Vec<(&'static str, Vec<String>)>)> = Vec::new();
+        let mut by_words: Vec<(&'static str, PresetBatches)> = Vec::new();
         for c in &rows {
             let words = against_pytorch(c.ratio().as_ref());
-            let at = match by_words.iter_mut().position(|(w, _)| *w == words) {
-                Some(i) => i,
-                None => {
-                    by_words.push((words, Vec::new()));
-                    by_words.len() - 1
-                }
+            let at = if let Some(i) = by_words.iter().position(|(w, _)| *w == words) {
+                i
+            } else {
+                by_words.push((words, Vec::new()));
+                by_words.len() - 1
             };
             let models = &mut by_words[at].1;
             match models.iter_mut().find(|(m, _)| *m == c.model) {
