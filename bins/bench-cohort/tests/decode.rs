@@ -5,8 +5,8 @@
 use std::process::Command;
 
 use coload_cohort_schema::{
-    CohortSummary, Phase, Precision, WarmupStop, Workload, read_batches, read_document,
-    read_worker_report,
+    CohortSummary, DecodeAttention, Phase, Precision, WarmupStop, Workload, read_batches,
+    read_document, read_worker_report,
 };
 
 mod common;
@@ -72,7 +72,7 @@ fn a_decode_cohort_on_the_cpu_records_phases_and_tokens() {
         // 16 + 3 positions on average at 2 layers x 2 x 64 x 4 = 1,024 bytes each = 38,912.
         assert_eq!(llm.decode_read_bytes, Some(531_456 + 38_912));
         // The CPU has no FlashAttention kernel: decode attends as PyTorch's decoders do.
-        assert_eq!(llm.decode_attention.as_deref(), Some("sdpa"));
+        assert_eq!(llm.decode_attention, Some(DecodeAttention::Sdpa));
         // The warmup: one batch asked for is one whole cycle of 6; judging one cycle against
         // the one before needs two, and it stops on a cycle's end, within 10 x 2 cycles.
         let warmup = report

@@ -7,8 +7,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use coload_cohort_schema::{
-    CapacityReport, CohortSummary, Execution, LlmRequestLine, LlmRequestReader, Phase, Stage,
-    StopReason, Workload, exit, files, read_batches, read_document, read_worker_report,
+    CapacityReport, CohortSummary, DecodeAttention, Execution, LlmRequestLine, LlmRequestReader,
+    Phase, Stage, StopReason, Workload, exit, files, read_batches, read_document,
+    read_worker_report,
 };
 
 mod common;
@@ -88,7 +89,7 @@ fn a_serve_llm_cohort_on_the_cpu_records_every_request_and_summarizes_ttft_and_t
     let llm = report.config.llm.as_ref().expect("config.llm");
     // 2 layers x (keys + values) x 4 slots x 64 positions x 64 wide x 4 bytes.
     assert_eq!(llm.kv_cache_bytes, Some(2 * 2 * 4 * 64 * 64 * 4));
-    assert_eq!(llm.decode_attention.as_deref(), Some("sdpa"));
+    assert_eq!(llm.decode_attention, Some(DecodeAttention::Sdpa));
     let counts = report.serve_llm.expect("worker.json serve_llm");
     assert_eq!(
         counts.requests,

@@ -388,6 +388,60 @@ impl std::str::FromStr for Execution {
     }
 }
 
+/// Which kernel an LLM's decode steps attend through (`coload_workload::LlmModel`); all three
+/// compute the same attention. See docs/llm.md for why the default is what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecodeAttention {
+    /// Every step through `scaled_dot_product_attention`, as PyTorch's decoders attend (under
+    /// the position mask where the step's sequences differ in length or it is graph-captured).
+    Sdpa,
+    /// Eager steps through FlashAttention's variable-length kernel over each sequence's own
+    /// keys, graph-captured steps through `scaled_dot_product_attention`.
+    FlashEager,
+    /// Every step through FlashAttention's variable-length kernel.
+    Flash,
+}
+
+impl DecodeAttention {
+    /// Every choice, in declaration order.
+    pub const ALL: [DecodeAttention; 3] = [
+        DecodeAttention::Sdpa,
+        DecodeAttention::FlashEager,
+        DecodeAttention::Flash,
+    ];
+
+    /// The name used on the command line and in documents.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecodeAttention::Sdpa => "sdpa",
+            DecodeAttention::FlashEager => "flash-eager",
+            DecodeAttention::Flash => "flash",
+        }
+    }
+}
+
+impl fmt::Display for DecodeAttention {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for DecodeAttention {
+    type Err = ValueError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DecodeAttention::ALL
+            .into_iter()
+            .find(|a| a.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown decode attention `{s}` (expected sdpa, flash-eager or flash)")
+                    .into()
+            })
+    }
+}
+
 /// The model name a worker records for a TorchScript file (`--model-file`).
 pub const TORCHSCRIPT_MODEL: &str = "torchscript";
 
@@ -867,7 +921,7 @@ pub struct LlmConfig {
     /// steps through FlashAttention's variable-length kernel, graph-captured ones through
     /// SDPA) or `flash`. Absent in records written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub decode_attention: Option<String>,
+    pub decode_attention: Option<DecodeAttention>,
 }
 
 /// How a serve worker's requests arrive and are batched.

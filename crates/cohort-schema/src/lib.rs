@@ -51,10 +51,10 @@ pub use barrier::{AbortRecord, AcceptedWorker, ReadyRecord, StartRecord};
 pub use batch::{BatchRecord, Phase};
 pub use cohort_failure::{CohortFailure, WorkerOutcome};
 pub use config::{
-    ConfigDifference, DeviceChoice, Execution, ExecutionDeclaration, FCFS_PREFILL_FIRST,
-    InputShape, LLM_LENGTHS_FILE, LLM_LENGTHS_FIXED, LLM_LENGTHS_UNIFORM, LlmConfig, MemoryFormat,
-    Mode, ModelDeclaration, ModelFile, Precision, ServeConfig, ServeLlmConfig, TORCHSCRIPT_MODEL,
-    TimesliceInterval, WorkerConfig, Workload,
+    ConfigDifference, DecodeAttention, DeviceChoice, Execution, ExecutionDeclaration,
+    FCFS_PREFILL_FIRST, InputShape, LLM_LENGTHS_FILE, LLM_LENGTHS_FIXED, LLM_LENGTHS_UNIFORM,
+    LlmConfig, MemoryFormat, Mode, ModelDeclaration, ModelFile, Precision, ServeConfig,
+    ServeLlmConfig, TORCHSCRIPT_MODEL, TimesliceInterval, WorkerConfig, Workload,
 };
 pub use decision::{DecisionRow, DecisionTable, FrontierPoint};
 pub use error::{SchemaError, ValueError};

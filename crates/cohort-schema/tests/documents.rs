@@ -465,7 +465,7 @@ fn a_decode_config_and_phased_lines_are_pinned_and_round_trip() {
             context_tokens: 1024,
             kv_cache_bytes: Some(301_989_888),
             decode_read_bytes: None,
-            decode_attention: Some("flash-eager".into()),
+            decode_attention: Some(coload_cohort_schema::DecodeAttention::FlashEager),
         }),
         ..WorkerConfig::article(Mode::Timeslice, Workload::Decode, 2)
     };

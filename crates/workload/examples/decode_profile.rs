@@ -107,7 +107,10 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--output-tokens" => parsed.output = number(flag, value)?,
             "--warmup-iterations" => parsed.warmup = Some(number(flag, value)?),
             "--top" => parsed.top = number(flag, value)?,
-            "--attention" => parsed.attention = Some(DecodeAttention::from_str(value)?),
+            "--attention" => {
+                parsed.attention =
+                    Some(DecodeAttention::from_str(value).map_err(|e| e.to_string())?);
+            }
             "--compare-attention" => parsed.compare_rounds = Some(number(flag, value)?),
             "--cycles" => parsed.cycles = number(flag, value)?,
             other => return Err(format!("unknown flag `{other}`\n{USAGE}")),
@@ -194,8 +197,14 @@ fn summary_json(args: &Args, execution: Execution, s: &ProfileSummary, step_ms: 
     )
 }
 
-fn profile(args: &Args, execution: Execution) -> Result<(), String> {
-    let options = DecodeOptions {
+/// The decode step the arguments ask for, run `execution`, attending through `attention`
+/// (`None`: the model's default).
+fn decode_options(
+    args: &Args,
+    execution: Execution,
+    attention: Option<DecodeAttention>,
+) -> DecodeOptions {
+    DecodeOptions {
         model: args.model,
         device: args.device,
         batch_size: args.batch,
@@ -204,8 +213,12 @@ fn profile(args: &Args, execution: Execution) -> Result<(), String> {
         precision: None,
         seed: 0,
         execution,
-        attention: args.attention,
-    };
+        attention,
+    }
+}
+
+fn profile(args: &Args, execution: Execution) -> Result<(), String> {
+    let options = decode_options(args, execution, args.attention);
     let name = format!("coload-{}-b{}-{}", args.model, args.batch, short(execution));
     let fail = |e: &dyn std::fmt::Display| format!("{name}: {e}");
     let mut step = DecodeStep::new(&options).map_err(|e| fail(&e))?;
@@ -244,17 +257,7 @@ fn compare_attention(args: &Args, rounds: u32) -> Result<(), String> {
     let fail = |e: &dyn std::fmt::Display| format!("{name}: {e}");
     let mut steps = Vec::new();
     for attention in sides {
-        let options = DecodeOptions {
-            model: args.model,
-            device: args.device,
-            batch_size: args.batch,
-            prompt_tokens: args.prompt,
-            generate_tokens: args.output,
-            precision: None,
-            seed: 0,
-            execution: Execution::Eager,
-            attention: Some(attention),
-        };
+        let options = decode_options(args, Execution::Eager, Some(attention));
         let mut step = DecodeStep::new(&options).map_err(|e| fail(&e))?;
         for _ in 0..args.warmup.unwrap_or(2 * args.output) {
             step.step().map_err(|e| fail(&e))?;

@@ -50,7 +50,7 @@ pub(super) fn llm_config(step: &DecodeStep) -> LlmConfig {
         context_tokens: model.config().context,
         kv_cache_bytes: Some(model.cache_bytes()),
         decode_read_bytes: step.decode_read_bytes(),
-        decode_attention: Some(model.decode_attention().as_str().to_owned()),
+        decode_attention: Some(model.decode_attention()),
     }
 }
 

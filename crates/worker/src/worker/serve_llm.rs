@@ -228,7 +228,7 @@ impl Run {
             context_tokens: llm.config().context,
             kv_cache_bytes: Some(llm.cache_bytes()),
             decode_read_bytes: None,
-            decode_attention: Some(llm.decode_attention().as_str().to_owned()),
+            decode_attention: Some(llm.decode_attention()),
         });
         self.record_device(args, &info, build_start, clock, progress)?;
         let decodes = warmup_decodes(f.warmup_batches, plan);

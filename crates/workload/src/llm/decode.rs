@@ -18,14 +18,14 @@
 use std::panic::catch_unwind;
 
 use coload_cohort_schema::{
-    DeviceChoice, DeviceKind, Execution, MemoryInfo, MemorySource, Precision,
+    DecodeAttention, DeviceChoice, DeviceKind, Execution, MemoryInfo, MemorySource, Precision,
 };
 use coload_timing::{DecodeCycle, IterationKind, Step};
 use tch::{Device, Kind, Tensor};
 
 use crate::error::{LlmError, WorkloadError};
 use crate::llm::config::LlmPreset;
-use crate::llm::model::{DecodeAttention, LlmModel, LlmPlacement, at_least_one};
+use crate::llm::model::{LlmModel, LlmPlacement, at_least_one};
 use crate::shim::{self, CapturePhase};
 use crate::step::{
     GRAPH_WARMUP_STEPS, WorkloadInfo, check_execution, cuda_version_text, cudnn_version_text,

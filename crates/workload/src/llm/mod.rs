@@ -18,7 +18,8 @@ mod decode;
 mod model;
 mod serve;
 
+pub use coload_cohort_schema::DecodeAttention;
 pub use config::{LlmArchitecture, LlmConfig, LlmPreset};
 pub use decode::{DecodeOptions, DecodeStep};
-pub use model::{DecodeAttention, LlmModel, LlmPlacement};
+pub use model::{LlmModel, LlmPlacement};
 pub use serve::{LlmServeOptions, LlmServeStep, PROMPT_SHIFTS, decode_buckets, warmup_batches};

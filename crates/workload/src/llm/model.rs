@@ -72,7 +72,7 @@
     reason = "the papers' names: b batch, p prompt, q/k/v, x the residual stream, h its norm, d head width"
 )]
 
-use coload_cohort_schema::Precision;
+use coload_cohort_schema::{DecodeAttention, Precision};
 use tch::nn::{Init, VarStore};
 use tch::{Device, Kind, Tensor};
 
@@ -780,17 +780,19 @@ impl LlmModel {
         } else {
             None
         };
-        let (cu_queries, cu_keys, used_keys) = if flash {
+        // FlashAttention's per-step arguments: each slot's first query and first key row, and
+        // the keys each sequence attends over (its position and its new one).
+        let flash_args = if flash {
             let mut used = self.cache.used_keys.f_narrow(0, 0, b)?;
             used.f_copy_(&positions)?;
             let _ = used.f_add_scalar_(1)?;
-            (
+            Some((
                 self.cache.cu_queries.f_narrow(0, 0, b + 1)?,
                 self.cache.cu_keys.f_narrow(0, 0, b + 1)?,
                 used,
-            )
+            ))
         } else {
-            (Tensor::new(), Tensor::new(), Tensor::new())
+            None
         };
         let write_at = self.cache.slot_base.f_narrow(0, 0, b)?.f_add(&positions)?;
         let gqa = kv_heads != heads;
@@ -800,7 +802,7 @@ impl LlmModel {
             let (q, k, v) = self.qkv_decode(layer, &h, b, turns.as_ref())?;
             let _ = self.cache.keys_rows[i].f_index_copy_(0, &write_at, &k)?;
             let _ = self.cache.values_rows[i].f_index_copy_(0, &write_at, &v)?;
-            if flash {
+            if let Some((cu_queries, cu_keys, used_keys)) = &flash_args {
                 // Each sequence's keys and values up to its position, in place: the rows views
                 // give every slot's positions in every KV head (row stride `head_dim`, head
                 // stride `context * head_dim`), slot `s` from row `cu_keys[s]`.
@@ -808,9 +810,9 @@ impl LlmModel {
                     &q.f_view_([b, heads, d].as_slice())?,
                     &self.cache.keys_rows[i],
                     &self.cache.values_rows[i],
-                    &cu_queries,
-                    &cu_keys,
-                    &used_keys,
+                    cu_queries,
+                    cu_keys,
+                    used_keys,
                     attend,
                 )?
                 .f_view_([b, hidden].as_slice())?;
@@ -1131,56 +1133,6 @@ impl KvCache {
             used_keys: Tensor::f_zeros([slots], int32)?,
             lengths: vec![0; slots as usize],
         })
-    }
-}
-
-/// Which kernel an LLM's decode steps attend through; all three compute the same attention
-/// (see the module's "Decode attention" for why the default is what it is).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DecodeAttention {
-    /// Every step through `scaled_dot_product_attention`, as PyTorch's decoders attend (under
-    /// the position mask where the step's sequences differ in length or it is graph-captured).
-    Sdpa,
-    /// Eager steps through FlashAttention's variable-length kernel over each sequence's own
-    /// keys, graph-captured steps through `scaled_dot_product_attention`.
-    FlashEager,
-    /// Every step through FlashAttention's variable-length kernel.
-    Flash,
-}
-
-impl DecodeAttention {
-    /// Every choice, in the order the command line lists them.
-    pub const ALL: [DecodeAttention; 3] = [
-        DecodeAttention::Sdpa,
-        DecodeAttention::FlashEager,
-        DecodeAttention::Flash,
-    ];
-
-    /// The choice's name: `sdpa`, `flash-eager` or `flash`.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecodeAttention::Sdpa => "sdpa",
-            DecodeAttention::FlashEager => "flash-eager",
-            DecodeAttention::Flash => "flash",
-        }
-    }
-}
-
-impl std::fmt::Display for DecodeAttention {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for DecodeAttention {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        DecodeAttention::ALL
-            .into_iter()
-            .find(|a| a.as_str() == s)
-            .ok_or_else(|| format!("unknown decode attention `{s}`: sdpa, flash-eager or flash"))
     }
 }
 
